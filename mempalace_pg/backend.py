@@ -1,0 +1,267 @@
+"""``PostgresBackend``: the MemPalace storage backend registered as ``postgres``.
+
+MemPalace builds one instance per process with no arguments and asks it for collections:
+
+    backend.get_collection(palace=PalaceRef(id=path, local_path=path),
+                           collection_name="mempalace_drawers", create=True)
+
+A palace is a row in ``<schema>.palaces`` keyed by (namespace, palace id); each of its collections
+is a row in ``<schema>.collections`` with its records in a partition of ``<schema>.records``.
+The palace directory holds only a small marker, ``mempalace_pg.json``, naming the database it
+lives in (never a password), so MemPalace's palace detection is a file stat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from datetime import datetime, timezone
+from typing import Optional
+
+from mempalace.backends.base import (
+    BackendClosedError,
+    BackendMismatchError,
+    BaseBackend,
+    CollectionNotInitializedError,
+    HealthStatus,
+    PalaceNotFoundError,
+    PalaceRef,
+)
+from psycopg import sql
+
+from .collection import PostgresCollection
+from .config import Settings, dsn_target
+
+MARKER_FILENAME = "mempalace_pg.json"
+MARKER_FORMAT = 1
+BACKEND_NAME = "postgres"
+
+
+def marker_path(palace_dir: str) -> str:
+    return os.path.join(palace_dir, MARKER_FILENAME)
+
+
+def read_marker(palace_dir: str) -> Optional[dict]:
+    """The palace's marker, None when there is none; BackendMismatchError when it is unreadable."""
+    path = marker_path(palace_dir)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            marker = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BackendMismatchError(f"the mempalace-pg marker {path} is unreadable: {exc}") from None
+    if not isinstance(marker, dict) or marker.get("backend") != BACKEND_NAME:
+        raise BackendMismatchError(f"{path} does not identify a palace of the postgres backend")
+    return marker
+
+
+def _allow_concurrent_writers() -> None:
+    """Tell MemPalace that PostgreSQL coordinates concurrent writers for this backend.
+
+    MemPalace treats every plugin as single-writer (an MCP server then locks out ``mempalace mine``).
+    Its set of multi-writer backends is a module global that is re-assigned while
+    ``mempalace.palace`` imports, so it can only be extended after that import finished: we do it
+    from ``detect()`` and ``get_collection()``, which MemPalace calls before it consults the set.
+    """
+    palace_module = sys.modules.get("mempalace.palace")
+    current = getattr(palace_module, "_MULTI_PROCESS_WRITER_BACKENDS", None)
+    if isinstance(current, frozenset) and BACKEND_NAME not in current:
+        palace_module._MULTI_PROCESS_WRITER_BACKENDS = current | {BACKEND_NAME}
+
+
+class PostgresBackend(BaseBackend):
+    """MemPalace backend storing palaces in PostgreSQL with pgvector (and, for the graph, Apache AGE)."""
+
+    name = BACKEND_NAME
+    spec_version = "1.0"
+    capabilities = frozenset({
+        "requires_explicit_embeddings",
+        "supports_embeddings_in",
+        "supports_embeddings_passthrough",
+        "supports_embeddings_out",
+        "supports_metadata_filters",
+        "supports_lexical_search",
+        "supports_metadata_facets",
+        "supports_recency_order",
+        "supports_namespace_isolation",
+        "supports_server_side_indexes",
+        "supports_update",
+        "server_mode",
+    })
+    distance_metric = "cosine"
+    maintenance_kinds = frozenset({"analyze", "reindex"})
+
+    def __init__(self) -> None:  # no I/O: MemPalace constructs every backend at discovery
+        self._closed = False
+        self._lock = threading.RLock()
+        # (dsn, schema, namespace, palace key, collection name) -> (collection_pk, dimension)
+        self._known: dict[tuple, tuple[int, Optional[int]]] = {}
+        self._open_collections: dict[str, list[PostgresCollection]] = {}
+
+    # -- MemPalace entry points ------------------------------------------------------------------
+    @classmethod
+    def detect(cls, path: str) -> bool:
+        _allow_concurrent_writers()
+        try:
+            return os.path.isfile(marker_path(path))
+        except (TypeError, ValueError):
+            return False
+
+    def get_collection(self, *, palace: PalaceRef, collection_name: str, create: bool = False,
+                       options: Optional[dict] = None) -> PostgresCollection:
+        if self._closed:
+            raise BackendClosedError("the postgres backend has been closed")
+        if not isinstance(palace, PalaceRef):
+            raise TypeError("palace= must be a PalaceRef")
+        _allow_concurrent_writers()
+        options = dict(options or {})
+        read_only = bool(options.pop("read_only", False))
+        settings = Settings.load(options)
+        namespace = palace.namespace if palace.namespace is not None else settings.namespace
+        target = self._target(settings, namespace, palace)
+
+        marker = read_marker(palace.local_path) if palace.local_path else None
+        if marker is not None:
+            self._check_marker(marker, target, palace)
+        elif palace.local_path and not create:
+            raise PalaceNotFoundError(
+                f"no mempalace-pg palace at {palace.local_path} (no {MARKER_FILENAME}); "
+                "create it with `mempalace --backend postgres init` or `mine`")
+
+        key = (settings.dsn, settings.schema, namespace, palace.id, collection_name)
+        from .database import Database
+
+        db = Database.get(settings)
+        with self._lock:
+            known = self._known.get(key)
+        if known is None:
+            known = self._lookup(db, namespace, palace.id, collection_name, create)
+            if known is None:
+                if marker is not None or not palace.local_path:
+                    raise CollectionNotInitializedError(collection_name)
+                raise PalaceNotFoundError(palace.local_path)
+            with self._lock:
+                self._known[key] = known
+        if create and palace.local_path and marker is None:
+            self._write_marker(palace.local_path, target)
+        collection = PostgresCollection(
+            backend=self, db=db, palace=palace, namespace=namespace, name=collection_name,
+            collection_pk=known[0], dimension=known[1], read_only=read_only,
+        )
+        with self._lock:
+            self._open_collections.setdefault(palace.id, []).append(collection)
+            # keep the list from growing without bound in long-lived MCP servers
+            if len(self._open_collections[palace.id]) > 64:
+                self._open_collections[palace.id] = self._open_collections[palace.id][-32:]
+        return collection
+
+    def close_palace(self, palace) -> None:
+        palace_id = palace.id if isinstance(palace, PalaceRef) else str(palace)
+        with self._lock:
+            collections = self._open_collections.pop(palace_id, [])
+            for key in [k for k in self._known if k[3] == palace_id]:
+                del self._known[key]
+        for collection in collections:
+            collection.close()
+
+    def close(self) -> None:
+        """Close this backend's collections. The process-wide pool stays open for other users of it."""
+        with self._lock:
+            self._closed = True
+            collections = [c for cols in self._open_collections.values() for c in cols]
+            self._open_collections.clear()
+            self._known.clear()
+        for collection in collections:
+            collection.close()
+
+    def health(self, palace: Optional[PalaceRef] = None) -> HealthStatus:
+        if self._closed:
+            return HealthStatus.unhealthy("backend closed")
+        try:
+            from .database import Database
+
+            settings = Settings.load()
+            db = Database.get(settings)
+            db.run(lambda conn: conn.execute("SELECT 1").fetchone())
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            return HealthStatus.unhealthy(str(exc))
+        if palace is not None and palace.local_path and not os.path.isfile(marker_path(palace.local_path)):
+            return HealthStatus.unhealthy(f"no {MARKER_FILENAME} in {palace.local_path}")
+        return HealthStatus.healthy(f"PostgreSQL at {settings.redacted_dsn}, schema {settings.schema}")
+
+    # -- internals --------------------------------------------------------------------------------
+    @staticmethod
+    def _target(settings: Settings, namespace: str, palace: PalaceRef) -> dict:
+        target = dsn_target(settings.dsn)
+        target.update({"schema": settings.schema, "namespace": namespace, "palace_key": palace.id})
+        return target
+
+    @staticmethod
+    def _check_marker(marker: dict, target: dict, palace: PalaceRef) -> None:
+        recorded = marker.get("postgres")
+        if not isinstance(recorded, dict):
+            raise BackendMismatchError(f"{marker_path(palace.local_path)} has no target section")
+        differing = [k for k in ("host", "port", "dbname", "schema", "namespace", "palace_key")
+                     if recorded.get(k) != target.get(k)]
+        if differing:
+            was = ", ".join(f"{k}={recorded.get(k)!r}" for k in differing)
+            now = ", ".join(f"{k}={target.get(k)!r}" for k in differing)
+            raise BackendMismatchError(
+                f"palace {palace.local_path} lives in PostgreSQL at {was}, but the current settings "
+                f"point at {now}. Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA / MEMPALACE_PG_NAMESPACE "
+                "(or the postgres_* keys in config.json) back, or use a fresh palace directory.")
+
+    @staticmethod
+    def _write_marker(palace_dir: str, target: dict) -> None:
+        os.makedirs(palace_dir, exist_ok=True)
+        marker = {
+            "backend": BACKEND_NAME,
+            "format": MARKER_FORMAT,
+            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "postgres": target,
+        }
+        path = marker_path(palace_dir)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(marker, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
+
+    @staticmethod
+    def _lookup(db, namespace: str, palace_key: str, collection_name: str,
+                create: bool) -> Optional[tuple[int, Optional[int]]]:
+        """(collection_pk, dimension) of a collection; created with its palace and partition if asked."""
+        find = sql.SQL(
+            "SELECT c.collection_pk, c.dimension FROM {c} c JOIN {p} p USING (palace_pk) "
+            "WHERE p.namespace = %s AND p.palace_key = %s AND c.name = %s"
+        ).format(c=db.ident("collections"), p=db.ident("palaces"))
+        args = (namespace, palace_key, collection_name)
+        row = db.run(lambda conn: conn.execute(find, args).fetchone())
+        if row is not None or not create:
+            return (row[0], row[1]) if row else None
+
+        def make(conn):
+            # One creator at a time per collection; a second one finds the first one's rows.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                         (f"mempalace_pg:create:{db.schema}:{namespace}:{palace_key}:{collection_name}",))
+            found = conn.execute(find, args).fetchone()
+            if found:
+                return found[0], found[1]
+            conn.execute(sql.SQL("INSERT INTO {} (namespace, palace_key) VALUES (%s, %s) "
+                                 "ON CONFLICT DO NOTHING").format(db.ident("palaces")), (namespace, palace_key))
+            pk = conn.execute(sql.SQL(
+                "INSERT INTO {c} (palace_pk, name) SELECT palace_pk, %s FROM {p} "
+                "WHERE namespace = %s AND palace_key = %s RETURNING collection_pk"
+            ).format(c=db.ident("collections"), p=db.ident("palaces")),
+                (collection_name, namespace, palace_key)).fetchone()[0]
+            conn.execute(sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({})").format(
+                db.ident(f"records_c{pk}"), db.ident("records"), sql.Literal(int(pk))))
+            conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(
+                db.ident(f"records_c{pk}"),
+                sql.Literal(f"Records of collection {collection_name} of palace {palace_key}")))
+            return pk, None
+
+        return db.run(make)

@@ -1,0 +1,624 @@
+"""A MemPalace collection (drawers, closets or assets of one palace) stored in PostgreSQL.
+
+Each collection's records live in their own partition of ``<schema>.records`` (``records_c<pk>``)
+with an HNSW index on the embedding. Every operation is one SQL statement (two where MemPalace's
+contract needs a check first), filters are compiled to SQL (see :mod:`mempalace_pg.filters`),
+and every value travels as a bound parameter, vectors in binary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from typing import TYPE_CHECKING, Any, Iterable, Optional
+
+import numpy as np
+import psycopg
+from mempalace.backends.base import (
+    BackendClosedError,
+    BaseCollection,
+    DimensionMismatchError,
+    EmbedderIdentity,
+    GetResult,
+    HealthStatus,
+    LexicalHit,
+    LexicalResult,
+    MaintenanceResult,
+    PalaceRef,
+    QueryResult,
+    UnsupportedMaintenanceKindError,
+    _IncludeSpec,
+)
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from .errors import InvalidRecordError
+from .filters import compile_filters
+
+if TYPE_CHECKING:
+    from .backend import PostgresBackend
+    from .database import Database
+
+#: Batches at least this large go through COPY into a staging table instead of one INSERT.
+COPY_THRESHOLD = 2000
+_TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
+_HNSW_OPTIONS = "m = 16, ef_construction = 64"
+
+
+# -- input validation ---------------------------------------------------------------------
+
+def _check_text(value: Any, what: str, record_id: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidRecordError(f"{what} of record {record_id!r} must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidRecordError(
+            f"{what} of record {record_id!r} contains a NUL byte (\\x00), which PostgreSQL cannot "
+            "store; remove it before writing (nothing in this batch was written)"
+        )
+    return value
+
+
+def _check_json(value: Any, record_id: Any, path: str = "metadata") -> None:
+    if isinstance(value, str):
+        _check_text(value, path, record_id)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidRecordError(
+            f"{path} of record {record_id!r} is {value!r}; JSON has no NaN or infinity "
+            "(nothing in this batch was written)"
+        )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidRecordError(f"{path} of record {record_id!r} has a non-string key {key!r}")
+            _check_text(key, f"{path} key", record_id)
+            _check_json(item, record_id, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_json(item, record_id, f"{path}[{i}]")
+    elif value is not None and not isinstance(value, (bool, int, float)):
+        raise InvalidRecordError(
+            f"{path} of record {record_id!r} has a value of type {type(value).__name__}, "
+            "which is not JSON (use str, int, float, bool, None, list or dict)"
+        )
+
+
+def as_matrix(embeddings: Any, ids: list, *, what: str = "embedding") -> np.ndarray:
+    """Validate embeddings (same width, finite, non-empty) and return them as a float32 matrix."""
+    try:
+        matrix = np.asarray(embeddings, dtype=np.float32)
+    except (ValueError, TypeError):
+        widths = sorted({len(e) for e in embeddings if hasattr(e, "__len__")})
+        raise DimensionMismatchError(
+            f"{what}s in one batch have different widths {widths}; every vector of a collection "
+            "must have the same dimension"
+        ) from None
+    if matrix.ndim != 2 or matrix.shape[1] == 0:
+        raise InvalidRecordError(f"each {what} must be a non-empty list of numbers")
+    if matrix.shape[0] != len(ids):
+        raise InvalidRecordError(f"{len(ids)} ids but {matrix.shape[0]} {what}s")
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        bad = [ids[i] for i in np.flatnonzero(~finite)[:5]]
+        raise InvalidRecordError(
+            f"{what} of record(s) {bad} contain NaN or infinity; nothing in this batch was written"
+        )
+    return matrix
+
+
+class PostgresCollection(BaseCollection):
+    """One collection of one palace. Obtain it from :meth:`PostgresBackend.get_collection`."""
+
+    upsert_merges_metadata = False
+
+    def __init__(self, *, backend: "PostgresBackend", db: "Database", palace: PalaceRef,
+                 namespace: str, name: str, collection_pk: int, dimension: Optional[int],
+                 read_only: bool = False):
+        self._backend = backend  # MemPalace reads capabilities through this attribute
+        self._db = db
+        self._palace = palace
+        self._namespace = namespace
+        self.name = name
+        self._pk = collection_pk
+        self._dimension = dimension
+        self._read_only = read_only
+        self._closed = False
+        self._table = db.ident(f"records_c{collection_pk}")
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<PostgresCollection {self.name} of {self._palace.id!r} (records_c{self._pk})>"
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _open(self) -> "Database":
+        if self._closed or self._backend._closed:
+            raise BackendClosedError(f"collection {self.name!r} has been closed")
+        return self._db
+
+    @property
+    def distance_metric(self) -> str:
+        return "cosine"
+
+    @property
+    def dimension(self) -> Optional[int]:
+        """The vector width of this collection, or None before its first write."""
+        return self._dimension
+
+    def _fetch_dimension(self) -> Optional[int]:
+        """The width another process may have fixed since this handle was opened."""
+        query = sql.SQL("SELECT dimension FROM {} WHERE collection_pk = %s").format(self._db.ident("collections"))
+        row = self._db.run(lambda conn: conn.execute(query, (self._pk,)).fetchone())
+        self._dimension = row[0] if row else None
+        return self._dimension
+
+    def _vector_type(self, dim: int) -> sql.Composable:
+        return sql.SQL("vector({})").format(sql.Literal(int(dim)))
+
+    def _claim_dimension(self, conn: psycopg.Connection, dim: int) -> int:
+        """Fix the collection's width at its first write (and build its HNSW index); return the width.
+
+        The row lock taken by the UPDATE serializes concurrent first writers of one collection.
+        """
+        stored = conn.execute(
+            sql.SQL("UPDATE {} SET dimension = COALESCE(dimension, %s) WHERE collection_pk = %s "
+                    "RETURNING dimension").format(self._db.ident("collections")),
+            (dim, self._pk),
+        ).fetchone()[0]
+        if stored == dim:
+            self._create_vector_index(conn, dim)
+        return stored
+
+    def _check_dimension(self, stored: Optional[int], dim: int) -> None:
+        if stored is not None and stored != dim:
+            raise DimensionMismatchError(
+                f"collection {self.name!r} holds {stored}-dimension vectors; this batch has {dim}. "
+                "Use the embedder the palace was built with (see `mempalace palace set-embedder`)."
+            )
+
+    def _create_vector_index(self, conn: psycopg.Connection, dim: int) -> None:
+        conn.execute(sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ((embedding::{}) vector_cosine_ops) "
+            "WITH (" + _HNSW_OPTIONS + ")"
+        ).format(sql.Identifier(f"records_c{self._pk}_embedding_hnsw"), self._table, self._vector_type(dim)))
+
+    def _validate_batch(self, ids, documents, metadatas, embeddings) -> tuple[list, list, list, np.ndarray]:
+        if embeddings is None:
+            raise ValueError("the postgres backend requires explicit embeddings (MemPalace supplies them)")
+        ids = list(ids)
+        documents = list(documents) if documents is not None else None
+        if documents is None:
+            raise ValueError("documents are required")
+        n = len(ids)
+        if len(documents) != n:
+            raise ValueError(f"documents length {len(documents)} does not match ids length {n}")
+        if metadatas is not None and len(metadatas) != n:
+            raise ValueError(f"metadatas length {len(metadatas)} does not match ids length {n}")
+        if len(embeddings) != n:
+            raise ValueError(f"embeddings length {len(embeddings)} does not match ids length {n}")
+        if len(set(ids)) != n:
+            dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
+            raise ValueError(f"ids must be unique within a batch; repeated: {dupes}")
+        for rid in ids:
+            _check_text(rid, "id", rid)
+        for rid, doc in zip(ids, documents):
+            _check_text(doc, "document", rid)
+        metas = []
+        for i, rid in enumerate(ids):
+            meta = (metadatas[i] if metadatas is not None else None) or {}
+            if not isinstance(meta, dict):
+                raise InvalidRecordError(f"metadata of record {rid!r} must be a dict")
+            _check_json(meta, rid)
+            metas.append(meta)
+        matrix = as_matrix(embeddings, ids)
+        return ids, documents, metas, matrix
+
+    # -- writes ---------------------------------------------------------------------------------
+    def _write(self, ids, documents, metadatas, embeddings, *, replace: bool) -> None:
+        db = self._open()
+        if self._read_only:
+            raise PermissionError(f"collection {self.name!r} was opened read-only")
+        if not len(ids):
+            return
+        ids, documents, metas, matrix = self._validate_batch(ids, documents, metadatas, embeddings)
+        dim = int(matrix.shape[1])
+        self._check_dimension(self._dimension, dim)  # a known width is checked before any I/O
+
+        def work(conn: psycopg.Connection) -> int:
+            stored = self._dimension or self._claim_dimension(conn, dim)
+            self._check_dimension(stored, dim)
+            self.write_rows(conn, ids, documents, metas, matrix, replace=replace)
+            return stored
+
+        self._dimension = db.run(work)
+
+    def write_rows(self, conn: psycopg.Connection, ids: list, documents: list, metas: list,
+                   matrix: np.ndarray, *, replace: bool) -> None:
+        """Write validated rows on ``conn`` (inside the caller's transaction): one statement or a COPY."""
+        conflict = (
+            sql.SQL("ON CONFLICT (collection_pk, id) DO UPDATE SET document = EXCLUDED.document, "
+                    "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding, written_at = now()")
+            if replace else sql.SQL("ON CONFLICT (collection_pk, id) DO NOTHING")
+        )
+        n = len(ids)
+        if n >= COPY_THRESHOLD:
+            stage = sql.Identifier(f"mempalace_pg_stage_{self._pk}")
+            conn.execute(sql.SQL(
+                "CREATE TEMP TABLE IF NOT EXISTS {} (id text, document text, metadata jsonb, embedding vector) "
+                "ON COMMIT DELETE ROWS").format(stage))
+            with conn.cursor().copy(sql.SQL(
+                    "COPY {} (id, document, metadata, embedding) FROM STDIN WITH (FORMAT BINARY)"
+            ).format(stage)) as copy:
+                copy.set_types(["text", "text", "jsonb", "vector"])
+                for i in range(n):
+                    copy.write_row((ids[i], documents[i], Jsonb(metas[i]), matrix[i]))
+            source = sql.SQL("SELECT %s, id, document, metadata, embedding FROM {}").format(stage)
+            params: tuple = (self._pk,)
+        else:
+            source = sql.SQL(
+                "SELECT %s, u.id, u.document, u.metadata, u.embedding "
+                "FROM unnest(%s::text[], %s::text[], %s::jsonb[], %b::vector[]) "
+                "AS u(id, document, metadata, embedding)")
+            params = (self._pk, ids, documents, [Jsonb(m) for m in metas], list(matrix))
+        query = sql.SQL("INSERT INTO {} (collection_pk, id, document, metadata, embedding) {} {} "
+                        "RETURNING id").format(self._table, source, conflict)
+        written = conn.execute(query, params).fetchall()
+        if not replace and len(written) != n:
+            new = {r[0] for r in written}
+            existing = [i for i in ids if i not in new]
+            raise ValueError(f"ids already exist in collection {self.name!r}: {existing[:10]}")
+
+    def add(self, *, documents, ids, metadatas=None, embeddings=None) -> None:
+        """Insert new records; if any id already exists, nothing is written and ValueError is raised."""
+        self._write(ids, documents, metadatas, embeddings, replace=False)
+
+    def upsert(self, *, documents, ids, metadatas=None, embeddings=None) -> None:
+        """Insert or replace records (metadata is replaced, not merged), atomically."""
+        self._write(ids, documents, metadatas, embeddings, replace=True)
+
+    def update(self, *, ids, documents=None, metadatas=None, embeddings=None) -> None:
+        """Atomic update in one statement: documents/embeddings replaced, metadata merged; unknown ids skipped."""
+        if documents is None and metadatas is None and embeddings is None:
+            raise ValueError("update requires at least one of documents, metadatas, embeddings")
+        db = self._open()
+        if self._read_only:
+            raise PermissionError(f"collection {self.name!r} was opened read-only")
+        ids = list(ids)
+        n = len(ids)
+        for label, value in (("documents", documents), ("metadatas", metadatas), ("embeddings", embeddings)):
+            if value is not None and len(value) != n:
+                raise ValueError(f"{label} length {len(value)} does not match ids length {n}")
+        if not n:
+            return
+        for rid in ids:
+            _check_text(rid, "id", rid)
+        if documents is not None:
+            for rid, doc in zip(ids, documents):
+                _check_text(doc, "document", rid)
+        metas = None
+        if metadatas is not None:
+            metas = []
+            for rid, meta in zip(ids, metadatas):
+                meta = meta or {}
+                if not isinstance(meta, dict):
+                    raise InvalidRecordError(f"metadata of record {rid!r} must be a dict")
+                _check_json(meta, rid)
+                metas.append(Jsonb(meta))
+        vectors = None
+        if embeddings is not None:
+            matrix = as_matrix(embeddings, ids)
+            dim = int(matrix.shape[1])
+            self._check_dimension(self._dimension, dim)
+            vectors = list(matrix)
+
+        query = sql.SQL(
+            "UPDATE {t} AS r SET "
+            "document = CASE WHEN %(has_docs)s THEN u.document ELSE r.document END, "
+            "metadata = CASE WHEN %(has_metas)s THEN r.metadata || u.metadata ELSE r.metadata END, "
+            "embedding = CASE WHEN %(has_vecs)s THEN u.embedding ELSE r.embedding END, "
+            "written_at = now() "
+            "FROM unnest(%(ids)s::text[], %(docs)s::text[], %(metas)s::jsonb[], %(vecs)b::vector[]) "
+            "AS u(id, document, metadata, embedding) "
+            "WHERE r.collection_pk = %(pk)s AND r.id = u.id"
+        ).format(t=self._table)
+        params = {
+            "has_docs": documents is not None,
+            "has_metas": metas is not None,
+            "has_vecs": vectors is not None,
+            "ids": ids,
+            "docs": list(documents) if documents is not None else [None] * n,
+            "metas": metas if metas is not None else [None] * n,
+            "vecs": vectors if vectors is not None else [None] * n,
+            "pk": self._pk,
+        }
+        db.run(lambda conn: conn.execute(query, params))
+
+    def delete(self, *, ids=None, where=None) -> None:
+        """Delete the given ids and/or the records matching ``where`` (both: the intersection)."""
+        db = self._open()
+        if self._read_only:
+            raise PermissionError(f"collection {self.name!r} was opened read-only")
+        condition, params = compile_filters(where)
+        if ids is None and not where:
+            return  # nothing selected: delete nothing (never the whole collection by accident)
+        parts = [condition]
+        if ids is not None:
+            ids = list(ids)
+            if not ids:
+                return
+            parts.append(sql.SQL("id = ANY(%s::text[])"))
+            params = params + [ids]
+        query = sql.SQL("DELETE FROM {} WHERE {}").format(self._table, sql.SQL(" AND ").join(parts))
+        db.run(lambda conn: conn.execute(query, params))
+
+    # -- reads ----------------------------------------------------------------------------------
+    def count(self) -> int:
+        db = self._open()
+        query = sql.SQL("SELECT count(*) FROM {}").format(self._table)
+        return db.run(lambda conn: conn.execute(query).fetchone()[0])
+
+    def _columns(self, spec: _IncludeSpec) -> tuple[sql.Composable, list[str]]:
+        names = ["id"]
+        if spec.documents:
+            names.append("document")
+        if spec.metadatas:
+            names.append("metadata")
+        if spec.embeddings:
+            names.append("embedding")
+        return sql.SQL(", ").join(sql.Identifier(n) for n in names), names
+
+    @staticmethod
+    def _to_result(rows: list, names: list[str], spec: _IncludeSpec) -> GetResult:
+        pos = {n: i for i, n in enumerate(names)}
+        return GetResult(
+            ids=[r[0] for r in rows],
+            documents=[r[pos["document"]] for r in rows] if spec.documents else [],
+            metadatas=[r[pos["metadata"]] for r in rows] if spec.metadatas else [],
+            embeddings=[_vector_list(r[pos["embedding"]]) for r in rows] if spec.embeddings else None,
+        )
+
+    def get(self, *, ids=None, where=None, where_document=None, limit=None, offset=None,
+            include=None) -> GetResult:
+        db = self._open()
+        spec = _IncludeSpec.resolve(include, default_distances=False)
+        condition, params = compile_filters(where, where_document)
+        columns, names = self._columns(spec)
+        parts = [condition]
+        if ids is not None:
+            ids = list(ids)
+            if not ids:
+                return GetResult(ids=[], documents=[], metadatas=[], embeddings=[] if spec.embeddings else None)
+            parts.append(sql.SQL("id = ANY(%s::text[])"))
+            params = params + [ids]
+        query = sql.SQL("SELECT {} FROM {} WHERE {}").format(columns, self._table, sql.SQL(" AND ").join(parts))
+        if ids is None or limit is not None or offset:
+            query += sql.SQL(" ORDER BY id")
+        if limit is not None:
+            query += sql.SQL(" LIMIT %s")
+            params.append(max(0, int(limit)))
+        if offset:
+            query += sql.SQL(" OFFSET %s")
+            params.append(max(0, int(offset)))
+        rows = db.run(lambda conn: conn.execute(query, params).fetchall())
+        if ids is not None and limit is None and not offset:
+            order = {rid: i for i, rid in enumerate(dict.fromkeys(ids))}
+            rows.sort(key=lambda r: order.get(r[0], 0))
+        return self._to_result(rows, names, spec)
+
+    def get_all_rows(self, where=None, include=None) -> GetResult:
+        """Every matching record in one statement (no paging, no rescans)."""
+        include = list(include) if include else ["metadatas"]
+        return self.get(where=where, include=include)
+
+    def get_all_metadata(self, where=None) -> list[dict]:
+        db = self._open()
+        condition, params = compile_filters(where)
+        query = sql.SQL("SELECT metadata FROM {} WHERE {} ORDER BY id").format(self._table, condition)
+        return db.run(lambda conn: [r[0] for r in conn.execute(query, params)])
+
+    def get_recent(self, *, limit, where=None, order_field="filed_at", include=None) -> GetResult:
+        """The newest ``limit`` records by the ISO-8601 text in ``order_field``, ordered in SQL.
+
+        Same order as MemPalace's ``recency_sort_key``: non-empty string values descending by
+        code point, then records without one. For ``filed_at`` an index serves the order.
+        """
+        db = self._open()
+        if limit is None or int(limit) <= 0:
+            return GetResult.empty()
+        spec = _IncludeSpec.resolve(
+            ["documents", "metadatas"] if include is None else include, default_distances=False)
+        condition, params = compile_filters(where)
+        columns, names = self._columns(spec)
+        if order_field == "filed_at":
+            key = sql.SQL('filed_at COLLATE "C" DESC NULLS LAST')
+            order_params: list = []
+        else:
+            key = sql.SQL(
+                "(CASE WHEN jsonb_typeof(metadata -> %s) = 'string' THEN metadata ->> %s END) "
+                'COLLATE "C" DESC NULLS LAST')
+            order_params = [order_field, order_field]
+        query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {}, id LIMIT %s").format(
+            columns, self._table, condition, key)
+        rows = db.run(lambda conn: conn.execute(query, params + order_params + [int(limit)]).fetchall())
+        return self._to_result(rows, names, spec)
+
+    def facet_counts(self, field: str, where=None, limit: int = 1000) -> dict[str, int]:
+        """Count of records per value of a metadata field (records without it are not counted)."""
+        db = self._open()
+        condition, params = compile_filters(where)
+        if field in ("wing", "room", "source_file", "filed_at"):
+            # The string-only columns miss non-string values: fall back to the JSON text for those.
+            value = sql.SQL("COALESCE({}, metadata ->> %s)").format(sql.Identifier(field))
+        else:
+            value = sql.SQL("metadata ->> %s")
+        query = sql.SQL(
+            "SELECT k, count(*) FROM (SELECT {v} AS k FROM {t} WHERE {c}) AS s WHERE k IS NOT NULL "
+            "GROUP BY k ORDER BY 2 DESC, 1 LIMIT %s").format(v=value, t=self._table, c=condition)
+        rows = db.run(lambda conn: conn.execute(query, [field] + params + [int(limit)]).fetchall())
+        return {str(k): int(c) for k, c in rows}
+
+    def query(self, *, query_texts=None, query_embeddings=None, n_results=10, where=None,
+              where_document=None, include=None) -> QueryResult:
+        """Nearest records by cosine distance (lower is closer), filters applied in SQL.
+
+        Uses the collection's HNSW index with iterative scans, so a filtered query still returns
+        ``n_results`` rows when that many match.
+        """
+        db = self._open()
+        if query_texts is not None and query_embeddings is None:
+            raise ValueError("the postgres backend needs query_embeddings (MemPalace embeds queries itself)")
+        if query_embeddings is None or len(query_embeddings) == 0:
+            raise ValueError("query requires a non-empty list of query_embeddings")
+        spec = _IncludeSpec.resolve(include)
+        condition, fparams = compile_filters(where, where_document)
+        queries = as_matrix(query_embeddings, list(range(len(query_embeddings))), what="query embedding")
+        n = max(0, int(n_results))
+        dim = self._dimension or self._fetch_dimension()
+        if dim is None or n == 0:
+            # Nothing was ever written (or nothing asked for): an empty answer of the right shape.
+            return QueryResult.empty(len(queries), embeddings_requested=spec.embeddings)
+        if queries.shape[1] != dim:
+            raise DimensionMismatchError(
+                f"query embeddings have {queries.shape[1]} dimensions; collection {self.name!r} holds {dim}")
+        columns, names = self._columns(spec)
+        vtype = self._vector_type(dim)
+        query = sql.SQL(
+            "WITH hits AS MATERIALIZED ("
+            " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
+            " WHERE {cond} ORDER BY embedding::{vt} <=> %s::{vt} LIMIT %s)"
+            " SELECT {cols}, distance FROM hits ORDER BY distance + 0, id"
+        ).format(cols=columns, vt=vtype, t=self._table, cond=condition)
+        out: dict[str, list] = {"ids": [], "documents": [], "metadatas": [], "distances": [], "embeddings": []}
+
+        def work(conn: psycopg.Connection) -> None:
+            for q in queries:
+                rows = conn.execute(query, [q, *fparams, q, n]).fetchall()
+                res = self._to_result(rows, names, spec)
+                out["ids"].append(res.ids)
+                out["documents"].append(res.documents)
+                out["metadatas"].append(res.metadatas)
+                out["distances"].append([_distance(r[-1]) for r in rows] if spec.distances else [])
+                out["embeddings"].append(res.embeddings)
+
+        db.run(work)
+        return QueryResult(
+            ids=out["ids"], documents=out["documents"], metadatas=out["metadatas"],
+            distances=out["distances"], embeddings=out["embeddings"] if spec.embeddings else None,
+        )
+
+    def lexical_search(self, *, query: str, n_results: int = 10, where=None) -> LexicalResult:
+        """Full-text candidates from the GIN-indexed tsvector: any query word (2+ characters) matches,
+        ranked by ts_rank with document-length normalisation. Filters apply in SQL."""
+        db = self._open()
+        terms = list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(query or "")))
+        if not terms or int(n_results) <= 0:
+            return LexicalResult(hits=[])
+        tsquery = " | ".join("'" + t.replace("'", "''").replace("\\", "\\\\") + "'" for t in terms)
+        condition, params = compile_filters(where)
+        stmt = sql.SQL(
+            "SELECT id, document, metadata, ts_rank(document_tsv, q, 1) AS score "
+            "FROM {t}, to_tsquery('simple', %s) AS q "
+            "WHERE document_tsv @@ q AND {c} ORDER BY score DESC, id LIMIT %s"
+        ).format(t=self._table, c=condition)
+        rows = db.run(lambda conn: conn.execute(stmt, [tsquery] + params + [int(n_results)]).fetchall())
+        return LexicalResult(hits=[LexicalHit(id=r[0], document=r[1], metadata=r[2], score=float(r[3]))
+                                   for r in rows])
+
+    # -- identity, maintenance, lifecycle -----------------------------------------------------
+    def get_stored_embedder_identity(self) -> Optional[EmbedderIdentity]:
+        db = self._open()
+        query = sql.SQL("SELECT embedder_model, embedder_dimension FROM {} WHERE collection_pk = %s"
+                        ).format(db.ident("collections"))
+        row = db.run(lambda conn: conn.execute(query, (self._pk,)).fetchone())
+        if not row or not row[0]:
+            return None
+        return EmbedderIdentity(model_name=row[0], dimension=int(row[1] or 0))
+
+    def set_embedder_identity(self, identity: EmbedderIdentity) -> None:
+        db = self._open()
+        query = sql.SQL("UPDATE {} SET embedder_model = %s, embedder_dimension = %s, "
+                        "embedder_recorded_at = now() WHERE collection_pk = %s").format(db.ident("collections"))
+        db.run(lambda conn: conn.execute(query, (identity.model_name, int(identity.dimension or 0), self._pk)))
+
+    def effective_embedder_identity(self) -> Optional[EmbedderIdentity]:
+        return None  # MemPalace embeds for us; its configured model is the identity
+
+    def estimated_count(self) -> int:
+        db = self._open()
+        query = "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass"
+        name = f"{db.schema}.records_c{self._pk}"
+        return int(db.run(lambda conn: conn.execute(query, (name,)).fetchone()[0]))
+
+    def maintenance_state(self) -> dict:
+        db = self._open()
+        query = sql.SQL(
+            "SELECT (SELECT count(*) FROM {t}), "
+            " (SELECT indexrelid::regclass::text FROM pg_index i WHERE i.indrelid = %(rel)s::regclass"
+            "   AND pg_get_indexdef(i.indexrelid) LIKE '%%USING hnsw%%' LIMIT 1), "
+            " (SELECT indisvalid FROM pg_index i WHERE i.indrelid = %(rel)s::regclass"
+            "   AND pg_get_indexdef(i.indexrelid) LIKE '%%USING hnsw%%' LIMIT 1), "
+            " (SELECT GREATEST(last_analyze, last_autoanalyze) FROM pg_stat_user_tables WHERE relid = %(rel)s::regclass), "
+            " (SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables WHERE relid = %(rel)s::regclass)"
+        ).format(t=self._table)
+        rel = f"{db.schema}.records_c{self._pk}"
+        count, index, valid, analyzed, changes = db.run(lambda conn: conn.execute(query, {"rel": rel}).fetchone())
+        return {
+            "rows": int(count),
+            "dimension": self._dimension,
+            "vector_index": index,
+            "vector_index_valid": valid,
+            "last_analyze": analyzed.isoformat() if analyzed else None,
+            "consistency_token": int(changes or 0),
+        }
+
+    def run_maintenance(self, kind: str) -> MaintenanceResult:
+        if kind not in self._backend.maintenance_kinds:
+            raise UnsupportedMaintenanceKindError(f"postgres backend has no maintenance kind {kind!r}")
+        db = self._open()
+        rel = f"{db.schema}.records_c{self._pk}"
+        with db.connection() as conn:
+            conn.autocommit = True
+            try:
+                got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (f"mempalace_pg:{kind}:{rel}",)).fetchone()[0]
+                if not got:
+                    return MaintenanceResult(kind=kind, status="already_running")
+                try:
+                    if kind == "analyze":
+                        conn.execute(sql.SQL("ANALYZE {}").format(self._table))
+                        return MaintenanceResult(kind=kind, status="ran", stats={"table": rel})
+                    if self._dimension is None:
+                        return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})
+                    import time
+                    t0 = time.perf_counter()
+                    conn.execute(sql.SQL("REINDEX TABLE {}").format(self._table))
+                    conn.execute(sql.SQL("ANALYZE {}").format(self._table))
+                    return MaintenanceResult(kind=kind, status="ran",
+                                             stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)})
+                finally:
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"mempalace_pg:{kind}:{rel}",))
+            finally:
+                conn.autocommit = False
+
+    def health(self) -> HealthStatus:
+        if self._closed or self._backend._closed:
+            return HealthStatus.unhealthy("collection closed")
+        try:
+            self.count()
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            return HealthStatus.unhealthy(str(exc))
+        return HealthStatus.healthy()
+
+    def close(self) -> None:
+        self._closed = True
+
+
+def _distance(value: Any) -> float:
+    d = float(value)
+    return 1.0 if math.isnan(d) else d  # a zero vector has no direction: neither close nor far
+
+
+def _vector_list(value: Any) -> list[float]:
+    """A stored vector as a list of Python floats (the pgvector adapter returns a Vector or ndarray)."""
+    if hasattr(value, "to_list"):
+        return value.to_list()
+    return [float(x) for x in value]

@@ -1,0 +1,187 @@
+"""One connection pool per DSN for the whole process, and the unit of work run on it.
+
+Everything in mempalace-pg (drawers now, the knowledge graph next) gets its connections here:
+
+    db = Database.get(settings)          # cached per (DSN, schema); checks the schema once
+    with db.transaction() as conn:       # one pooled connection, one transaction
+        conn.execute(...)
+    rows = db.run(lambda conn: conn.execute(...).fetchall())   # retried once on a dropped connection
+
+A dropped connection (server restart, network cut, idle timeout) is retried once on a fresh
+connection; an error raised by a statement is never retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from .config import Settings, dsn_target, redact_dsn
+from .errors import DatabaseUnavailableError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_POOLS: dict[str, ConnectionPool] = {}
+_DATABASES: dict[tuple[str, str], "Database"] = {}
+_LOCK = threading.RLock()
+
+
+def _scrub(message: str, dsn: str) -> str:
+    """Remove the DSN's password from an error message, should a driver ever echo it."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        password = conninfo_to_dict(dsn).get("password")
+    except Exception:
+        password = None
+    if password:
+        message = message.replace(str(password), "***")
+    return message
+
+
+def describe_connect_error(settings: Settings, exc: BaseException) -> DatabaseUnavailableError:
+    target = dsn_target(settings.dsn)
+    where = f"{target['host']}:{target['port']}/{target['dbname']}"
+    reason = _scrub(str(exc).strip() or type(exc).__name__, settings.dsn)
+    return DatabaseUnavailableError(
+        f"cannot connect to PostgreSQL at {where} (DSN {settings.redacted_dsn}): {reason}. "
+        "Check that the server is running and reachable, and set MEMPALACE_PG_DSN or the "
+        "config.json key 'postgres_dsn' to the right DSN."
+    )
+
+
+def connect(settings: Settings, *, autocommit: bool = False) -> psycopg.Connection:
+    """A plain (unpooled) connection, for schema work and tools. Raises DatabaseUnavailableError."""
+    try:
+        return psycopg.connect(
+            settings.dsn,
+            autocommit=autocommit,
+            connect_timeout=settings.connect_timeout_s,
+            application_name="mempalace-pg",
+        )
+    except psycopg.OperationalError as exc:
+        raise describe_connect_error(settings, exc) from None
+
+
+class Database:
+    """A schema in one PostgreSQL database, reached through the process-wide pool for its DSN."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.schema = settings.schema
+        self._pool: Optional[ConnectionPool] = None
+        self.schema_revision: Optional[str] = None
+
+    # -- lookup ---------------------------------------------------------------------------
+    @classmethod
+    def get(cls, settings: Settings) -> "Database":
+        """The cached Database for these settings, its schema checked (and created) on first use."""
+        key = (settings.dsn, settings.schema)
+        with _LOCK:
+            db = _DATABASES.get(key)
+            if db is not None and db._pool is not None and not db._pool.closed:
+                return db
+            db = cls(settings)
+            from .schema import ensure_schema
+
+            db.schema_revision = ensure_schema(settings)
+            db._pool = _shared_pool(settings)
+            _DATABASES[key] = db
+            return db
+
+    @property
+    def pool(self) -> ConnectionPool:
+        if self._pool is None or self._pool.closed:
+            raise DatabaseUnavailableError("the connection pool is closed; reopen the palace")
+        return self._pool
+
+    def ident(self, name: str) -> sql.Composable:
+        """A schema-qualified identifier for one of our tables."""
+        return sql.Identifier(self.schema, name)
+
+    # -- units of work --------------------------------------------------------------------
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise describe_connect_error(self.settings, exc) from None
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection]:
+        """One pooled connection inside one transaction: committed on success, rolled back on error."""
+        with self.connection() as conn:
+            with conn.transaction():
+                yield conn
+
+    def run(self, work: Callable[[psycopg.Connection], T], *, retry: bool = True) -> T:
+        """Run ``work(conn)`` in one transaction; retry once if the connection itself failed."""
+        attempts = 2 if retry else 1
+        for attempt in range(attempts):
+            conn_seen: list[psycopg.Connection] = []
+            try:
+                with self.connection() as conn:
+                    conn_seen.append(conn)
+                    with conn.transaction():
+                        return work(conn)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                conn = conn_seen[0] if conn_seen else None
+                broken = conn is None or conn.broken or conn.closed
+                if isinstance(exc, psycopg.errors.QueryCanceled) or not broken:
+                    raise
+                if attempt + 1 >= attempts:
+                    raise describe_connect_error(self.settings, exc) from None
+                log.info("mempalace-pg: connection lost (%s); retrying once on a fresh one", exc)
+                self.pool.check()  # drop other dead connections too
+        raise AssertionError("unreachable")
+
+
+def _configure(settings: Settings):
+    def configure(conn: psycopg.Connection) -> None:
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        conn.execute(
+            "SELECT set_config('statement_timeout', %s, false)", (str(settings.statement_timeout_ms),)
+        )
+        conn.commit()  # SET is transactional: keep it out of the first unit of work
+
+    return configure
+
+
+def _shared_pool(settings: Settings) -> ConnectionPool:
+    with _LOCK:
+        pool = _POOLS.get(settings.dsn)
+        if pool is not None and not pool.closed:
+            return pool
+        pool = ConnectionPool(
+            settings.dsn,
+            min_size=settings.pool_min_size,
+            max_size=settings.pool_max_size,
+            kwargs={"connect_timeout": settings.connect_timeout_s, "application_name": "mempalace-pg"},
+            configure=_configure(settings),
+            timeout=max(5.0, float(settings.connect_timeout_s)),
+            name=f"mempalace-pg {redact_dsn(settings.dsn)}",
+            open=False,
+        )
+        pool.open(wait=False)
+        _POOLS[settings.dsn] = pool
+        return pool
+
+
+def close_all() -> None:
+    """Close every pool of this process (tests, shutdown). The next Database.get() reopens."""
+    with _LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+        _DATABASES.clear()
+    for pool in pools:
+        pool.close()

@@ -1,0 +1,25 @@
+"""Errors of mempalace-pg. Each is a MemPalace ``BackendError``, so MemPalace reports it as a backend error.
+
+Every message says what is wrong and what to do about it, and never contains a password.
+"""
+
+from mempalace.backends.base import BackendError
+
+
+class DatabaseUnavailableError(BackendError):
+    """The PostgreSQL server cannot be reached or refused the connection."""
+
+
+class ExtensionMissingError(BackendError):
+    """A required PostgreSQL extension (pgvector, Apache AGE) is not installed or cannot be created."""
+
+
+class SchemaVersionError(BackendError):
+    """The database schema is older (or newer) than this version of mempalace-pg."""
+
+
+class InvalidRecordError(BackendError, ValueError):
+    """A record cannot be stored as given (NaN in a vector, NUL byte in text, duplicate ids, ...).
+
+    Also a ``ValueError``, as MemPalace's built-in backends raise for bad input.
+    """

@@ -1,0 +1,222 @@
+"""The database schema: plain SQL files under ``sql/``, versioned and applied by Alembic (``migrations/``).
+
+``ensure_schema(settings)`` runs once per process per (DSN, schema), before the pool is used:
+
+* a fresh database gets the extensions and the schema, under an advisory lock, so two processes
+  starting at once apply it once;
+* a schema behind the code is upgraded when ``auto_upgrade`` is on (the default), otherwise use
+  stops with the exact command to run;
+* a schema ahead of the code (a newer mempalace-pg wrote it) stops with an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+import psycopg
+from psycopg import sql
+
+from .config import Settings
+from .errors import ExtensionMissingError, SchemaVersionError
+
+log = logging.getLogger(__name__)
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _data_dir(name: str) -> Path:
+    """``sql/`` or ``migrations/``: shipped inside the wheel, or beside the package in a checkout."""
+    for candidate in (_PACKAGE_DIR / "_data" / name, _PACKAGE_DIR.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"mempalace-pg's {name}/ directory is missing from the installation")
+
+
+def sql_dir() -> Path:
+    return _data_dir("sql")
+
+
+def migrations_dir() -> Path:
+    return _data_dir("migrations")
+
+
+def _alembic_config(settings: Settings, connection=None):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.attributes["settings"] = settings
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+@lru_cache(maxsize=1)
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(migrations_dir()))
+    heads = script.get_heads()
+    if len(heads) != 1:
+        raise SchemaVersionError(f"mempalace-pg's migrations have {len(heads)} heads; expected one")
+    return heads[0]
+
+
+def known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(migrations_dir()))
+    return {rev.revision for rev in script.walk_revisions()}
+
+
+def current_revision(conn: psycopg.Connection, schema: str) -> Optional[str]:
+    """The revision recorded in ``<schema>.alembic_version``, or None for a fresh database."""
+    exists = conn.execute(
+        "SELECT to_regclass(format('%%I.alembic_version', %s::text)) IS NOT NULL", (schema,)
+    ).fetchone()[0]
+    if not exists:
+        return None
+    row = conn.execute(
+        sql.SQL("SELECT version_num FROM {}").format(sql.Identifier(schema, "alembic_version"))
+    ).fetchone()
+    return row[0] if row else None
+
+
+def server_major(conn: psycopg.Connection) -> int:
+    return conn.info.server_version // 10000
+
+
+def require_extension(conn: psycopg.Connection, name: str, package: str, project_url: str) -> None:
+    """Create extension ``name`` if needed; raise ExtensionMissingError naming what to install."""
+    installed = conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone()
+    if installed:
+        return
+    available = conn.execute(
+        "SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)
+    ).fetchone()
+    major = server_major(conn)
+    if not available:
+        raise ExtensionMissingError(
+            f"the PostgreSQL {major} server has no '{name}' extension: install the package "
+            f"{package.format(major=major)} on the database server (Debian/Ubuntu/PGDG naming; "
+            f"see {project_url}), then retry. The docker/ stack in mempalace-pg has it built in."
+        )
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name)))
+    except psycopg.errors.InsufficientPrivilege:
+        db = conn.info.dbname
+        raise ExtensionMissingError(
+            f"the '{name}' extension is installed on the server but not created in database "
+            f"{db!r}, and this role may not create it: ask a superuser to run "
+            f"`CREATE EXTENSION {name};` in {db!r} (or run `mempalace-pg db upgrade` as a superuser)."
+        ) from None
+    except psycopg.errors.UniqueViolation:
+        pass  # created concurrently by another process
+
+
+def ensure_schema(settings: Settings) -> str:
+    """Make sure ``settings.schema`` is at the code's revision; return that revision."""
+    from .database import connect
+
+    head = head_revision()
+    with connect(settings, autocommit=True) as conn:
+        current = current_revision(conn, settings.schema)
+        if current == head:
+            return head
+        if current is not None and current not in known_revisions():
+            raise SchemaVersionError(
+                f"schema {settings.schema!r} is at revision {current!r}, newer than this mempalace-pg "
+                f"(head {head!r}): upgrade the package (pip install -U mempalace-pg)."
+            )
+        if current is not None and not settings.auto_upgrade:
+            raise SchemaVersionError(
+                f"schema {settings.schema!r} is at revision {current!r} but this mempalace-pg needs "
+                f"{head!r}: run `mempalace-pg db upgrade` (auto-upgrade is off: "
+                "MEMPALACE_PG_AUTO_UPGRADE=0)."
+            )
+    upgrade(settings)
+    return head
+
+
+def upgrade(settings: Settings, revision: str = "head") -> str:
+    """Apply migrations up to ``revision`` under an advisory lock; return the resulting revision."""
+    from alembic import command
+
+    from .database import connect
+
+    with connect(settings, autocommit=True) as conn:
+        require_extension(conn, "vector", "postgresql-{major}-pgvector",
+                          "https://github.com/pgvector/pgvector#installation")
+    cfg = _alembic_config(settings)
+    command.upgrade(cfg, revision)
+    with connect(settings, autocommit=True) as conn:
+        return current_revision(conn, settings.schema) or ""
+
+
+# -- used by migrations/env.py and the revision files ------------------------------------
+
+_ACTIVE: dict = {}
+
+
+def _lock_key(schema: str) -> str:
+    return f"mempalace_pg:schema:{schema}"
+
+
+def run_migrations_online(context) -> None:
+    """Body of migrations/env.py: connect, lock, set search_path, run the revisions."""
+    import sqlalchemy as sa
+
+    config = context.config
+    settings: Settings = config.attributes.get("settings") or Settings.load()
+    engine = sa.create_engine(
+        "postgresql+psycopg://",
+        creator=lambda: psycopg.connect(settings.dsn, connect_timeout=settings.connect_timeout_s,
+                                        application_name="mempalace-pg migrate"),
+        poolclass=sa.pool.NullPool,
+    )
+    with engine.connect() as connection:
+        raw = connection.connection.driver_connection
+        context.configure(
+            connection=connection,
+            version_table_schema=settings.schema,
+            transactional_ddl=True,
+        )
+        with context.begin_transaction():
+            # Serialize concurrent first use: the second process waits, then finds the head applied.
+            raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_lock_key(settings.schema),))
+            raw.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(settings.schema)))
+            ext_schema = raw.execute(
+                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                "WHERE e.extname = 'vector'"
+            ).fetchone()
+            path = [settings.schema] + ([ext_schema[0]] if ext_schema else ["public"])
+            raw.execute("SELECT set_config('search_path', %s, true)",
+                        (", ".join(sql.Identifier(p).as_string(raw) for p in path),))
+            _ACTIVE["conn"] = raw
+            _ACTIVE["settings"] = settings
+            try:
+                context.run_migrations()
+            finally:
+                _ACTIVE.clear()
+
+
+def apply_sql_file(filename: str) -> None:
+    """Run one DDL file from sql/ on the migration's connection (search_path = the target schema)."""
+    conn: psycopg.Connection = _ACTIVE["conn"]
+    text = (sql_dir() / filename).read_text(encoding="utf-8")
+    conn.execute(text.encode("utf-8"))  # no parameters: psycopg sends it as one simple query
+
+
+def migration_settings() -> Settings:
+    return _ACTIVE["settings"]
+
+
+__all__ = ["ensure_schema", "upgrade", "head_revision", "current_revision", "apply_sql_file", "sql_dir"]
+
+if os.environ.get("MEMPALACE_PG_DEBUG_SQL"):
+    logging.getLogger("alembic").setLevel(logging.INFO)

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Provision a local PostgreSQL with pgvector and Apache AGE for mempalace-pg, using nothing but
+# Debian's apt archive, and print its DSN on the last line of stdout.
+#
+#   scripts/provision-postgres.sh            # Debian 13 stack: PostgreSQL 17, pgvector 0.8.0, AGE 1.5.0
+#   MEMPALACE_PG_STACK=sid scripts/...       # Debian sid stack: PostgreSQL 18, pgvector 0.8.7, AGE 1.8.0~rc0
+#   MEMPALACE_PG_TEST_DSN=postgresql://... scripts/...   # use that server instead; provision nothing
+#
+# How: Debian 12 ships neither pgvector nor AGE, so the server runs from a debootstrapped Debian root
+# (a plain directory, no container engine), started with pg_ctl on 127.0.0.1. A root that is already
+# there is reused; a server that is already running is left running. Idempotent and safe to rerun.
+#
+# Settings (environment):
+#   MEMPALACE_PG_STACK      trixie (default) | sid
+#   MEMPALACE_PG_ROOT_BASE  where the roots live          (default /var/tmp/mempalace-pg)
+#   MEMPALACE_PG_PORT       TCP port on 127.0.0.1         (default 55417 trixie, 55418 sid)
+#   MEMPALACE_PG_MIRROR     Debian mirror                 (default: the host's apt mirror)
+#   MEMPALACE_PG_TEST_DSN   an existing server to use instead
+set -euo pipefail
+
+log() { printf '[provision] %s\n' "$*" >&2; }
+die() { printf '[provision] ERROR: %s\n' "$*" >&2; exit 1; }
+
+if [[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]]; then
+    log "using MEMPALACE_PG_TEST_DSN as given; nothing provisioned"
+    printf '%s\n' "$MEMPALACE_PG_TEST_DSN"
+    exit 0
+fi
+
+stack="${MEMPALACE_PG_STACK:-trixie}"
+case "$stack" in
+    trixie) suite=trixie; pgmajor=17; default_port=55417 ;;
+    sid)    suite=sid;    pgmajor=18; default_port=55418 ;;
+    *) die "MEMPALACE_PG_STACK must be 'trixie' or 'sid', not '$stack'" ;;
+esac
+base="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}"
+root="$base/$stack"
+port="${MEMPALACE_PG_PORT:-$default_port}"
+pgdata=/var/lib/mempalace-pg/data          # inside the root
+pgbin="/usr/lib/postgresql/$pgmajor/bin"   # inside the root
+password_file="$root/var/lib/mempalace-pg/superuser-password"
+
+[[ "$(id -u)" == 0 ]] || die "run as root (debootstrap and chroot need it), or set MEMPALACE_PG_TEST_DSN"
+
+mirror="${MEMPALACE_PG_MIRROR:-}"
+if [[ -z "$mirror" ]]; then
+    mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
+             | awk '{print $2}' | grep -v -- '-security' | head -n1 || true)
+    mirror="${mirror:-http://deb.debian.org/debian}"
+fi
+
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+as_pg()   { chroot --userspec=postgres:postgres "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+
+apt_opts=(-o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false)
+[[ "$suite" == sid ]] && apt_opts+=(-o Acquire::Check-Valid-Until=false)
+
+# ---------------------------------------------------------------- 1. the root, with the packages
+if [[ ! -x "$root$pgbin/postgres" || ! -f "$root/usr/share/postgresql/$pgmajor/extension/vector.control" \
+      || ! -f "$root/usr/share/postgresql/$pgmajor/extension/age.control" ]]; then
+    if ! command -v debootstrap >/dev/null; then
+        log "installing debootstrap from the host's apt archive"
+        apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >&2
+    fi
+    if [[ ! -x "$root/usr/bin/apt-get" ]]; then
+        log "debootstrap --variant=minbase $suite into $root (from $mirror)"
+        rm -rf "$root"
+        mkdir -p "$base"
+        dbs_opts=(--variant=minbase)
+        [[ "$suite" == sid ]] && dbs_opts+=(--no-check-gpg)
+        debootstrap "${dbs_opts[@]}" "$suite" "$root" "$mirror" >"$base/debootstrap-$stack.log" 2>&1 \
+            || { tail -n 20 "$base/debootstrap-$stack.log" >&2; die "debootstrap failed (log: $base/debootstrap-$stack.log)"; }
+    fi
+    # Keep maintainer scripts from starting services, and the package from creating its own cluster.
+    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"; chmod +x "$root/usr/sbin/policy-rc.d"
+    mkdir -p "$root/etc/postgresql-common/createcluster.d"
+    echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.d/00-no-main-cluster.conf"
+    cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+    mounted_proc=0
+    if ! mountpoint -q "$root/proc"; then mount -t proc proc "$root/proc" && mounted_proc=1; fi
+    trap '[[ $mounted_proc == 1 ]] && umount "$root/proc" || true' EXIT
+    log "apt-get install postgresql-$pgmajor postgresql-$pgmajor-pgvector postgresql-$pgmajor-age (in the root)"
+    in_root apt-get "${apt_opts[@]}" update -qq >&2
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq \
+        "postgresql-$pgmajor" "postgresql-$pgmajor-pgvector" "postgresql-$pgmajor-age" >"$base/apt-$stack.log" 2>&1 \
+        || { tail -n 30 "$base/apt-$stack.log" >&2; die "apt-get install in the root failed (log: $base/apt-$stack.log)"; }
+    in_root apt-get clean
+    if [[ $mounted_proc == 1 ]]; then umount "$root/proc"; mounted_proc=0; fi
+    trap - EXIT
+fi
+
+# AGE for non-superusers: LOAD '$libdir/plugins/age' needs the library under plugins/.
+libdir="$root/usr/lib/postgresql/$pgmajor/lib"
+mkdir -p "$libdir/plugins"
+[[ -e "$libdir/plugins/age.so" ]] || ln -s ../age.so "$libdir/plugins/age.so"
+
+# ---------------------------------------------------------------- 2. the cluster
+if [[ ! -f "$root$pgdata/PG_VERSION" ]]; then
+    log "initdb (PostgreSQL $pgmajor) in $root$pgdata"
+    mkdir -p "$root$pgdata" "$(dirname "$password_file")"
+    head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$password_file"
+    chmod 600 "$password_file"
+    cp "$password_file" "$root/tmp/pwfile"
+    in_root chown postgres:postgres /tmp/pwfile   # the root's postgres uid, not the host's
+    in_root chown -R postgres:postgres "$pgdata"
+    as_pg "$pgbin/initdb" -D "$pgdata" -U postgres --pwfile=/tmp/pwfile -E UTF8 --locale=C.UTF-8 \
+        --auth-local=trust --auth-host=scram-sha-256 >"$base/initdb-$stack.log" 2>&1 \
+        || { cat "$base/initdb-$stack.log" >&2; die "initdb failed"; }
+    rm -f "$root/tmp/pwfile"
+    mkdir -p "$root$pgdata/conf.d"
+    echo "include_dir = 'conf.d'" >>"$root$pgdata/postgresql.conf"
+    cat >"$root$pgdata/conf.d/mempalace-pg.conf" <<EOF
+# Written by mempalace-pg's scripts/provision-postgres.sh
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '/tmp'
+max_connections = 200
+shared_buffers = '512MB'
+maintenance_work_mem = '1GB'
+work_mem = '16MB'
+fsync = on
+synchronous_commit = on
+logging_collector = off
+EOF
+    in_root chown -R postgres:postgres "$pgdata"
+fi
+
+# ---------------------------------------------------------------- 3. the server
+pw=$(cat "$password_file")
+dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
+if as_pg "$pgbin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1; then
+    log "server already running on 127.0.0.1:$port"
+else
+    rm -f "$root$pgdata/postmaster.pid"
+    log "starting PostgreSQL $pgmajor on 127.0.0.1:$port"
+    as_pg "$pgbin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start >&2 \
+        || { tail -n 30 "$root$pgdata/server.log" >&2; die "pg_ctl start failed"; }
+fi
+
+# A database for the tests and the demo, with both extensions available.
+in_root "$pgbin/psql" -h /tmp -p "$port" -U postgres -d postgres -qAtX -v ON_ERROR_STOP=1 \
+    -c "SELECT 1" >/dev/null || die "server started but does not answer on port $port"
+printf '%s\n' "$dsn"

@@ -1,0 +1,85 @@
+"""Test fixtures: a real PostgreSQL with pgvector (and AGE), never a mock.
+
+The database comes from MEMPALACE_PG_TEST_DSN, which scripts/test.sh sets after provisioning the
+server. Without it the tests fail at once: they never skip for want of a database.
+Each test session works in a schema of its own, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _test_dsn() -> str:
+    dsn = os.environ.get("MEMPALACE_PG_TEST_DSN", "").strip()
+    if not dsn:
+        pytest.fail(
+            "MEMPALACE_PG_TEST_DSN is not set. Run the suite with scripts/test.sh, which provisions "
+            "PostgreSQL with pgvector and AGE and sets it, or point it at such a server yourself.",
+            pytrace=False,
+        )
+    return dsn
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    dsn = _test_dsn()
+    try:
+        with psycopg.connect(dsn, connect_timeout=10) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"the test database at MEMPALACE_PG_TEST_DSN is unreachable: {exc}", pytrace=False)
+    return dsn
+
+
+@pytest.fixture(scope="session")
+def pg_schema(pg_dsn):
+    """A schema for this test session, dropped afterwards."""
+    name = f"t_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    yield name
+    from mempalace_pg import database
+
+    database.close_all()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture(autouse=True)
+def pg_env(pg_dsn, pg_schema, monkeypatch, tmp_path_factory):
+    """Point the plugin (and MemPalace) at the test database and a private config directory."""
+    monkeypatch.setenv("MEMPALACE_PG_DSN", pg_dsn)
+    monkeypatch.setenv("MEMPALACE_PG_SCHEMA", pg_schema)
+    monkeypatch.delenv("MEMPALACE_PG_NAMESPACE", raising=False)
+    monkeypatch.setenv("MEMPALACE_CONFIG_DIR", str(tmp_path_factory.mktemp("mpconfig")))
+    yield
+
+
+@pytest.fixture
+def backend():
+    from mempalace_pg.backend import PostgresBackend
+
+    b = PostgresBackend()
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def make_collection(backend, tmp_path):
+    """make_collection(name="palace", collection="mempalace_drawers", namespace=None, create=True)."""
+    from mempalace.backends import PalaceRef
+
+    def make(name="palace", collection="mempalace_drawers", namespace=None, create=True, options=None):
+        path = tmp_path / name
+        ref = PalaceRef(id=str(path), local_path=str(path), namespace=namespace)
+        return backend.get_collection(palace=ref, collection_name=collection, create=create, options=options)
+
+    return make

@@ -1,0 +1,300 @@
+"""The MemPalace backend contract (RFC 001, mempalace.backends.base) against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+from _backend_conformance import assert_partition_isolation
+from mempalace.backends import (
+    BackendClosedError,
+    BackendMismatchError,
+    CollectionNotInitializedError,
+    DimensionMismatchError,
+    GetResult,
+    PalaceNotFoundError,
+    PalaceRef,
+    QueryResult,
+)
+from mempalace.backends.base import EmbedderIdentity, UnsupportedMaintenanceKindError
+
+from mempalace_pg.backend import MARKER_FILENAME, PostgresBackend
+
+
+def seed(col):
+    col.add(
+        ids=["a", "b", "c"],
+        documents=["alpha backend note", "rareterm pgvector backend note", "frontend design note"],
+        metadatas=[
+            {"wing": "project", "room": "backend", "rank": 1, "filed_at": "2026-01-01T10:00:00"},
+            {"wing": "project", "room": "backend", "rank": 3, "filed_at": "2026-03-01T10:00:00"},
+            {"wing": "project", "room": "frontend", "rank": 2, "filed_at": "2026-02-01T10:00:00"},
+        ],
+        embeddings=[[1, 0], [0.9, 0.1], [0, 1]],
+    )
+
+
+def test_registered_as_mempalace_backend():
+    from mempalace.backends.registry import get_backend_class
+
+    assert get_backend_class("postgres") is PostgresBackend
+    assert "supports_namespace_isolation" in PostgresBackend.capabilities
+
+
+def test_add_query_get_count(make_collection):
+    col = make_collection()
+    seed(col)
+    assert col.count() == 3
+    res = col.query(query_embeddings=[[1, 0]], n_results=3, where={"wing": "project"},
+                    include=["documents", "metadatas", "distances", "embeddings"])
+    assert isinstance(res, QueryResult)
+    assert res.ids == [["a", "b", "c"]]
+    assert res.embeddings[0][0] == pytest.approx([1.0, 0.0])
+    assert res.distances[0][0] == pytest.approx(0.0, abs=1e-6)
+    assert res.metadatas[0][2]["room"] == "frontend"
+    got = col.get(ids=["c", "a", "zz"])
+    assert isinstance(got, GetResult)
+    assert got.ids == ["c", "a"]
+    assert got.documents == ["frontend design note", "alpha backend note"]
+    assert got.embeddings is None
+    assert col.get(ids=["a"], include=[]).documents == []
+    assert col.get(ids=["a"], include=["embeddings"]).embeddings[0] == pytest.approx([1.0, 0.0])
+
+
+def test_cosine_distances_ground_truth(make_collection):
+    col = make_collection()
+    col.add(ids=["same", "close", "orthogonal", "opposite"], documents=["d1", "d2", "d3", "d4"],
+            metadatas=[{}, {}, {}, {}], embeddings=[[1, 0], [0.9, 0.1], [0, 1], [-1, 0]])
+    res = col.query(query_embeddings=[[1, 0]], n_results=4, include=["distances"])
+    assert res.ids[0] == ["same", "close", "orthogonal", "opposite"]
+    assert res.distances[0][0] == pytest.approx(0.0, abs=1e-6)
+    assert res.distances[0][2] == pytest.approx(1.0, abs=1e-6)
+    assert res.distances[0][3] == pytest.approx(2.0, abs=1e-6)
+    assert res.documents == [[]] and res.metadatas == [[]]
+
+
+def test_multiple_queries_keep_outer_shape(make_collection):
+    col = make_collection()
+    seed(col)
+    res = col.query(query_embeddings=[[1, 0], [0, 1]], n_results=1)
+    assert res.ids == [["a"], ["c"]]
+    empty = make_collection("other").query(query_embeddings=[[1, 0], [0, 1]], n_results=3)
+    assert empty.ids == [[], []]
+
+
+def test_add_rejects_existing_ids_and_writes_nothing(make_collection):
+    col = make_collection()
+    seed(col)
+    with pytest.raises(ValueError, match="already exist"):
+        col.add(ids=["new1", "a"], documents=["x", "y"], metadatas=[{}, {}], embeddings=[[1, 0], [0, 1]])
+    assert col.get(ids=["new1"]).ids == []
+    assert col.count() == 3
+
+
+def test_upsert_replaces_metadata(make_collection):
+    col = make_collection()
+    seed(col)
+    col.upsert(ids=["a"], documents=["alpha v2"], metadatas=[{"wing": "other"}], embeddings=[[0, 1]])
+    got = col.get(ids=["a"], include=["documents", "metadatas", "embeddings"])
+    assert got.documents == ["alpha v2"]
+    assert got.metadatas == [{"wing": "other"}]
+    assert got.embeddings[0] == pytest.approx([0.0, 1.0])
+
+
+def test_update_merges_metadata_atomically(make_collection):
+    col = make_collection()
+    seed(col)
+    col.update(ids=["a", "missing"], metadatas=[{"room": "moved", "extra": True}, {"x": 1}])
+    got = col.get(ids=["a", "missing"])
+    assert got.ids == ["a"]
+    assert got.metadatas[0] == {"wing": "project", "room": "moved", "rank": 1,
+                                "filed_at": "2026-01-01T10:00:00", "extra": True}
+    assert got.documents == ["alpha backend note"]
+    col.update(ids=["b"], documents=["changed"])
+    assert col.get(ids=["b"]).documents == ["changed"]
+    assert col.get(ids=["b"]).metadatas[0]["rank"] == 3
+    col.update(ids=["c"], embeddings=[[1, 0]])
+    assert col.query(query_embeddings=[[1, 0]], n_results=1, where={"room": "frontend"}).distances[0][0] == \
+        pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(ValueError):
+        col.update(ids=["a"])
+    # the new room is what filters see
+    assert col.get(where={"room": "moved"}).ids == ["a"]
+
+
+def test_delete_by_ids_and_where(make_collection):
+    col = make_collection()
+    seed(col)
+    col.delete(ids=["a"])
+    assert col.count() == 2
+    col.delete(where={"room": "frontend"})
+    assert col.get().ids == ["b"]
+    col.delete(ids=["b"], where={"room": "nope"})  # intersection: nothing
+    assert col.count() == 1
+    col.delete()  # neither ids nor where: deletes nothing
+    assert col.count() == 1
+
+
+def test_get_paging_and_filters(make_collection):
+    col = make_collection()
+    n = 25
+    col.add(ids=[f"id{i:02d}" for i in range(n)], documents=[f"doc {i}" for i in range(n)],
+            metadatas=[{"wing": "w", "i": i} for i in range(n)], embeddings=[[1, i] for i in range(n)])
+    pages = []
+    for offset in range(0, n, 10):
+        pages.extend(col.get(where={"wing": "w"}, limit=10, offset=offset, include=["metadatas"]).ids)
+    assert pages == [f"id{i:02d}" for i in range(n)]
+    assert col.get(where={"i": {"$gte": 20}}, include=[]).ids == [f"id{i}" for i in range(20, 25)]
+    assert col.get(where_document={"$contains": "doc 1"}, include=[]).ids == \
+        ["id01"] + [f"id{i}" for i in range(10, 20)]
+    rows = col.get_all_rows(where={"i": {"$lt": 3}}, include=["documents", "metadatas"])
+    assert rows.ids == ["id00", "id01", "id02"] and rows.documents[2] == "doc 2"
+    assert len(col.get_all_metadata()) == n
+    assert col.get_all_metadata(where={"i": 7}) == [{"wing": "w", "i": 7}]
+
+
+def test_get_recent_orders_like_recency_sort_key(make_collection):
+    from mempalace.backends.base import recency_sort_key
+
+    col = make_collection()
+    metas = [{"filed_at": "2026-05-01T00:00:00"}, {"filed_at": "2026-01-01T00:00:00+00:00"}, {},
+             {"filed_at": ""}, {"filed_at": "2026-12-31T23:59:59"}, {"filed_at": 5}, {"filed_at": "2025-07-01"}]
+    ids = [f"r{i}" for i in range(len(metas))]
+    col.add(ids=ids, documents=["d"] * len(ids), metadatas=metas, embeddings=[[1, 0]] * len(ids))
+    got = col.get_recent(limit=4)
+    expected = sorted(range(len(metas)), key=lambda i: recency_sort_key(metas[i]), reverse=True)[:4]
+    assert got.ids == [ids[i] for i in expected]
+    assert got.documents == ["d"] * 4
+    # "" < "2026" in Python too, and an empty timestamp sorts after real ones
+    assert col.get_recent(limit=5, where={"filed_at": {"$lt": "2026"}}, include=["metadatas"]).ids == ["r6", "r3"]
+    assert col.get_recent(limit=0).ids == []
+
+
+def test_facet_counts(make_collection):
+    col = make_collection()
+    seed(col)
+    col.add(ids=["d"], documents=["x"], metadatas=[{"room": 7}], embeddings=[[1, 1]])
+    assert col.facet_counts("room") == {"backend": 2, "frontend": 1, "7": 1}
+    assert col.facet_counts("wing") == {"project": 3}
+    assert col.facet_counts("room", where={"wing": "project"}, limit=1) == {"backend": 2}
+    assert col.facet_counts("rank") == {"1": 1, "2": 1, "3": 1}
+
+
+def test_lexical_search_in_sql(make_collection):
+    col = make_collection()
+    seed(col)
+    hits = col.lexical_search(query="rareterm backend", n_results=2, where={"wing": "project"}).hits
+    assert [h.id for h in hits] == ["b", "a"]
+    assert hits[0].score > hits[1].score > 0
+    assert hits[0].metadata["rank"] == 3
+    assert col.lexical_search(query="nothing-matches-this", n_results=5).hits == []
+    assert col.lexical_search(query="x", n_results=5).hits == []  # no 2+ character word
+    assert [h.id for h in col.lexical_search(query="NOTE", n_results=5, where={"room": "frontend"}).hits] == ["c"]
+
+
+def test_embedder_identity_in_database(make_collection, backend, tmp_path):
+    col = make_collection()
+    assert col.get_stored_embedder_identity() is None
+    col.set_embedder_identity(EmbedderIdentity(model_name="minilm", dimension=384))
+    other_backend = PostgresBackend()
+    try:
+        ref = PalaceRef(id=str(tmp_path / "palace"), local_path=str(tmp_path / "palace"))
+        again = other_backend.get_collection(palace=ref, collection_name="mempalace_drawers")
+        assert again.get_stored_embedder_identity() == EmbedderIdentity("minilm", 384)
+    finally:
+        other_backend.close()
+
+
+def test_dimension_fixed_by_first_write(make_collection):
+    col = make_collection()
+    col.upsert(ids=["a"], documents=["one"], metadatas=[{}], embeddings=[[1, 0]])
+    with pytest.raises(DimensionMismatchError):
+        col.upsert(ids=["b"], documents=["two"], metadatas=[{}], embeddings=[[1, 0, 0]])
+    with pytest.raises(DimensionMismatchError):
+        col.query(query_embeddings=[[1, 0, 0]])
+    assert col.count() == 1
+
+
+def test_marker_and_detect(make_collection, tmp_path, backend):
+    path = tmp_path / "palace"
+    assert not PostgresBackend.detect(str(path))
+    col = make_collection()
+    assert PostgresBackend.detect(str(path))
+    marker = (path / MARKER_FILENAME).read_text()
+    assert "password" not in marker and os.environ["MEMPALACE_PG_DSN"].split("@")[0] not in marker
+    seed(col)
+    # a different schema is a different target: refused
+    with pytest.raises(BackendMismatchError, match="schema"):
+        make_collection(options={"schema": "some_other_schema"})
+    # a collection never created in an existing palace
+    with pytest.raises(CollectionNotInitializedError):
+        make_collection(collection="mempalace_closets", create=False)
+    # a directory that is no palace
+    with pytest.raises(PalaceNotFoundError):
+        make_collection(name="nowhere", create=False)
+
+
+def test_palace_without_local_path(backend):
+    ref = PalaceRef(id="remote-palace-key", local_path=None)
+    col = backend.get_collection(palace=ref, collection_name="mempalace_drawers", create=True)
+    col.add(ids=["x"], documents=["remote"], metadatas=[{}], embeddings=[[1, 0]])
+    again = backend.get_collection(palace=ref, collection_name="mempalace_drawers")
+    assert again.get(ids=["x"]).documents == ["remote"]
+
+
+def test_cross_palace_isolation(make_collection, backend):
+    assert_partition_isolation(backend, make_collection("alpha"), make_collection("beta"), embedding=[1.0, 0.0])
+
+
+def test_cross_namespace_isolation(backend, tmp_path):
+    path = tmp_path / "shared"
+    cols = [backend.get_collection(palace=PalaceRef(id=str(path), local_path=None, namespace=ns),
+                                   collection_name="mempalace_drawers", create=True) for ns in ("tenant-a", "tenant-b")]
+    assert_partition_isolation(backend, cols[0], cols[1], embedding=[1.0, 0.0])
+
+
+def test_closed_backend_and_collection(make_collection, backend):
+    col = make_collection()
+    seed(col)
+    backend.close()
+    with pytest.raises(BackendClosedError):
+        col.count()
+    with pytest.raises(BackendClosedError):
+        make_collection()
+
+
+def test_close_palace_evicts_handles(make_collection, backend, tmp_path):
+    col = make_collection()
+    seed(col)
+    backend.close_palace(PalaceRef(id=str(tmp_path / "palace"), local_path=str(tmp_path / "palace")))
+    with pytest.raises(BackendClosedError):
+        col.count()
+    assert make_collection(create=False).count() == 3
+
+
+def test_maintenance(make_collection):
+    col = make_collection()
+    seed(col)
+    state = col.maintenance_state()
+    assert state["rows"] == 3 and state["dimension"] == 2 and state["vector_index"]
+    assert state["vector_index_valid"] is True
+    assert col.run_maintenance("analyze").status == "ran"
+    assert col.run_maintenance("reindex").status == "ran"
+    with pytest.raises(UnsupportedMaintenanceKindError):
+        col.run_maintenance("compact")
+
+
+def test_read_only_collection_refuses_writes(make_collection):
+    seed(make_collection())
+    ro = make_collection(create=False, options={"read_only": True})
+    assert ro.count() == 3
+    with pytest.raises(PermissionError):
+        ro.upsert(ids=["z"], documents=["z"], metadatas=[{}], embeddings=[[1, 0]])
+
+
+def test_capabilities_reach_mempalace_through_backend_attribute(make_collection):
+    col = make_collection()
+    assert col._backend.capabilities is PostgresBackend.capabilities
+    assert col.distance_metric == "cosine"
+    assert not math.isnan(col.estimated_count())
