@@ -84,9 +84,15 @@ def dsn_target(dsn: str) -> dict:
     except Exception as exc:  # psycopg.ProgrammingError for a malformed DSN
         raise ConfigError(f"the PostgreSQL DSN {redact_dsn(dsn)!r} cannot be parsed: {exc}") from None
     host = info.get("host") or info.get("hostaddr") or "localhost"
+    try:
+        port = int(info.get("port") or 5432)
+    except ValueError:
+        raise ConfigError(
+            f"the PostgreSQL DSN {redact_dsn(dsn)!r} cannot be parsed: port {info.get('port')!r} "
+            "is not a number") from None
     return {
         "host": str(host),
-        "port": int(info.get("port") or 5432),
+        "port": port,
         "dbname": str(info.get("dbname") or info.get("user") or ""),
     }
 

@@ -5,6 +5,7 @@
 #   scripts/provision-postgres.sh            # Debian 13 stack: PostgreSQL 17, pgvector 0.8.0, AGE 1.5.0
 #   MEMPALACE_PG_STACK=sid scripts/...       # Debian sid stack: PostgreSQL 18, pgvector 0.8.7, AGE 1.8.0~rc0
 #   MEMPALACE_PG_TEST_DSN=postgresql://... scripts/...   # use that server instead; provision nothing
+#   scripts/provision-postgres.sh restart   # restart the provisioned server (also: stop, status)
 #
 # How: Debian 12 ships neither pgvector nor AGE, so the server runs from a debootstrapped Debian root
 # (a plain directory, no container engine), started with pg_ctl on 127.0.0.1. A root that is already
@@ -17,6 +18,8 @@
 #   MEMPALACE_PG_MIRROR     Debian mirror                 (default: the host's apt mirror)
 #   MEMPALACE_PG_TEST_DSN   an existing server to use instead
 set -euo pipefail
+action="${1:-start}"
+case "$action" in start|stop|restart|status) ;; *) echo "usage: $0 [start|stop|restart|status]" >&2; exit 2 ;; esac
 
 log() { printf '[provision] %s\n' "$*" >&2; }
 die() { printf '[provision] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -54,6 +57,16 @@ as_pg()   { chroot --userspec=postgres:postgres "$root" /usr/bin/env -i PATH=/us
 
 apt_opts=(-o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false)
 [[ "$suite" == sid ]] && apt_opts+=(-o Acquire::Check-Valid-Until=false)
+
+if [[ "$action" != start ]]; then
+    [[ -f "$root$pgdata/PG_VERSION" ]] || die "no provisioned server in $root (run $0 first)"
+    case "$action" in
+        stop)    as_pg "$pgbin/pg_ctl" -D "$pgdata" -m fast -w stop >&2 ;;
+        restart) as_pg "$pgbin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -m fast -w -t 60 restart >&2 ;;
+        status)  as_pg "$pgbin/pg_ctl" -D "$pgdata" status ;;
+    esac
+    exit $?
+fi
 
 # ---------------------------------------------------------------- 1. the root, with the packages
 if [[ ! -x "$root$pgbin/postgres" || ! -f "$root/usr/share/postgresql/$pgmajor/extension/vector.control" \

@@ -1,0 +1,153 @@
+"""Bad input gets a clear error and loses nothing (DEVELOPERS.md, ground rule 3)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from mempalace.backends import DimensionMismatchError, PalaceRef
+
+from mempalace_pg.backend import PostgresBackend
+from mempalace_pg.config import ConfigError, Settings, redact_dsn
+from mempalace_pg.errors import DatabaseUnavailableError, ExtensionMissingError, InvalidRecordError
+
+
+def _one(col, **overrides):
+    kwargs = dict(ids=["ok", "bad"], documents=["fine", "fine too"], metadatas=[{}, {}],
+                  embeddings=[[1.0, 0.0], [0.0, 1.0]])
+    kwargs.update(overrides)
+    return kwargs
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"embeddings": [[1.0, 0.0], [math.nan, 1.0]]}, "NaN or infinity"),
+    ({"embeddings": [[1.0, 0.0], [math.inf, 1.0]]}, "NaN or infinity"),
+    ({"documents": ["fine", "nul \x00 byte"]}, "NUL byte"),
+    ({"ids": ["ok", "bad\x00id"]}, "NUL byte"),
+    ({"metadatas": [{}, {"wing": "a\x00b"}]}, "NUL byte"),
+    ({"metadatas": [{}, {"score": math.nan}]}, "NaN"),
+    ({"metadatas": [{}, {"when": object()}]}, "not JSON"),
+    ({"metadatas": [{}, "not a dict"]}, "must be a dict"),
+    ({"ids": ["same", "same"]}, "unique"),
+    ({"documents": ["only one"]}, "does not match"),
+    ({"embeddings": None}, "explicit embeddings"),
+    ({"embeddings": [[], []]}, "non-empty"),
+])
+def test_bad_batches_write_nothing(make_collection, overrides, match):
+    col = make_collection()
+    col.add(ids=["existing"], documents=["kept"], metadatas=[{"wing": "w"}], embeddings=[[1.0, 1.0]])
+    for method in (col.add, col.upsert):
+        with pytest.raises(ValueError, match=match):
+            method(**_one(col, **overrides))
+    assert col.get().ids == ["existing"]
+    assert col.get(ids=["existing"]).documents == ["kept"]
+
+
+def test_invalid_record_error_is_a_value_error():
+    assert issubclass(InvalidRecordError, ValueError)
+
+
+def test_wrong_dimension_in_one_batch_and_across_batches(make_collection):
+    col = make_collection()
+    with pytest.raises(DimensionMismatchError, match="different widths"):
+        col.add(ids=["a", "b"], documents=["a", "b"], metadatas=[{}, {}], embeddings=[[1.0, 0.0], [1.0, 0.0, 0.0]])
+    col.add(ids=["a"], documents=["a"], metadatas=[{}], embeddings=[[1.0, 0.0]])
+    with pytest.raises(DimensionMismatchError, match="2-dimension"):
+        col.upsert(ids=["a", "c"], documents=["a", "c"], metadatas=[{}, {}], embeddings=[[1.0, 0.0, 0.0]] * 2)
+    with pytest.raises(DimensionMismatchError):
+        col.update(ids=["a"], embeddings=[[1.0, 0.0, 0.0]])
+    assert col.get(ids=["a"], include=["embeddings"]).embeddings == [[1.0, 0.0]]
+
+
+def test_nan_query_vector(make_collection):
+    col = make_collection()
+    col.add(ids=["a"], documents=["a"], metadatas=[{}], embeddings=[[1.0, 0.0]])
+    with pytest.raises(ValueError, match="NaN"):
+        col.query(query_embeddings=[[math.nan, 0.0]])
+
+
+def test_quotes_and_sql_metacharacters_are_stored_verbatim(make_collection):
+    col = make_collection()
+    nasty = "Robert'); DROP TABLE records;-- $1 %s %(x)s \\ \" ' $$ {}"
+    col.add(ids=[nasty], documents=[nasty], metadatas=[{nasty: nasty, "wing": nasty}], embeddings=[[1.0, 0.0]])
+    got = col.get(ids=[nasty], include=["documents", "metadatas"])
+    assert got.ids == [nasty] and got.documents == [nasty] and got.metadatas == [{nasty: nasty, "wing": nasty}]
+    assert col.get(where={nasty: nasty}, include=[]).ids == [nasty]
+    assert [h.id for h in col.lexical_search(query=nasty, n_results=3).hits] == [nasty]
+
+
+def test_unreachable_server_names_target_never_password(tmp_path, monkeypatch):
+    dsn = "postgresql://someone:s3cret-pw@127.0.0.1:1/nowhere"
+    monkeypatch.setenv("MEMPALACE_PG_DSN", dsn)
+    monkeypatch.setenv("MEMPALACE_PG_CONNECT_TIMEOUT_S", "2")
+    backend = PostgresBackend()
+    ref = PalaceRef(id=str(tmp_path / "p"), local_path=str(tmp_path / "p"))
+    with pytest.raises(DatabaseUnavailableError) as info:
+        backend.get_collection(palace=ref, collection_name="mempalace_drawers", create=True)
+    message = str(info.value)
+    assert "127.0.0.1:1/nowhere" in message and "MEMPALACE_PG_DSN" in message
+    assert "s3cret-pw" not in message and "***" in message
+    assert not (tmp_path / "p" / "mempalace_pg.json").exists()  # nothing half-created
+
+
+def test_cli_unreachable_server_exit_code_and_no_password(tmp_path):
+    env = dict(os.environ, MEMPALACE_PG_DSN="postgresql://u:hunter2-secret@127.0.0.1:1/db",
+               MEMPALACE_PG_CONNECT_TIMEOUT_S="2")
+    proc = subprocess.run([sys.executable, "-m", "mempalace_pg.cli", "db", "current"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "cannot connect to PostgreSQL at 127.0.0.1:1/db" in out
+    assert "hunter2-secret" not in out
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("dsn, shown", [
+    ("postgresql://u:pw@h:5/d", "postgresql://u:***@h:5/d"),
+    ("postgresql://u@h/d?password=pw&sslmode=require", "postgresql://u@h/d?password=***&sslmode=require"),
+    ("host=h user=u password=pw dbname=d", "host=h user=u password=*** dbname=d"),
+    ("host=h password='p w' dbname=d", "host=h password=*** dbname=d"),
+])
+def test_redact_dsn(dsn, shown):
+    assert redact_dsn(dsn) == shown
+
+
+@pytest.mark.parametrize("env, value, match", [
+    ("MEMPALACE_PG_SCHEMA", "Bad-Schema", "not a valid name"),
+    ("MEMPALACE_PG_SCHEMA", 'x"; DROP SCHEMA public; --', "not a valid name"),
+    ("MEMPALACE_PG_POOL_MAX_SIZE", "many", "whole number"),
+    ("MEMPALACE_PG_EF_SEARCH", "5000", "between 1 and 1000"),
+    ("MEMPALACE_PG_AUTO_UPGRADE", "perhaps", "true or false"),
+    ("MEMPALACE_PG_DSN", "postgresql://u:pw@h:notaport/d", "cannot be parsed"),
+])
+def test_bad_settings_are_named(monkeypatch, env, value, match):
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ConfigError, match=match) as info:
+        Settings.load()
+    assert "pw" not in str(info.value).replace("password", "")
+
+
+def test_settings_from_config_json(monkeypatch, tmp_path):
+    import json
+
+    monkeypatch.delenv("MEMPALACE_PG_SCHEMA")
+    monkeypatch.setenv("MEMPALACE_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({"postgres_schema": "from_file", "postgres_pool_max_size": 3}))
+    s = Settings.load()
+    assert s.schema == "from_file" and s.pool_max_size == 3
+    monkeypatch.setenv("MEMPALACE_PG_SCHEMA", "from_env")
+    assert Settings.load().schema == "from_env"  # the environment wins
+
+
+def test_missing_extension_names_the_package(pg_dsn):
+    from mempalace_pg.schema import require_extension
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        major = conn.info.server_version // 10000
+        with pytest.raises(ExtensionMissingError) as info:
+            require_extension(conn, "no_such_ext_xyz", "postgresql-{major}-no-such-ext", "https://example.invalid")
+    assert f"postgresql-{major}-no-such-ext" in str(info.value)

@@ -1,0 +1,187 @@
+"""The pool, reconnects, concurrent processes and the versioned schema, on the real server."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shlex
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from mempalace.backends import PalaceRef
+
+from mempalace_pg import database
+from mempalace_pg.backend import PostgresBackend
+from mempalace_pg.config import Settings
+from mempalace_pg.errors import SchemaVersionError
+from mempalace_pg.schema import current_revision, head_revision
+
+
+def test_one_pool_per_dsn_shared_by_backends(make_collection, tmp_path):
+    col = make_collection()
+    other = PostgresBackend()
+    try:
+        ref = PalaceRef(id=str(tmp_path / "second"), local_path=str(tmp_path / "second"))
+        col2 = other.get_collection(palace=ref, collection_name="mempalace_drawers", create=True)
+        assert col._db.pool is col2._db.pool
+    finally:
+        other.close()
+
+
+def _break_connections(pg_dsn):
+    """Restart the server when the test runner says how; otherwise cut every other session."""
+    restart = os.environ.get("MEMPALACE_PG_TEST_RESTART")
+    if restart:
+        subprocess.run(shlex.split(restart), check=True, capture_output=True, timeout=120)
+        return "restart"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE pid <> pg_backend_pid() AND application_name = 'mempalace-pg'")
+    return "terminate"
+
+
+def test_reconnects_after_server_restart(make_collection, pg_dsn):
+    col = make_collection()
+    col.add(ids=["a"], documents=["before"], metadatas=[{}], embeddings=[[1.0, 0.0]])
+    assert col.count() == 1
+    _break_connections(pg_dsn)
+    # the pooled connections are dead now: the next calls retry once on fresh ones
+    col.add(ids=["b"], documents=["after"], metadatas=[{}], embeddings=[[0.0, 1.0]])
+    assert col.count() == 2
+    assert col.query(query_embeddings=[[0.0, 1.0]], n_results=1).ids == [["b"]]
+
+
+def test_statement_errors_are_not_retried(make_collection, monkeypatch):
+    col = make_collection()
+    col.add(ids=["a"], documents=["x"], metadatas=[{}], embeddings=[[1.0, 0.0]])
+    calls = []
+
+    def failing(conn):
+        calls.append(1)
+        conn.execute("SELECT 1/0")
+
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        col._db.run(failing)
+    assert calls == [1]
+
+
+def _writer(args):
+    dsn, schema, config_dir, palace, worker, n = args
+    os.environ.update(MEMPALACE_PG_DSN=dsn, MEMPALACE_PG_SCHEMA=schema, MEMPALACE_CONFIG_DIR=config_dir)
+    backend = PostgresBackend()
+    col = backend.get_collection(palace=PalaceRef(id=palace, local_path=palace),
+                                 collection_name="mempalace_drawers", create=True)
+    for i in range(n):
+        col.upsert(ids=[f"w{worker}-{i}", "shared"], documents=[f"row {i} of {worker}", f"last by {worker}"],
+                   metadatas=[{"worker": worker}, {"worker": worker}], embeddings=[[1.0, i / 10], [0.5, 0.5]])
+    backend.close()
+    return worker
+
+
+def test_concurrent_writers_from_several_processes(pg_dsn, pg_schema, tmp_path):
+    palace = str(tmp_path / "busy")
+    ctx = multiprocessing.get_context("spawn")
+    jobs = [(pg_dsn, pg_schema, os.environ["MEMPALACE_CONFIG_DIR"], palace, w, 20) for w in range(4)]
+    with ctx.Pool(4) as pool:
+        assert sorted(pool.map(_writer, jobs)) == [0, 1, 2, 3]
+    col = PostgresBackend().get_collection(palace=PalaceRef(id=palace, local_path=palace),
+                                           collection_name="mempalace_drawers")
+    assert col.count() == 4 * 20 + 1
+    assert col.facet_counts("worker") .keys() <= {"0", "1", "2", "3"}
+
+
+def _first_use(args):
+    dsn, schema = args
+    os.environ.update(MEMPALACE_PG_DSN=dsn, MEMPALACE_PG_SCHEMA=schema)
+    return database.Database.get(Settings.load()).schema_revision
+
+
+def test_fresh_schema_created_once_by_concurrent_first_users(pg_dsn):
+    schema = f"fresh_{os.getpid()}"
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(3) as pool:
+            assert pool.map(_first_use, [(pg_dsn, schema)] * 3) == [head_revision()] * 3
+        with psycopg.connect(pg_dsn) as conn:
+            assert current_revision(conn, schema) == head_revision()
+            assert conn.execute(f"SELECT count(*) FROM {schema}.alembic_version").fetchone()[0] == 1
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@pytest.fixture
+def scratch_schema(pg_dsn, monkeypatch):
+    schema = f"scratch_{os.getpid()}"
+    monkeypatch.setenv("MEMPALACE_PG_SCHEMA", schema)
+    database.close_all()
+    yield schema
+    database.close_all()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_schema_newer_than_code_is_refused(pg_dsn, scratch_schema):
+    database.Database.get(Settings.load())
+    database.close_all()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"UPDATE {scratch_schema}.alembic_version SET version_num = '9999_from_the_future'")
+    with pytest.raises(SchemaVersionError, match="newer than this mempalace-pg"):
+        database.Database.get(Settings.load())
+
+
+def test_schema_behind_code_without_auto_upgrade_names_the_command(pg_dsn, scratch_schema, monkeypatch):
+    database.Database.get(Settings.load())
+    database.close_all()
+    # pretend the database predates the current head by recording an older (known) revision
+    from alembic.script import ScriptDirectory
+
+    from mempalace_pg.schema import migrations_dir
+
+    revisions = [r.revision for r in ScriptDirectory(str(migrations_dir())).walk_revisions()]
+    older = revisions[1] if len(revisions) > 1 else None
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        if older is None:
+            conn.execute(f"DROP TABLE {scratch_schema}.alembic_version")
+            conn.execute(f"DROP SCHEMA {scratch_schema} CASCADE")
+            conn.execute(f"CREATE SCHEMA {scratch_schema}")
+            conn.execute(f"CREATE TABLE {scratch_schema}.alembic_version (version_num varchar(32) PRIMARY KEY)")
+            conn.execute(f"INSERT INTO {scratch_schema}.alembic_version VALUES ('0000_before_mempalace_pg')")
+        else:
+            conn.execute(f"UPDATE {scratch_schema}.alembic_version SET version_num = %s", (older,))
+    monkeypatch.setenv("MEMPALACE_PG_AUTO_UPGRADE", "0")
+    with pytest.raises(SchemaVersionError) as info:
+        database.Database.get(Settings.load())
+    assert "mempalace-pg db upgrade" in str(info.value) or "newer" in str(info.value)
+
+
+def test_cli_db_upgrade_and_current(pg_dsn, scratch_schema):
+    env = dict(os.environ)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "mempalace_pg.cli", *a], env=env,
+                                    capture_output=True, text=True, timeout=120)
+    before = run("db", "current", "--json")
+    assert before.returncode == 1 and json.loads(before.stdout)["current"] is None
+    up = run("db", "upgrade")
+    assert up.returncode == 0, up.stderr
+    assert head_revision() in up.stdout
+    after = run("db", "current")
+    assert after.returncode == 0 and "up to date" in after.stdout
+    assert pg_dsn.split("@")[0].split(":")[-1] not in up.stdout + after.stdout  # no password
+
+
+def test_schema_is_documented_for_psql_users(make_collection, pg_dsn, pg_schema):
+    make_collection().add(ids=["a"], documents=["hello world"], metadatas=[{"wing": "w", "room": "r"}],
+                          embeddings=[[1.0, 0.0]])
+    with psycopg.connect(pg_dsn) as conn:
+        undocumented = conn.execute(
+            "SELECT c.relname || '.' || a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname IN "
+            "('palaces', 'collections', 'records') AND a.attnum > 0 AND NOT a.attisdropped "
+            "AND col_description(c.oid, a.attnum) IS NULL AND a.attname NOT IN ('created_at', 'collection_pk', "
+            "'palace_pk', 'name', 'namespace', 'embedder_recorded_at')", (pg_schema,)).fetchall()
+        assert undocumented == []
+        row = conn.execute(f"SELECT wing, room, document FROM {pg_schema}.drawers WHERE document = 'hello world'").fetchone()
+        assert row == ("w", "r", "hello world")
