@@ -8,11 +8,11 @@ and every value travels as a bound parameter, vectors in binary.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import threading
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import psycopg
@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 COPY_THRESHOLD = 2000
 _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
 _HNSW_OPTIONS = "m = 16, ef_construction = 64"
+#: Session settings for building a vector index in one go (bulk loads, reindex).
+BUILD_MAINTENANCE_WORK_MEM = "512MB"
+BUILD_PARALLEL_WORKERS = 2
 
 
 # -- input validation ---------------------------------------------------------------------
@@ -125,7 +128,6 @@ class PostgresCollection(BaseCollection):
         self._read_only = read_only
         self._closed = False
         self._table = db.ident(f"records_c{collection_pk}")
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<PostgresCollection {self.name} of {self._palace.id!r} (records_c{self._pk})>"
@@ -155,7 +157,7 @@ class PostgresCollection(BaseCollection):
     def _vector_type(self, dim: int) -> sql.Composable:
         return sql.SQL("vector({})").format(sql.Literal(int(dim)))
 
-    def _claim_dimension(self, conn: psycopg.Connection, dim: int) -> int:
+    def _claim_dimension(self, conn: psycopg.Connection, dim: int, *, with_index: bool = True) -> int:
         """Fix the collection's width at its first write (and build its HNSW index); return the width.
 
         The row lock taken by the UPDATE serializes concurrent first writers of one collection.
@@ -165,7 +167,7 @@ class PostgresCollection(BaseCollection):
                     "RETURNING dimension").format(self._db.ident("collections")),
             (dim, self._pk),
         ).fetchone()[0]
-        if stored == dim:
+        if stored == dim and with_index:
             self._create_vector_index(conn, dim)
         return stored
 
@@ -176,11 +178,79 @@ class PostgresCollection(BaseCollection):
                 "Use the embedder the palace was built with (see `mempalace palace set-embedder`)."
             )
 
+    @property
+    def _index_name(self) -> str:
+        return f"records_c{self._pk}_embedding_hnsw"
+
     def _create_vector_index(self, conn: psycopg.Connection, dim: int) -> None:
         conn.execute(sql.SQL(
             "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ((embedding::{}) vector_cosine_ops) "
             "WITH (" + _HNSW_OPTIONS + ")"
-        ).format(sql.Identifier(f"records_c{self._pk}_embedding_hnsw"), self._table, self._vector_type(dim)))
+        ).format(sql.Identifier(self._index_name), self._table, self._vector_type(dim)))
+
+    def _build_vector_index(self, conn: psycopg.Connection, dim: int, *, rebuild: bool) -> None:
+        """(Re)build the HNSW index in one go, with memory for the build, then refresh statistics.
+
+        ``conn`` must be in autocommit mode: the settings below apply to this session only.
+        """
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (BUILD_MAINTENANCE_WORK_MEM,))
+        conn.execute("SELECT set_config('max_parallel_maintenance_workers', %s, false)",
+                     (str(BUILD_PARALLEL_WORKERS),))
+        try:
+            if rebuild:
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self._db.ident(self._index_name)))
+            self._create_vector_index(conn, dim)
+            conn.execute(sql.SQL("ANALYZE {}").format(self._table))
+        finally:
+            conn.execute("RESET maintenance_work_mem")
+            conn.execute("RESET max_parallel_maintenance_workers")
+
+    @contextmanager
+    def bulk_load(self):
+        """Load many records fast: ``with col.bulk_load() as load: load(ids=..., documents=..., ...)``.
+
+        Each call streams one batch with binary COPY and commits it (so memory stays flat and an
+        interrupted load keeps what it wrote). The collection's HNSW index is dropped for the load
+        and built once at the end, which is many times faster than maintaining it row by row.
+        Until then, queries on this collection still work, as exact scans. Records must be new
+        (as with :meth:`add`): a batch with an existing id fails and writes nothing.
+        """
+        db = self._open()
+        if self._read_only:
+            raise PermissionError(f"collection {self.name!r} was opened read-only")
+        def load(*, ids, documents, metadatas=None, embeddings=None) -> None:
+            ids, docs, metas, matrix = self._validate_batch(ids, documents, metadatas, embeddings)
+            dim = int(matrix.shape[1])
+            self._check_dimension(self._dimension, dim)
+
+            def work(conn):
+                stored = self._dimension or self._claim_dimension(conn, dim, with_index=False)
+                self._check_dimension(stored, dim)
+                self._copy_rows(conn, self._table, ids, docs, metas, matrix, with_pk=True)
+                return stored
+
+            try:
+                self._dimension = db.run(work, retry=False)
+            except psycopg.errors.UniqueViolation as exc:
+                detail = exc.diag.message_detail or ""
+                raise ValueError(f"ids already exist in collection {self.name!r} ({detail}); "
+                                 "this batch was not written") from None
+
+        with db.connection() as conn:
+            conn.autocommit = True
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(db.ident(self._index_name)))
+            conn.autocommit = False
+        try:
+            yield load
+        finally:
+            dim = self._dimension or self._fetch_dimension()
+            if dim is not None:
+                with db.connection() as conn:
+                    conn.autocommit = True
+                    try:
+                        self._build_vector_index(conn, dim, rebuild=False)
+                    finally:
+                        conn.autocommit = False
 
     def _validate_batch(self, ids, documents, metadatas, embeddings) -> tuple[list, list, list, np.ndarray]:
         if embeddings is None:
@@ -246,12 +316,7 @@ class PostgresCollection(BaseCollection):
             conn.execute(sql.SQL(
                 "CREATE TEMP TABLE IF NOT EXISTS {} (id text, document text, metadata jsonb, embedding vector) "
                 "ON COMMIT DELETE ROWS").format(stage))
-            with conn.cursor().copy(sql.SQL(
-                    "COPY {} (id, document, metadata, embedding) FROM STDIN WITH (FORMAT BINARY)"
-            ).format(stage)) as copy:
-                copy.set_types(["text", "text", "jsonb", "vector"])
-                for i in range(n):
-                    copy.write_row((ids[i], documents[i], Jsonb(metas[i]), matrix[i]))
+            self._copy_rows(conn, stage, ids, documents, metas, matrix, with_pk=False)
             source = sql.SQL("SELECT %s, id, document, metadata, embedding FROM {}").format(stage)
             params: tuple = (self._pk,)
         else:
@@ -267,6 +332,16 @@ class PostgresCollection(BaseCollection):
             new = {r[0] for r in written}
             existing = [i for i in ids if i not in new]
             raise ValueError(f"ids already exist in collection {self.name!r}: {existing[:10]}")
+
+    def _copy_rows(self, conn, table, ids, documents, metas, matrix, *, with_pk: bool) -> None:
+        """Binary COPY of validated rows into ``table`` (the partition itself, or a staging table)."""
+        cols = "collection_pk, id, document, metadata, embedding" if with_pk else "id, document, metadata, embedding"
+        types = (["int4"] if with_pk else []) + ["text", "text", "jsonb", "vector"]
+        prefix = (self._pk,) if with_pk else ()
+        with conn.cursor().copy(sql.SQL("COPY {} (" + cols + ") FROM STDIN WITH (FORMAT BINARY)").format(table)) as copy:
+            copy.set_types(types)
+            for i in range(len(ids)):
+                copy.write_row(prefix + (ids[i], documents[i], Jsonb(metas[i]), matrix[i]))
 
     def add(self, *, documents, ids, metadatas=None, embeddings=None) -> None:
         """Insert new records; if any id already exists, nothing is written and ValueError is raised."""
@@ -586,12 +661,11 @@ class PostgresCollection(BaseCollection):
                     if kind == "analyze":
                         conn.execute(sql.SQL("ANALYZE {}").format(self._table))
                         return MaintenanceResult(kind=kind, status="ran", stats={"table": rel})
-                    if self._dimension is None:
+                    dim = self._dimension or self._fetch_dimension()
+                    if dim is None:
                         return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})
-                    import time
                     t0 = time.perf_counter()
-                    conn.execute(sql.SQL("REINDEX TABLE {}").format(self._table))
-                    conn.execute(sql.SQL("ANALYZE {}").format(self._table))
+                    self._build_vector_index(conn, dim, rebuild=True)
                     return MaintenanceResult(kind=kind, status="ran",
                                              stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)})
                 finally:

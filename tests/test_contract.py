@@ -298,3 +298,38 @@ def test_capabilities_reach_mempalace_through_backend_attribute(make_collection)
     assert col._backend.capabilities is PostgresBackend.capabilities
     assert col.distance_metric == "cosine"
     assert not math.isnan(col.estimated_count())
+
+
+def test_bulk_load_then_index_and_query(make_collection):
+    import numpy as np
+
+    col = make_collection()
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(3000, 8)).astype("float32")
+    with col.bulk_load() as load:
+        for start in range(0, 3000, 1000):
+            sl = slice(start, start + 1000)
+            load(ids=[f"b{i}" for i in range(start, start + 1000)], documents=[f"doc {i}" for i in range(start, start + 1000)],
+                 metadatas=[{"wing": f"w{i % 3}"} for i in range(start, start + 1000)], embeddings=vectors[sl].tolist())
+        # mid-load: no vector index, yet queries answer exactly
+        assert col.maintenance_state()["vector_index"] is None
+        assert col.query(query_embeddings=[vectors[5].tolist()], n_results=1).ids == [["b5"]]
+    state = col.maintenance_state()
+    assert state["rows"] == 3000 and state["vector_index"] and state["vector_index_valid"]
+    assert col.query(query_embeddings=[vectors[2999].tolist()], n_results=1, where={"wing": "w2"}).ids == [["b2999"]]
+    with pytest.raises(ValueError):
+        with col.bulk_load() as load:
+            load(ids=["b1"], documents=["dupe"], metadatas=[{}], embeddings=[vectors[0].tolist()])
+    assert col.count() == 3000 and col.maintenance_state()["vector_index_valid"]
+
+
+def test_reindex_recreates_a_missing_index(make_collection, pg_dsn):
+    import psycopg
+
+    col = make_collection()
+    seed(col)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP INDEX "{col._db.schema}"."records_c{col._pk}_embedding_hnsw"')
+    assert col.maintenance_state()["vector_index"] is None
+    assert col.run_maintenance("reindex").status == "ran"
+    assert col.maintenance_state()["vector_index"]

