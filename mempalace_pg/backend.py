@@ -259,6 +259,8 @@ class PostgresBackend(BaseBackend):
                 (collection_name, namespace, palace_key)).fetchone()[0]
             conn.execute(sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({})").format(
                 db.ident(f"records_c{pk}"), db.ident("records"), sql.Literal(int(pk))))
+            conn.execute(sql.SQL("SELECT {}(%s::regclass)").format(db.ident("records_attach_triggers")),
+                         (f"{db.schema}.records_c{pk}",))
             conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(
                 db.ident(f"records_c{pk}"),
                 sql.Literal(f"Records of collection {collection_name} of palace {palace_key}")))

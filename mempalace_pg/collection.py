@@ -8,6 +8,7 @@ and every value travels as a bound parameter, vectors in binary.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -137,6 +138,14 @@ class PostgresCollection(BaseCollection):
         if self._closed or self._backend._closed:
             raise BackendClosedError(f"collection {self.name!r} has been closed")
         return self._db
+
+    def _filters(self, where=None, where_document=None) -> tuple[sql.Composable, list]:
+        """The SQL condition for a MemPalace filter on this collection, and its parameters.
+
+        It always names the partition key too, so the primary key (collection_pk, id) serves id lookups.
+        """
+        condition, params = compile_filters(where, where_document)
+        return sql.SQL("collection_pk = {} AND {}").format(sql.Literal(self._pk), condition), params
 
     @property
     def distance_metric(self) -> str:
@@ -413,7 +422,7 @@ class PostgresCollection(BaseCollection):
         db = self._open()
         if self._read_only:
             raise PermissionError(f"collection {self.name!r} was opened read-only")
-        condition, params = compile_filters(where)
+        condition, params = self._filters(where)
         if ids is None and not where:
             return  # nothing selected: delete nothing (never the whole collection by accident)
         parts = [condition]
@@ -428,9 +437,11 @@ class PostgresCollection(BaseCollection):
 
     # -- reads ----------------------------------------------------------------------------------
     def count(self) -> int:
+        """Number of records, from the trigger-maintained facet_counts (no scan of the records)."""
         db = self._open()
-        query = sql.SQL("SELECT count(*) FROM {}").format(self._table)
-        return db.run(lambda conn: conn.execute(query).fetchone()[0])
+        query = sql.SQL("SELECT COALESCE(sum(n), 0)::bigint FROM {} WHERE collection_pk = %s").format(
+            db.ident("facet_counts"))
+        return int(db.run(lambda conn: conn.execute(query, (self._pk,)).fetchone()[0]))
 
     def _columns(self, spec: _IncludeSpec) -> tuple[sql.Composable, list[str]]:
         names = ["id"]
@@ -456,7 +467,7 @@ class PostgresCollection(BaseCollection):
             include=None) -> GetResult:
         db = self._open()
         spec = _IncludeSpec.resolve(include, default_distances=False)
-        condition, params = compile_filters(where, where_document)
+        condition, params = self._filters(where, where_document)
         columns, names = self._columns(spec)
         parts = [condition]
         if ids is not None:
@@ -487,9 +498,11 @@ class PostgresCollection(BaseCollection):
 
     def get_all_metadata(self, where=None) -> list[dict]:
         db = self._open()
-        condition, params = compile_filters(where)
-        query = sql.SQL("SELECT metadata FROM {} WHERE {} ORDER BY id").format(self._table, condition)
-        return db.run(lambda conn: [r[0] for r in conn.execute(query, params)])
+        condition, params = self._filters(where)
+        # One JSON document parsed once is much faster than a dict per row through the driver.
+        query = sql.SQL("SELECT COALESCE(json_agg(metadata), '[]')::text FROM {} WHERE {}").format(
+            self._table, condition)
+        return json.loads(db.run(lambda conn: conn.execute(query, params).fetchone()[0]))
 
     def get_recent(self, *, limit, where=None, order_field="filed_at", include=None) -> GetResult:
         """The newest ``limit`` records by the ISO-8601 text in ``order_field``, ordered in SQL.
@@ -502,7 +515,7 @@ class PostgresCollection(BaseCollection):
             return GetResult.empty()
         spec = _IncludeSpec.resolve(
             ["documents", "metadatas"] if include is None else include, default_distances=False)
-        condition, params = compile_filters(where)
+        condition, params = self._filters(where)
         columns, names = self._columns(spec)
         if order_field == "filed_at":
             key = sql.SQL('filed_at COLLATE "C" DESC NULLS LAST')
@@ -520,7 +533,16 @@ class PostgresCollection(BaseCollection):
     def facet_counts(self, field: str, where=None, limit: int = 1000) -> dict[str, int]:
         """Count of records per value of a metadata field (records without it are not counted)."""
         db = self._open()
-        condition, params = compile_filters(where)
+        fast = self._facet_fast_path(field, where)
+        if fast is not None:
+            key_filter, fparams = fast
+            query = sql.SQL(
+                "SELECT k, sum(n) FROM (SELECT {f} #>> '{{}}' AS k, n FROM {t} WHERE collection_pk = %s {w}) s "
+                "WHERE k IS NOT NULL GROUP BY k HAVING sum(n) > 0 ORDER BY 2 DESC, 1 LIMIT %s"
+            ).format(f=sql.Identifier(field), t=db.ident("facet_counts"), w=key_filter)
+            rows = db.run(lambda conn: conn.execute(query, [self._pk, *fparams, int(limit)]).fetchall())
+            return {str(k): int(c) for k, c in rows}
+        condition, params = self._filters(where)
         if field in ("wing", "room", "source_file", "filed_at"):
             # The string-only columns miss non-string values: fall back to the JSON text for those.
             value = sql.SQL("COALESCE({}, metadata ->> %s)").format(sql.Identifier(field))
@@ -531,6 +553,22 @@ class PostgresCollection(BaseCollection):
             "GROUP BY k ORDER BY 2 DESC, 1 LIMIT %s").format(v=value, t=self._table, c=condition)
         rows = db.run(lambda conn: conn.execute(query, [field] + params + [int(limit)]).fetchall())
         return {str(k): int(c) for k, c in rows}
+
+    @staticmethod
+    def _facet_fast_path(field: str, where) -> Optional[tuple[sql.Composable, list]]:
+        """facet_counts answered from the counts table: wing or room, with no filter or one on wing/room
+        by a string value (what MemPalace's status, list_wings, list_rooms and taxonomy ask)."""
+        if field not in ("wing", "room"):
+            return None
+        if not where:
+            return sql.SQL(""), []
+        if len(where) == 1:
+            (key, value), = where.items()
+            if isinstance(value, dict) and set(value) == {"$eq"}:
+                value = value["$eq"]
+            if key in ("wing", "room") and isinstance(value, str):
+                return sql.SQL("AND {} = %s::jsonb").format(sql.Identifier(key)), [json.dumps(value)]
+        return None
 
     def query(self, *, query_texts=None, query_embeddings=None, n_results=10, where=None,
               where_document=None, include=None) -> QueryResult:
@@ -545,7 +583,7 @@ class PostgresCollection(BaseCollection):
         if query_embeddings is None or len(query_embeddings) == 0:
             raise ValueError("query requires a non-empty list of query_embeddings")
         spec = _IncludeSpec.resolve(include)
-        condition, fparams = compile_filters(where, where_document)
+        condition, fparams = self._filters(where, where_document)
         queries = as_matrix(query_embeddings, list(range(len(query_embeddings))), what="query embedding")
         n = max(0, int(n_results))
         dim = self._dimension or self._fetch_dimension()
@@ -589,7 +627,7 @@ class PostgresCollection(BaseCollection):
         if not terms or int(n_results) <= 0:
             return LexicalResult(hits=[])
         tsquery = " | ".join("'" + t.replace("'", "''").replace("\\", "\\\\") + "'" for t in terms)
-        condition, params = compile_filters(where)
+        condition, params = self._filters(where)
         stmt = sql.SQL(
             "SELECT id, document, metadata, ts_rank(document_tsv, q, 1) AS score "
             "FROM {t}, to_tsquery('simple', %s) AS q "

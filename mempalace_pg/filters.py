@@ -67,9 +67,13 @@ class _Compiler:
             return sql.SQL("({f} IS NULL OR {f} = 'null'::jsonb)").format(f=field)
         if isinstance(expected, str):
             if name in STRING_COLUMNS:
-                return sql.SQL("({} IS NOT DISTINCT FROM {}::text)").format(
-                    sql.Identifier(name), _param(expected))
-            return sql.SQL("({} = {}::jsonb) IS TRUE").format(field, _param(_json_text(expected)))
+                # "col = v AND col IS NOT NULL" is never NULL (so NOT works for $ne) and uses the B-tree.
+                return sql.SQL("({c} = {v}::text AND {c} IS NOT NULL)").format(
+                    c=sql.Identifier(name), v=_param(expected))
+            # Containment first, for the GIN index; then the exact test ({"f": ["v"]} contains {"f": "v"}).
+            return sql.SQL("({m} @> {j}::jsonb AND {f} = {v}::jsonb)").format(
+                m=self.meta, j=_param(json.dumps({name: expected}, ensure_ascii=False)),
+                f=field, v=_param(_json_text(expected)))
         if isinstance(expected, bool) or _is_number(expected):
             if isinstance(expected, float) and not math.isfinite(expected):
                 return _FALSE  # JSON numbers are finite: nothing stored equals inf or nan
@@ -92,8 +96,8 @@ class _Compiler:
         parts: list[sql.Composable] = []
         if strings:
             if name in STRING_COLUMNS:
-                parts.append(sql.SQL("({} = ANY({}::text[])) IS TRUE").format(
-                    sql.Identifier(name), _param(strings)))
+                parts.append(sql.SQL("({c} = ANY({v}::text[]) AND {c} IS NOT NULL)").format(
+                    c=sql.Identifier(name), v=_param(strings)))
             else:
                 parts.append(sql.SQL("({} = ANY({}::jsonb[])) IS TRUE").format(
                     self.field(name), _param([_json_text(s) for s in strings])))

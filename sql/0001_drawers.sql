@@ -63,12 +63,71 @@ COMMENT ON COLUMN records.document_tsv IS 'Full-text index of document (''simple
 COMMENT ON COLUMN records.written_at IS 'When this row was last written to PostgreSQL.';
 
 -- Indexes declared on the parent exist on every partition.
-CREATE INDEX records_wing_room   ON records (collection_pk, wing, room);
-CREATE INDEX records_room        ON records (collection_pk, room);
-CREATE INDEX records_source_file ON records (collection_pk, source_file);
-CREATE INDEX records_filed_at    ON records (collection_pk, filed_at COLLATE "C" DESC NULLS LAST);
+-- (Each partition holds one collection, so these need not lead with collection_pk.)
+CREATE INDEX records_wing_room   ON records (wing, room);
+CREATE INDEX records_room        ON records (room);
+CREATE INDEX records_source_file ON records (source_file);
+CREATE INDEX records_filed_at    ON records (filed_at COLLATE "C" DESC NULLS LAST);
 CREATE INDEX records_document_tsv ON records USING gin (document_tsv);
 CREATE INDEX records_metadata    ON records USING gin (metadata jsonb_path_ops);
+
+-- Record counts per (collection, wing, room), kept by statement-level triggers on each partition
+-- (attached by the backend when it creates the partition, see records_attach_triggers below).
+-- They make MemPalace's count(), status and taxonomy answers independent of the palace's size.
+CREATE TABLE facet_counts (
+    collection_pk integer NOT NULL REFERENCES collections ON DELETE CASCADE,
+    wing          jsonb,
+    room          jsonb,
+    n             bigint  NOT NULL,
+    CONSTRAINT facet_counts_key UNIQUE NULLS NOT DISTINCT (collection_pk, wing, room)
+);
+COMMENT ON TABLE  facet_counts IS 'Number of records per collection, wing and room (metadata values as JSON; NULL = field absent). Maintained by triggers; never edit by hand.';
+COMMENT ON COLUMN facet_counts.wing IS 'metadata->''wing'' of the counted records (JSON value, NULL when absent).';
+COMMENT ON COLUMN facet_counts.room IS 'metadata->''room'' of the counted records (JSON value, NULL when absent).';
+COMMENT ON COLUMN facet_counts.n IS 'How many records have this wing and room.';
+
+-- One function serves inserts, updates and deletes: +1 for each new row, -1 for each old one,
+-- applied in key order so concurrent writers lock counter rows in the same order.
+CREATE FUNCTION records_count_facets() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO facet_counts AS f (collection_pk, wing, room, n)
+        SELECT collection_pk, metadata -> 'wing', metadata -> 'room', count(*)
+        FROM new_rows GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT ON CONSTRAINT facet_counts_key DO UPDATE SET n = f.n + EXCLUDED.n;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO facet_counts AS f (collection_pk, wing, room, n)
+        SELECT collection_pk, metadata -> 'wing', metadata -> 'room', -count(*)
+        FROM old_rows GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT ON CONSTRAINT facet_counts_key DO UPDATE SET n = f.n + EXCLUDED.n;
+    ELSE
+        INSERT INTO facet_counts AS f (collection_pk, wing, room, n)
+        SELECT collection_pk, wing, room, sum(d) FROM (
+            SELECT collection_pk, metadata -> 'wing' AS wing, metadata -> 'room' AS room, 1 AS d FROM new_rows
+            UNION ALL
+            SELECT collection_pk, metadata -> 'wing', metadata -> 'room', -1 FROM old_rows
+        ) AS delta GROUP BY 1, 2, 3 HAVING sum(d) <> 0 ORDER BY 1, 2, 3
+        ON CONFLICT ON CONSTRAINT facet_counts_key DO UPDATE SET n = f.n + EXCLUDED.n;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION records_count_facets() IS 'Statement trigger on each records partition: keeps facet_counts exact.';
+
+-- Give a new partition its triggers (transition tables need statement triggers on the partition itself).
+CREATE FUNCTION records_attach_triggers(partition regclass) RETURNS void
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+    EXECUTE format('CREATE TRIGGER count_facets_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION records_count_facets()', partition);
+    EXECUTE format('CREATE TRIGGER count_facets_update AFTER UPDATE ON %s REFERENCING OLD TABLE AS old_rows '
+                   'NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION records_count_facets()', partition);
+    EXECUTE format('CREATE TRIGGER count_facets_delete AFTER DELETE ON %s REFERENCING OLD TABLE AS old_rows '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION records_count_facets()', partition);
+END
+$fn$;
+COMMENT ON FUNCTION records_attach_triggers(regclass) IS 'Called by the backend for each new records partition.';
 
 -- Readable views: one per MemPalace collection, with the palace instead of surrogate keys.
 CREATE VIEW records_named AS

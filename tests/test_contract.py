@@ -333,3 +333,28 @@ def test_reindex_recreates_a_missing_index(make_collection, pg_dsn):
     assert col.maintenance_state()["vector_index"] is None
     assert col.run_maintenance("reindex").status == "ran"
     assert col.maintenance_state()["vector_index"]
+
+
+def test_counts_follow_every_write(make_collection):
+    """count() and facet_counts() come from trigger-maintained counters: check them against a scan."""
+    col = make_collection()
+    seed(col)
+    col.upsert(ids=["a", "x"], documents=["a2", "x"], metadatas=[{"wing": "other", "room": "r"}, {"room": 5}],
+               embeddings=[[1, 0], [0, 1]])
+    col.update(ids=["b"], metadatas=[{"room": "frontend"}])
+    col.delete(ids=["c"])
+    col.delete(where={"wing": "nope"})
+
+    def scan(field, where=None):
+        counts = {}
+        for meta in col.get(where=where, include=["metadatas"]).metadatas:
+            if meta.get(field) is not None:
+                key = str(meta[field]) if not isinstance(meta[field], bool) else str(meta[field]).lower()
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    assert col.count() == len(col.get(include=[]).ids) == 3
+    assert col.facet_counts("wing") == scan("wing") == {"other": 1, "project": 1}
+    assert col.facet_counts("room") == scan("room") == {"r": 1, "5": 1, "frontend": 1}
+    assert col.facet_counts("room", where={"wing": "project"}) == scan("room", {"wing": "project"}) == {"frontend": 1}
+    assert col.facet_counts("room", where={"wing": {"$eq": "other"}}) == {"r": 1}
