@@ -36,6 +36,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from .errors import InvalidRecordError
+from . import indexing
 from .filters import compile_filters
 
 if TYPE_CHECKING:
@@ -163,6 +164,11 @@ class PostgresCollection(BaseCollection):
         self._dimension = row[0] if row else None
         return self._dimension
 
+    def fresh_count(self) -> int:
+        """Rows written since the last merge into the vector index (searched exactly until merged)."""
+        query = sql.SQL("SELECT count(*) FROM {} WHERE collection_pk = %s AND NOT vector_indexed").format(self._table)
+        return int(self._db.run(lambda conn: conn.execute(query, (self._pk,)).fetchone()[0]))
+
     def _vector_type(self, dim: int) -> sql.Composable:
         return sql.SQL("vector({})").format(sql.Literal(int(dim)))
 
@@ -194,11 +200,12 @@ class PostgresCollection(BaseCollection):
     def _create_vector_index(self, conn: psycopg.Connection, dim: int) -> None:
         conn.execute(sql.SQL(
             "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ((embedding::{}) vector_cosine_ops) "
-            "WITH (" + _HNSW_OPTIONS + ")"
+            "WITH (" + _HNSW_OPTIONS + ") WHERE vector_indexed"
         ).format(sql.Identifier(self._index_name), self._table, self._vector_type(dim)))
 
     def _build_vector_index(self, conn: psycopg.Connection, dim: int, *, rebuild: bool) -> None:
-        """(Re)build the HNSW index in one go, with memory for the build, then refresh statistics.
+        """(Re)build the HNSW index in one go over every row (fresh ones included), with memory for
+        the build, then refresh statistics.
 
         ``conn`` must be in autocommit mode: the settings below apply to this session only.
         """
@@ -208,6 +215,9 @@ class PostgresCollection(BaseCollection):
         try:
             if rebuild:
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self._db.ident(self._index_name)))
+            # With the index gone, marking fresh rows costs no graph inserts: the build takes them all.
+            conn.execute(sql.SQL("UPDATE {} SET vector_indexed = true WHERE collection_pk = %s "
+                                 "AND NOT vector_indexed").format(self._table), (self._pk,))
             self._create_vector_index(conn, dim)
             conn.execute(sql.SQL("ANALYZE {}").format(self._table))
         finally:
@@ -310,13 +320,15 @@ class PostgresCollection(BaseCollection):
             return stored
 
         self._dimension = db.run(work)
+        indexing.after_write(self, len(ids))
 
     def write_rows(self, conn: psycopg.Connection, ids: list, documents: list, metas: list,
                    matrix: np.ndarray, *, replace: bool) -> None:
         """Write validated rows on ``conn`` (inside the caller's transaction): one statement or a COPY."""
         conflict = (
             sql.SQL("ON CONFLICT (collection_pk, id) DO UPDATE SET document = EXCLUDED.document, "
-                    "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding, written_at = now()")
+                    "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding, written_at = now(), "
+                    "vector_indexed = false")
             if replace else sql.SQL("ON CONFLICT (collection_pk, id) DO NOTHING")
         )
         n = len(ids)
@@ -343,10 +355,12 @@ class PostgresCollection(BaseCollection):
             raise ValueError(f"ids already exist in collection {self.name!r}: {existing[:10]}")
 
     def _copy_rows(self, conn, table, ids, documents, metas, matrix, *, with_pk: bool) -> None:
-        """Binary COPY of validated rows into ``table`` (the partition itself, or a staging table)."""
-        cols = "collection_pk, id, document, metadata, embedding" if with_pk else "id, document, metadata, embedding"
-        types = (["int4"] if with_pk else []) + ["text", "text", "jsonb", "vector"]
-        prefix = (self._pk,) if with_pk else ()
+        """Binary COPY of validated rows into ``table``: the partition itself (bulk load: the rows count
+        as indexed, the index being rebuilt afterwards), or a staging table."""
+        cols = ("collection_pk, vector_indexed, id, document, metadata, embedding" if with_pk
+                else "id, document, metadata, embedding")
+        types = (["int4", "bool"] if with_pk else []) + ["text", "text", "jsonb", "vector"]
+        prefix = (self._pk, True) if with_pk else ()
         with conn.cursor().copy(sql.SQL("COPY {} (" + cols + ") FROM STDIN WITH (FORMAT BINARY)").format(table)) as copy:
             copy.set_types(types)
             for i in range(len(ids)):
@@ -400,7 +414,7 @@ class PostgresCollection(BaseCollection):
             "document = CASE WHEN %(has_docs)s THEN u.document ELSE r.document END, "
             "metadata = CASE WHEN %(has_metas)s THEN r.metadata || u.metadata ELSE r.metadata END, "
             "embedding = CASE WHEN %(has_vecs)s THEN u.embedding ELSE r.embedding END, "
-            "written_at = now() "
+            "written_at = now(), vector_indexed = false "
             "FROM unnest(%(ids)s::text[], %(docs)s::text[], %(metas)s::jsonb[], %(vecs)b::vector[]) "
             "AS u(id, document, metadata, embedding) "
             "WHERE r.collection_pk = %(pk)s AND r.id = u.id"
@@ -415,7 +429,9 @@ class PostgresCollection(BaseCollection):
             "vecs": vectors if vectors is not None else [None] * n,
             "pk": self._pk,
         }
-        db.run(lambda conn: conn.execute(query, params))
+        updated = db.run(lambda conn: conn.execute(query, params).rowcount)
+        if updated:
+            indexing.after_write(self, updated)
 
     def delete(self, *, ids=None, where=None) -> None:
         """Delete the given ids and/or the records matching ``where`` (both: the intersection)."""
@@ -595,17 +611,23 @@ class PostgresCollection(BaseCollection):
                 f"query embeddings have {queries.shape[1]} dimensions; collection {self.name!r} holds {dim}")
         columns, names = self._columns(spec)
         vtype = self._vector_type(dim)
+        # Two arms, one statement: the HNSW index over indexed rows (iterative scan, so filters still
+        # fill k), and an exact scan over the few fresh rows not merged into the index yet.
         query = sql.SQL(
-            "WITH hits AS MATERIALIZED ("
+            "WITH ann AS MATERIALIZED ("
             " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
-            " WHERE {cond} ORDER BY embedding::{vt} <=> %s::{vt} LIMIT %s)"
-            " SELECT {cols}, distance FROM hits ORDER BY distance + 0, id"
+            " WHERE vector_indexed AND {cond} ORDER BY embedding::{vt} <=> %s::{vt} LIMIT %s),"
+            " fresh AS MATERIALIZED ("
+            " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
+            " WHERE NOT vector_indexed AND {cond} ORDER BY distance LIMIT %s)"
+            " SELECT * FROM (SELECT * FROM ann UNION ALL SELECT * FROM fresh) AS hits"
+            " ORDER BY distance + 0, id LIMIT %s"
         ).format(cols=columns, vt=vtype, t=self._table, cond=condition)
         out: dict[str, list] = {"ids": [], "documents": [], "metadatas": [], "distances": [], "embeddings": []}
 
         def work(conn: psycopg.Connection) -> None:
             for q in queries:
-                rows = conn.execute(query, [q, *fparams, q, n]).fetchall()
+                rows = conn.execute(query, [q, *fparams, q, n, q, *fparams, n, n]).fetchall()
                 res = self._to_result(rows, names, spec)
                 out["ids"].append(res.ids)
                 out["documents"].append(res.documents)
@@ -677,6 +699,7 @@ class PostgresCollection(BaseCollection):
         count, index, valid, analyzed, changes = db.run(lambda conn: conn.execute(query, {"rel": rel}).fetchone())
         return {
             "rows": int(count),
+            "fresh_rows": self.fresh_count(),
             "dimension": self._dimension,
             "vector_index": index,
             "vector_index_valid": valid,
@@ -703,6 +726,7 @@ class PostgresCollection(BaseCollection):
                     if dim is None:
                         return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})
                     t0 = time.perf_counter()
+                    indexing.forget(self)
                     self._build_vector_index(conn, dim, rebuild=True)
                     return MaintenanceResult(kind=kind, status="ran",
                                              stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)})

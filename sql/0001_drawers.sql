@@ -48,6 +48,7 @@ CREATE TABLE records (
     filed_at      text        GENERATED ALWAYS AS (CASE WHEN jsonb_typeof(metadata -> 'filed_at') = 'string' THEN metadata ->> 'filed_at' END) STORED,
     document_tsv  tsvector    GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, document)) STORED,
     written_at    timestamptz NOT NULL DEFAULT now(),
+    vector_indexed boolean    NOT NULL DEFAULT false,
     PRIMARY KEY (collection_pk, id)
 ) PARTITION BY LIST (collection_pk);
 COMMENT ON TABLE  records IS 'Drawers, closets and assets of every palace: text, metadata and embedding. Partitioned by collection; query through the drawers/closets/assets views for names instead of keys.';
@@ -61,6 +62,7 @@ COMMENT ON COLUMN records.source_file IS 'metadata->>''source_file'': the mined 
 COMMENT ON COLUMN records.filed_at IS 'metadata->>''filed_at'' (ISO-8601 text, as MemPalace writes it).';
 COMMENT ON COLUMN records.document_tsv IS 'Full-text index of document (''simple'' configuration: no stemming, any language, code-friendly).';
 COMMENT ON COLUMN records.written_at IS 'When this row was last written to PostgreSQL.';
+COMMENT ON COLUMN records.vector_indexed IS 'True once the row is in its collection''s HNSW index. Writes land with false (no index insert on the write path) and are searched exactly until a background merge folds them into the index.';
 
 -- Indexes declared on the parent exist on every partition.
 -- (Each partition holds one collection, so these need not lead with collection_pk.)
@@ -70,6 +72,8 @@ CREATE INDEX records_source_file ON records (source_file);
 CREATE INDEX records_filed_at    ON records (filed_at COLLATE "C" DESC NULLS LAST);
 CREATE INDEX records_document_tsv ON records USING gin (document_tsv);
 CREATE INDEX records_metadata    ON records USING gin (metadata jsonb_path_ops);
+-- The rows written since the last merge into the vector index (searched exactly; few by design).
+CREATE INDEX records_fresh       ON records (collection_pk) WHERE NOT vector_indexed;
 
 -- Record counts per (collection, wing, room), kept by statement-level triggers on each partition
 -- (attached by the backend when it creates the partition, see records_attach_triggers below).

@@ -358,3 +358,40 @@ def test_counts_follow_every_write(make_collection):
     assert col.facet_counts("room") == scan("room") == {"r": 1, "5": 1, "frontend": 1}
     assert col.facet_counts("room", where={"wing": "project"}) == scan("room", {"wing": "project"}) == {"frontend": 1}
     assert col.facet_counts("room", where={"wing": {"$eq": "other"}}) == {"r": 1}
+
+
+def test_fresh_rows_are_found_then_merged_into_the_index(make_collection, monkeypatch):
+    """Writes skip the HNSW insert; queries see fresh rows at once; a background merge indexes them."""
+    import numpy as np
+
+    from mempalace_pg import indexing
+
+    monkeypatch.setattr(indexing, "MERGE_AT", 40)
+    monkeypatch.setattr(indexing, "MERGE_CHUNK", 15)
+    col = make_collection()
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(120, 16)).astype("float32")
+    ids = [f"v{i:03d}" for i in range(120)]
+    for start in range(0, 30, 10):  # 30 rows: below MERGE_AT, they stay fresh
+        col.add(ids=ids[start:start + 10], documents=["d"] * 10, metadatas=[{"wing": "w"}] * 10,
+                embeddings=vectors[start:start + 10].tolist())
+    assert indexing.drain(col) == 30
+
+    def exact(q, k, allowed):
+        sims = (vectors[allowed] @ q) / (np.linalg.norm(vectors[allowed], axis=1) * np.linalg.norm(q))
+        return [ids[allowed[i]] for i in np.argsort(-sims)[:k]]
+
+    q = rng.normal(size=16).astype("float32")
+    assert col.query(query_embeddings=[q.tolist()], n_results=5).ids[0] == exact(q, 5, list(range(30)))
+    for start in range(30, 120, 10):
+        col.add(ids=ids[start:start + 10], documents=["d"] * 10, metadatas=[{"wing": "w"}] * 10,
+                embeddings=vectors[start:start + 10].tolist())
+    assert indexing.drain(col) == 0  # merged in the background, in chunks
+    state = col.maintenance_state()
+    assert state["fresh_rows"] == 0 and state["rows"] == 120
+    # half indexed, half fresh: one query over both arms gives the exact answer
+    col.update(ids=ids[:60], metadatas=[{"touched": True}] * 60)
+    assert col.fresh_count() in range(0, 61)
+    res = col.query(query_embeddings=[q.tolist()], n_results=8, include=["distances"])
+    assert res.ids[0] == exact(q, 8, list(range(120)))
+    assert res.distances[0] == sorted(res.distances[0])
