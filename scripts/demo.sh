@@ -36,6 +36,8 @@ PY
 cp -r examples/corpus "$work/corpus"
 mp() { "$bin/mempalace" --palace "$work/palace" "$@" </dev/null; }
 
+echo; echo "== mempalace init --backend postgres $work/corpus   (rooms from the folder layout)"
+mp init --backend postgres --yes --no-llm "$work/corpus" | grep -E "ROOM|Config saved|rooms" || true
 echo; echo "== mempalace --backend postgres mine $work/corpus"
 mp --backend postgres mine "$work/corpus" | tail -n 12
 echo; echo "== mempalace search \"how do I get my data back after the disk dies\""

@@ -395,3 +395,13 @@ def test_fresh_rows_are_found_then_merged_into_the_index(make_collection, monkey
     res = col.query(query_embeddings=[q.tolist()], n_results=8, include=["distances"])
     assert res.ids[0] == exact(q, 8, list(range(120)))
     assert res.distances[0] == sorted(res.distances[0])
+
+
+def test_mempalace_treats_backend_as_multi_writer(tmp_path):
+    """MemPalace would lock `mine` out while an MCP server writes; PostgreSQL coordinates writers."""
+    import mempalace.palace as palace_module
+    from mempalace.palace import backend_requires_single_writer
+
+    PostgresBackend.detect(str(tmp_path))
+    assert "postgres" in palace_module._MULTI_PROCESS_WRITER_BACKENDS
+    assert backend_requires_single_writer("postgres") is False
