@@ -37,7 +37,7 @@ from psycopg.types.json import Jsonb
 
 from .errors import InvalidRecordError
 from . import indexing
-from .filters import compile_filters
+from .filters import compile_filters, wing_room_equalities
 
 if TYPE_CHECKING:
     from .backend import PostgresBackend
@@ -46,7 +46,14 @@ if TYPE_CHECKING:
 #: Batches at least this large go through COPY into a staging table instead of one INSERT.
 COPY_THRESHOLD = 2000
 _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
-_HNSW_OPTIONS = "m = 16, ef_construction = 64"
+# m = 12 builds 20% faster than pgvector's default 16 and, with ef_search 150, keeps recall@10 above
+# 0.95 on 100k MiniLM-sized vectors (benchmarks/RESULTS.md, "index parameters").
+_HNSW_OPTIONS = "m = 12, ef_construction = 64"
+#: A query whose filter matches at most this many records is answered by an exact scan.
+EXACT_SCAN_MAX = 3000
+#: Lexical search: candidates taken per query word, and the cap on counting a word's documents.
+LEXICAL_CANDIDATES = 500
+LEXICAL_DF_CAP = 5000
 #: Session settings for building a vector index in one go (bulk loads, reindex).
 BUILD_MAINTENANCE_WORK_MEM = "512MB"
 BUILD_PARALLEL_WORKERS = 2
@@ -515,10 +522,27 @@ class PostgresCollection(BaseCollection):
     def get_all_metadata(self, where=None) -> list[dict]:
         db = self._open()
         condition, params = self._filters(where)
-        # One JSON document parsed once is much faster than a dict per row through the driver.
-        query = sql.SQL("SELECT COALESCE(json_agg(metadata), '[]')::text FROM {} WHERE {}").format(
+        # Binary COPY streams jsonb as raw JSON text (a version byte, then the text: no escaping), and
+        # parsing it a few thousand rows at a time as one JSON array is several times faster than a
+        # driver-built dict per row, while the server keeps streaming.
+        query = sql.SQL("COPY (SELECT metadata FROM {} WHERE {}) TO STDOUT (FORMAT BINARY)").format(
             self._table, condition)
-        return json.loads(db.run(lambda conn: conn.execute(query, params).fetchone()[0]))
+
+        def work(conn):
+            out: list = []
+            chunk: list = []
+            with conn.cursor().copy(query, params) as copy:
+                copy.set_types(["bytea"])
+                for (raw,) in copy.rows():
+                    chunk.append(raw[1:])
+                    if len(chunk) >= 5000:
+                        out.extend(json.loads(b"[" + b",".join(chunk) + b"]"))
+                        chunk = []
+            if chunk:
+                out.extend(json.loads(b"[" + b",".join(chunk) + b"]"))
+            return out
+
+        return db.run(work)
 
     def get_recent(self, *, limit, where=None, order_field="filed_at", include=None) -> GetResult:
         """The newest ``limit`` records by the ISO-8601 text in ``order_field``, ordered in SQL.
@@ -570,21 +594,28 @@ class PostgresCollection(BaseCollection):
         rows = db.run(lambda conn: conn.execute(query, [field] + params + [int(limit)]).fetchall())
         return {str(k): int(c) for k, c in rows}
 
-    @staticmethod
-    def _facet_fast_path(field: str, where) -> Optional[tuple[sql.Composable, list]]:
-        """facet_counts answered from the counts table: wing or room, with no filter or one on wing/room
-        by a string value (what MemPalace's status, list_wings, list_rooms and taxonomy ask)."""
+    def _facet_fast_path(self, field: str, where) -> Optional[tuple[sql.Composable, list]]:
+        """facet_counts answered from the counts table: wing or room, with no filter or a filter of
+        wing/room string equalities (what MemPalace's status, list_wings, list_rooms and taxonomy ask)."""
         if field not in ("wing", "room"):
             return None
-        if not where:
-            return sql.SQL(""), []
-        if len(where) == 1:
-            (key, value), = where.items()
-            if isinstance(value, dict) and set(value) == {"$eq"}:
-                value = value["$eq"]
-            if key in ("wing", "room") and isinstance(value, str):
-                return sql.SQL("AND {} = %s::jsonb").format(sql.Identifier(key)), [json.dumps(value)]
-        return None
+        keys = wing_room_equalities(where)
+        return None if keys is None else self._facet_key_filter(keys)
+
+    @staticmethod
+    def _facet_key_filter(keys: dict) -> tuple[sql.Composable, list]:
+        parts = [sql.SQL("AND {} = %s::jsonb").format(sql.Identifier(k)) for k in keys]
+        return sql.SQL(" ").join(parts), [json.dumps(v) for v in keys.values()]
+
+    def _matching_count(self, conn: psycopg.Connection, where) -> Optional[int]:
+        """Exact number of records a wing/room filter matches, from facet_counts; None for other filters."""
+        keys = wing_room_equalities(where)
+        if not keys:
+            return None
+        key_filter, params = self._facet_key_filter(keys)
+        query = sql.SQL("SELECT COALESCE(sum(n), 0) FROM {} WHERE collection_pk = %s {}").format(
+            self._db.ident("facet_counts"), key_filter)
+        return int(conn.execute(query, [self._pk, *params]).fetchone()[0])
 
     def query(self, *, query_texts=None, query_embeddings=None, n_results=10, where=None,
               where_document=None, include=None) -> QueryResult:
@@ -613,6 +644,12 @@ class PostgresCollection(BaseCollection):
         vtype = self._vector_type(dim)
         # Two arms, one statement: the HNSW index over indexed rows (iterative scan, so filters still
         # fill k), and an exact scan over the few fresh rows not merged into the index yet.
+        # A filter known to match few records (a wing/room, by facet_counts) is answered exactly
+        # instead: scanning a thousand rows by B-tree beats walking the graph for them, recall 1.0.
+        exact = sql.SQL(
+            "SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
+            " WHERE {cond} ORDER BY (embedding::{vt} <=> %s::{vt}) + 0, id LIMIT %s"
+        ).format(cols=columns, vt=vtype, t=self._table, cond=condition)
         query = sql.SQL(
             "WITH ann AS MATERIALIZED ("
             " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
@@ -626,8 +663,13 @@ class PostgresCollection(BaseCollection):
         out: dict[str, list] = {"ids": [], "documents": [], "metadatas": [], "distances": [], "embeddings": []}
 
         def work(conn: psycopg.Connection) -> None:
+            matching = self._matching_count(conn, where) if not where_document else None
+            use_exact = matching is not None and matching <= EXACT_SCAN_MAX
             for q in queries:
-                rows = conn.execute(query, [q, *fparams, q, n, q, *fparams, n, n]).fetchall()
+                if use_exact:
+                    rows = conn.execute(exact, [q, *fparams, q, n]).fetchall() if matching else []
+                else:
+                    rows = conn.execute(query, [q, *fparams, q, n, q, *fparams, n, n]).fetchall()
                 res = self._to_result(rows, names, spec)
                 out["ids"].append(res.ids)
                 out["documents"].append(res.documents)
@@ -642,22 +684,41 @@ class PostgresCollection(BaseCollection):
         )
 
     def lexical_search(self, *, query: str, n_results: int = 10, where=None) -> LexicalResult:
-        """Full-text candidates from the GIN-indexed tsvector: any query word (2+ characters) matches,
-        ranked by ts_rank with document-length normalisation. Filters apply in SQL."""
+        """Full-text search in SQL, ranked like BM25 would: rare words count for more.
+
+        Any query word of 2+ characters matches (as MemPalace's BM25 tokenises). Candidates come from
+        the GIN-indexed tsvector, up to LEXICAL_CANDIDATES per word (all of a rare word's documents);
+        each is scored as the sum over the query words of idf(word) * ts_rank(document, word), with
+        idf from the word's document frequency (counted through the index, capped at
+        LEXICAL_DF_CAP). One statement; filters apply in SQL.
+        """
         db = self._open()
         terms = list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(query or "")))
         if not terms or int(n_results) <= 0:
             return LexicalResult(hits=[])
-        tsquery = " | ".join("'" + t.replace("'", "''").replace("\\", "\\\\") + "'" for t in terms)
         condition, params = self._filters(where)
         stmt = sql.SQL(
-            "SELECT id, document, metadata, ts_rank(document_tsv, q, 1) AS score "
-            "FROM {t}, to_tsquery('simple', %s) AS q "
-            "WHERE document_tsv @@ q AND {c} ORDER BY score DESC, id LIMIT %s"
-        ).format(t=self._table, c=condition)
-        rows = db.run(lambda conn: conn.execute(stmt, [tsquery] + params + [int(n_results)]).fetchall())
+            "WITH words AS ("
+            "  SELECT to_tsquery('simple', quote_literal(w)) AS q FROM unnest(%s::text[]) AS w),"
+            " weighted AS ("
+            "  SELECT q, ln((total.n - df.n + 0.5) / (df.n + 0.5) + 1) AS idf FROM words"
+            "  CROSS JOIN (SELECT GREATEST(COALESCE(sum(n), 0), 1)::float8 AS n FROM {counts}"
+            "              WHERE collection_pk = %s) AS total"
+            "  CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM (SELECT 1 FROM {t}"
+            "    WHERE collection_pk = %s AND document_tsv @@ words.q LIMIT %s) AS m) AS df"
+            "  WHERE numnode(q) > 0),"
+            " candidates AS ("
+            "  SELECT DISTINCT c.id FROM weighted CROSS JOIN LATERAL ("
+            "    SELECT id FROM {t} WHERE document_tsv @@ weighted.q AND {cond} LIMIT %s) AS c)"
+            " SELECT r.id, r.document, r.metadata,"
+            "  (SELECT sum(w.idf * ts_rank(r.document_tsv, w.q, 1)) FROM weighted AS w) AS score"
+            " FROM {t} AS r JOIN candidates USING (id) WHERE r.collection_pk = %s"
+            " ORDER BY score DESC, r.id LIMIT %s"
+        ).format(t=self._table, counts=db.ident("facet_counts"), cond=condition)
+        args = [terms, self._pk, self._pk, LEXICAL_DF_CAP, *params, LEXICAL_CANDIDATES, self._pk, int(n_results)]
+        rows = db.run(lambda conn: conn.execute(stmt, args).fetchall())
         return LexicalResult(hits=[LexicalHit(id=r[0], document=r[1], metadata=r[2], score=float(r[3]))
-                                   for r in rows])
+                                   for r in rows if r[3] and r[3] > 0])
 
     # -- identity, maintenance, lifecycle -----------------------------------------------------
     def get_stored_embedder_identity(self) -> Optional[EmbedderIdentity]:

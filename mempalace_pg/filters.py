@@ -251,6 +251,36 @@ def collect_params(composed: sql.Composable) -> list:
     return out
 
 
+def wing_room_equalities(where: Optional[dict]) -> Optional[dict]:
+    """``{"wing": w, "room": r}`` (either or both, string values) when ``where`` says exactly that,
+    in any of the shapes MemPalace sends (``{"wing": w}``, ``{"$and": [{"wing": w}, {"room": r}]}``,
+    ``{"wing": {"$eq": w}}``, ...); ``{}`` for no filter; None for anything else."""
+    if not where:
+        return {}
+    if not isinstance(where, dict):
+        return None
+    found: dict = {}
+    clauses = [where]
+    while clauses:
+        clause = clauses.pop()
+        if not isinstance(clause, dict):
+            return None
+        for key, value in clause.items():
+            if key == "$and" and isinstance(value, (list, tuple)):
+                clauses.extend(value)
+                continue
+            if key not in ("wing", "room"):
+                return None
+            if isinstance(value, dict):
+                if set(value) != {"$eq"}:
+                    return None
+                value = value["$eq"]
+            if not isinstance(value, str) or found.get(key, value) != value:
+                return None
+            found[key] = value
+    return found
+
+
 def compile_filters(
     where: Optional[dict],
     where_document: Optional[dict] = None,
@@ -278,4 +308,4 @@ def compile_filters(
     return condition, collect_params(condition)
 
 
-__all__ = ["compile_filters", "WHERE_OPERATORS", "DOCUMENT_OPERATORS", "STRING_COLUMNS", "Jsonb"]
+__all__ = ["compile_filters", "wing_room_equalities", "WHERE_OPERATORS", "DOCUMENT_OPERATORS", "STRING_COLUMNS", "Jsonb"]

@@ -138,6 +138,14 @@ def drain(collection: "PostgresCollection", timeout: float = 60.0) -> int:
     return collection.fresh_count()
 
 
+def merge_now(collection: "PostgresCollection") -> int:
+    """Fold every fresh row of ``collection`` into its index now, in this thread; return rows left
+    (non-zero only when another process holds the merge)."""
+    drain(collection)
+    Merger(collection).run()
+    return collection.fresh_count()
+
+
 def forget(collection: "PostgresCollection") -> None:
     """Drop what this process knows about ``collection`` (after a rebuild that changed the counts)."""
     key = (collection._db.settings.dsn, collection._db.schema, collection._pk)

@@ -405,3 +405,36 @@ def test_mempalace_treats_backend_as_multi_writer(tmp_path):
     PostgresBackend.detect(str(tmp_path))
     assert "postgres" in palace_module._MULTI_PROCESS_WRITER_BACKENDS
     assert backend_requires_single_writer("postgres") is False
+
+
+def test_lexical_search_weights_rare_words(make_collection):
+    """Like BM25: a rare word outranks a common word that occurs many times."""
+    col = make_collection()
+    docs = [("common%d" % i, "palace palace palace memory palace notes") for i in range(30)]
+    docs.append(("rare", "a note that mentions zyzzyvaquartz once, and the palace"))
+    col.add(ids=[d[0] for d in docs], documents=[d[1] for d in docs], metadatas=[{"wing": "w"}] * len(docs),
+            embeddings=[[1.0, float(i)] for i in range(len(docs))])
+    hits = col.lexical_search(query="zyzzyvaquartz palace", n_results=5).hits
+    assert hits[0].id == "rare"
+    assert len(hits) == 5 and all(h.score > 0 for h in hits)
+    assert [h.id for h in col.lexical_search(query="palace", n_results=3, where={"wing": "nope"}).hits] == []
+
+
+def test_selective_wing_room_filter_is_answered_exactly(make_collection):
+    import numpy as np
+
+    col = make_collection()
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(400, 12)).astype("float32")
+    metas = [{"wing": f"w{i % 4}", "room": f"r{i % 10}"} for i in range(400)]
+    col.add(ids=[f"x{i:03d}" for i in range(400)], documents=["d"] * 400, metadatas=metas,
+            embeddings=vectors.tolist())
+    q = rng.normal(size=12).astype("float32")
+    for where in ({"wing": "w1"}, {"$and": [{"wing": "w2"}, {"room": "r2"}]}, {"room": {"$eq": "r7"}},
+                  {"$and": [{"wing": "w1"}, {"room": "r2"}]}):
+        from mempalace.backends.pgvector import _matches_where
+
+        allowed = [i for i in range(400) if _matches_where(metas[i], where)]
+        sims = vectors[allowed] @ q / np.linalg.norm(vectors[allowed], axis=1)
+        expected = [f"x{allowed[i]:03d}" for i in np.argsort(-sims)[:7]]
+        assert col.query(query_embeddings=[q.tolist()], n_results=7, where=where).ids[0] == expected
