@@ -12,7 +12,6 @@ import json
 import math
 import re
 import time
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -41,6 +40,7 @@ from .filters import compile_filters, wing_room_equalities
 
 if TYPE_CHECKING:
     from .backend import PostgresBackend
+    from .bulk import BulkLoader
     from .database import Database
 
 #: Batches at least this large go through COPY into a staging table instead of one INSERT.
@@ -56,7 +56,7 @@ LEXICAL_CANDIDATES = 500
 LEXICAL_DF_CAP = 5000
 #: Session settings for building a vector index in one go (bulk loads, reindex).
 BUILD_MAINTENANCE_WORK_MEM = "512MB"
-BUILD_PARALLEL_WORKERS = 2
+BUILD_PARALLEL_WORKERS = 1  # leader + 1 worker: both cores of a small server (2 workers measured no faster)
 
 
 # -- input validation ---------------------------------------------------------------------
@@ -231,52 +231,15 @@ class PostgresCollection(BaseCollection):
             conn.execute("RESET maintenance_work_mem")
             conn.execute("RESET max_parallel_maintenance_workers")
 
-    @contextmanager
-    def bulk_load(self):
-        """Load many records fast: ``with col.bulk_load() as load: load(ids=..., documents=..., ...)``.
+    def bulk_load(self) -> "BulkLoader":
+        """Load many records fast: ``with col.bulk_load() as load: load(ids=..., ...)``.
 
-        Each call streams one batch with binary COPY and commits it (so memory stays flat and an
-        interrupted load keeps what it wrote). The collection's HNSW index is dropped for the load
-        and built once at the end, which is many times faster than maintaining it row by row.
-        Until then, queries on this collection still work, as exact scans. Records must be new
-        (as with :meth:`add`): a batch with an existing id fails and writes nothing.
+        Binary COPY per batch, batches written by background connections while the caller prepares
+        the next, the HNSW index built once at the end. See :mod:`mempalace_pg.bulk`.
         """
-        db = self._open()
-        if self._read_only:
-            raise PermissionError(f"collection {self.name!r} was opened read-only")
-        def load(*, ids, documents, metadatas=None, embeddings=None) -> None:
-            ids, docs, metas, matrix = self._validate_batch(ids, documents, metadatas, embeddings)
-            dim = int(matrix.shape[1])
-            self._check_dimension(self._dimension, dim)
+        from .bulk import BulkLoader
 
-            def work(conn):
-                stored = self._dimension or self._claim_dimension(conn, dim, with_index=False)
-                self._check_dimension(stored, dim)
-                self._copy_rows(conn, self._table, ids, docs, metas, matrix, with_pk=True)
-                return stored
-
-            try:
-                self._dimension = db.run(work, retry=False)
-            except psycopg.errors.UniqueViolation as exc:
-                detail = exc.diag.message_detail or ""
-                raise ValueError(f"ids already exist in collection {self.name!r} ({detail}); "
-                                 "this batch was not written") from None
-
-        with db.connection() as conn:
-            conn.autocommit = True
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(db.ident(self._index_name)))
-            conn.autocommit = False
-        try:
-            yield load
-        finally:
-            dim = self._dimension or self._fetch_dimension()
-            if dim is not None:
-                with db.connection() as conn:
-                    conn.autocommit = True
-                    try:
-                        self._build_vector_index(conn, dim, rebuild=False)
-                    finally:
-                        conn.autocommit = False
+        return BulkLoader(self)
 
     def _validate_batch(self, ids, documents, metadatas, embeddings) -> tuple[list, list, list, np.ndarray]:
         if embeddings is None:

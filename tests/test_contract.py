@@ -311,6 +311,7 @@ def test_bulk_load_then_index_and_query(make_collection):
             sl = slice(start, start + 1000)
             load(ids=[f"b{i}" for i in range(start, start + 1000)], documents=[f"doc {i}" for i in range(start, start + 1000)],
                  metadatas=[{"wing": f"w{i % 3}"} for i in range(start, start + 1000)], embeddings=vectors[sl].tolist())
+        load.flush()
         # mid-load: no vector index, yet queries answer exactly
         assert col.maintenance_state()["vector_index"] is None
         assert col.query(query_embeddings=[vectors[5].tolist()], n_results=1).ids == [["b5"]]

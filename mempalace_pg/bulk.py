@@ -1,0 +1,138 @@
+"""Bulk loading: many records into one collection, fast, in flat memory.
+
+    with collection.bulk_load() as load:
+        for batch in batches:
+            load(ids=..., documents=..., metadatas=..., embeddings=...)
+        load.flush()       # optional: wait until everything queued is written
+
+How it is fast:
+
+* the collection's HNSW index is dropped for the load and built once at the end, with memory and
+  parallel workers for the build (maintaining a graph row by row costs milliseconds per row);
+* each batch goes in with one binary COPY straight into the collection's partition;
+* batches are checked in the caller's thread (bad input raises from ``load`` with nothing of that
+  batch written), then written by ``BULK_WORKERS`` threads on their own pooled connections, so the
+  caller prepares the next batch while the server ingests the last ones. At most ``BULK_WORKERS``
+  batches wait in the queue: memory stays flat however large the load.
+
+Each batch commits on its own: an interrupted load keeps the batches it wrote, and queries meanwhile
+still answer, by exact scan. Records must be new, as with ``add``; a batch with an existing id is
+not written and the load stops with that error.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import TYPE_CHECKING, Optional
+
+import psycopg
+from psycopg import sql
+
+if TYPE_CHECKING:
+    from .collection import PostgresCollection
+
+#: Threads (and connections) writing batches concurrently.
+BULK_WORKERS = 2
+_DONE = object()
+
+
+class BulkLoader:
+    def __init__(self, collection: "PostgresCollection"):
+        self.col = collection
+        self.db = collection._open()
+        if collection._read_only:
+            raise PermissionError(f"collection {collection.name!r} was opened read-only")
+        self.queue: queue.Queue = queue.Queue(maxsize=BULK_WORKERS)
+        self.error: Optional[BaseException] = None
+        self.threads: list[threading.Thread] = []
+        self.rows = 0
+
+    # -- the caller's side ------------------------------------------------------------------------
+    def __enter__(self):
+        with self.db.connection() as conn:
+            conn.autocommit = True
+            try:
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self.db.ident(self.col._index_name)))
+            finally:
+                conn.autocommit = False
+        for i in range(BULK_WORKERS):
+            thread = threading.Thread(target=self._worker, name=f"mempalace-pg bulk {i}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        return self
+
+    def __call__(self, **batch) -> None:
+        self.load(**batch)
+
+    def flush(self) -> None:
+        """Wait until every queued batch is written (or raise the error that stopped the load)."""
+        self.queue.join()
+        self._raise_error()
+
+    def load(self, *, ids, documents, metadatas=None, embeddings=None) -> None:
+        """Check one batch and queue it for writing (blocks while BULK_WORKERS batches are waiting)."""
+        self._raise_error()
+        batch = self.col._validate_batch(ids, documents, metadatas, embeddings)
+        self.col._check_dimension(self.col._dimension, int(batch[3].shape[1]))
+        while True:
+            try:
+                self.queue.put(batch, timeout=0.2)
+                break
+            except queue.Full:
+                self._raise_error()
+        self.rows += len(batch[0])
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        for _ in self.threads:
+            self.queue.put(_DONE)
+        for thread in self.threads:
+            thread.join()
+        try:
+            dim = self.col._dimension or self.col._fetch_dimension()
+            if dim is not None:
+                with self.db.connection() as conn:
+                    conn.autocommit = True
+                    try:
+                        self.col._build_vector_index(conn, dim, rebuild=False)
+                    finally:
+                        conn.autocommit = False
+        finally:
+            if exc_type is None:
+                self._raise_error()
+
+    def _raise_error(self) -> None:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    # -- the writers' side ------------------------------------------------------------------------
+    def _worker(self) -> None:
+        while True:
+            batch = self.queue.get()
+            try:
+                if batch is _DONE:
+                    return
+                if self.error is None:  # after a failure nothing more is written
+                    self._write(*batch)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                self.error = exc
+            finally:
+                self.queue.task_done()
+
+    def _write(self, ids, docs, metas, matrix) -> None:
+        col = self.col
+        dim = int(matrix.shape[1])
+
+        def work(conn):
+            stored = col._dimension or col._claim_dimension(conn, dim, with_index=False)
+            col._check_dimension(stored, dim)
+            col._copy_rows(conn, col._table, ids, docs, metas, matrix, with_pk=True)
+            return stored
+
+        try:
+            col._dimension = self.db.run(work, retry=False)
+        except psycopg.errors.UniqueViolation as exc:
+            detail = exc.diag.message_detail or ""
+            raise ValueError(f"ids already exist in collection {col.name!r} ({detail}); "
+                             "that batch was not written") from None
