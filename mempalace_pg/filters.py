@@ -157,13 +157,7 @@ class _Compiler:
         parts: list[sql.Composable] = []
         for key, expected in node.items():
             if key in ("$and", "$or"):
-                if not isinstance(expected, (list, tuple)):
-                    raise UnsupportedFilterError(f"{key} needs a list of filters, not {expected!r}")
-                clauses = [self.where(c) for c in expected]
-                if key == "$and":
-                    parts.append(_join(clauses, " AND ") if clauses else _TRUE)
-                else:
-                    parts.append(_join(clauses, " OR ") if clauses else _FALSE)
+                parts.append(_logical(key, expected, self.where))
                 continue
             if isinstance(key, str) and key.startswith("$"):
                 raise UnsupportedFilterError(f"operator {key!r} is not supported at the top of a where filter")
@@ -200,13 +194,7 @@ class _Compiler:
             if key == "$contains":
                 parts.append(sql.SQL("(strpos({}, {}::text) > 0)").format(self.doc, _param(str(value))))
             elif key in ("$and", "$or"):
-                if not isinstance(value, (list, tuple)):
-                    raise UnsupportedFilterError(f"{key} needs a list of filters, not {value!r}")
-                clauses = [self.document(c) for c in value]
-                if key == "$and":
-                    parts.append(_join(clauses, " AND ") if clauses else _TRUE)
-                else:
-                    parts.append(_join(clauses, " OR ") if clauses else _FALSE)
+                parts.append(_logical(key, value, self.document))
             else:
                 raise UnsupportedFilterError(
                     f"where_document operator {key!r} is not supported (supported: $contains, $and, $or)")
@@ -228,6 +216,16 @@ class _Bound(sql.Composable):
 
     def as_string(self, context=None) -> str:
         return "%s"
+
+
+def _logical(op: str, clauses: Any, compile_clause) -> sql.Composable:
+    """``$and`` / ``$or`` over a list of sub-filters (an empty ``$and`` is true, an empty ``$or`` false)."""
+    if not isinstance(clauses, (list, tuple)):
+        raise UnsupportedFilterError(f"{op} needs a list of filters, not {clauses!r}")
+    compiled = [compile_clause(c) for c in clauses]
+    if not compiled:
+        return _TRUE if op == "$and" else _FALSE
+    return _join(compiled, " AND " if op == "$and" else " OR ")
 
 
 def _join(parts: list[sql.Composable], sep: str) -> sql.Composable:
