@@ -380,6 +380,17 @@ def render(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+RESULTS_HEADER = ("# Benchmark results\n\nNewest first. Every figure here was produced by a script in this "
+                  "folder, on the machine and versions stated with it.\n")
+
+
+def append_report(out: Path, report: str) -> None:
+    """Put ``report`` (a section starting with '## ') at the top of RESULTS.md, below its header."""
+    text = out.read_text() if out.exists() else RESULTS_HEADER
+    head, sep, older = text.partition("\n## ")
+    out.write_text(head.rstrip("\n") + "\n\n" + report.rstrip("\n") + "\n" + (f"\n## {older}" if sep else ""))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="10000,100000")
@@ -388,7 +399,15 @@ def main() -> int:
     ap.add_argument("--json", default=str(HERE / "out" / "bench_backends.json"))
     ap.add_argument("--no-write", action="store_true", help="print the report instead of appending it to --out")
     ap.add_argument("--child", nargs=2, metavar=("BACKEND", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--from-json", help="render (and write) the report of an earlier run's --json file")
     args = ap.parse_args()
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        report = render(saved["results"], saved["meta"])
+        if not args.no_write:
+            append_report(Path(args.out), report)
+        print(report)
+        return 0
     dsn = provisioned_dsn()
     if args.child:
         print(json.dumps(run_child(args.child[0], int(args.child[1]), dsn)))
@@ -415,11 +434,7 @@ def main() -> int:
     if args.no_write:
         print(report)
     else:
-        out = Path(args.out)
-        head = out.read_text() if out.exists() else "# Benchmark results\n\nNewest first. Every figure here was produced by a script in this folder.\n\n"
-        title, _, rest = head.partition("\n\n")
-        intro, _, older = rest.partition("\n\n## ")
-        out.write_text(f"{title}\n\n{intro}\n\n{report}" + (f"\n## {older}" if older else ""))
+        append_report(Path(args.out), report)
         print(report)
     return 0
 

@@ -1,9 +1,10 @@
 """A MemPalace collection (drawers, closets or assets of one palace) stored in PostgreSQL.
 
 Each collection's records live in their own partition of ``<schema>.records`` (``records_c<pk>``)
-with an HNSW index on the embedding. Every operation is one SQL statement (two where MemPalace's
-contract needs a check first), filters are compiled to SQL (see :mod:`mempalace_pg.filters`),
-and every value travels as a bound parameter, vectors in binary.
+with an HNSW index on the embedding (partial: rows written since the last merge are searched
+exactly, see :mod:`mempalace_pg.indexing`). Every operation is one SQL statement on one pooled
+connection, filters are compiled to SQL (see :mod:`mempalace_pg.filters`), and every value travels
+as a bound parameter, vectors in binary.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from mempalace.backends.base import (
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from .errors import InvalidRecordError
 from . import indexing
+from .errors import InvalidRecordError
 from .filters import compile_filters, wing_room_equalities
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
 # m = 12 builds 20% faster than pgvector's default 16 and, with ef_search 150, keeps recall@10 above
 # 0.95 on 100k MiniLM-sized vectors (benchmarks/RESULTS.md, "index parameters").
 _HNSW_OPTIONS = "m = 12, ef_construction = 64"
+#: pgvector indexes `vector` columns of at most this many dimensions; wider ones are searched exactly.
+HNSW_MAX_DIM = 2000
 #: A query whose filter matches at most this many records is answered by an exact scan.
 EXACT_SCAN_MAX = 3000
 #: Lexical search: candidates taken per query word, and the cap on counting a word's documents.
@@ -205,6 +208,8 @@ class PostgresCollection(BaseCollection):
         return f"records_c{self._pk}_embedding_hnsw"
 
     def _create_vector_index(self, conn: psycopg.Connection, dim: int) -> None:
+        if dim > HNSW_MAX_DIM:
+            return
         conn.execute(sql.SQL(
             "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ((embedding::{}) vector_cosine_ops) "
             "WITH (" + _HNSW_OPTIONS + ") WHERE vector_indexed"

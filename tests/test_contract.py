@@ -439,3 +439,13 @@ def test_selective_wing_room_filter_is_answered_exactly(make_collection):
         sims = vectors[allowed] @ q / np.linalg.norm(vectors[allowed], axis=1)
         expected = [f"x{allowed[i]:03d}" for i in np.argsort(-sims)[:7]]
         assert col.query(query_embeddings=[q.tolist()], n_results=7, where=where).ids[0] == expected
+
+
+def test_vectors_wider_than_hnsw_limit_are_searched_exactly(make_collection):
+    col = make_collection()
+    wide = [[0.0] * 2100 for _ in range(3)]
+    for i, v in enumerate(wide):
+        v[i] = 1.0
+    col.add(ids=["a", "b", "c"], documents=["a", "b", "c"], metadatas=[{}] * 3, embeddings=wide)
+    assert col.maintenance_state()["vector_index"] is None
+    assert col.query(query_embeddings=[wide[1]], n_results=1).ids == [["b"]]

@@ -1,0 +1,108 @@
+"""Benchmark: HNSW index parameters for 384-dimension drawers (build time, recall@10, latency).
+
+    python benchmarks/bench_index_params.py                    # 100k vectors, appends to RESULTS.md
+    python benchmarks/bench_index_params.py --n 20000 --no-write
+
+Loads the benchmark's clustered vectors (benchmarks/bench_backends.py) into a scratch table and,
+for each index configuration, times the build (one parallel worker, as the backend builds) and
+measures recall@10 against exact cosine ground truth and p50 latency at several ``ef_search``.
+This is how the backend's defaults (m = 12, ef_construction = 64, ef_search = 150) were chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench_backends as bb  # noqa: E402
+
+CONFIGS = ["vector:16:64", "vector:12:64", "vector:16:48", "vector:12:48", "halfvec:16:64"]
+EF_SEARCH = (100, 150, 200)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--configs", default=",".join(CONFIGS), help="kind:m:ef_construction,...")
+    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    dsn = bb.provisioned_dsn()
+    centers = bb._centers()
+    batches = [bb.batch_data(s, min(bb.BATCH, args.n - s), centers) for s in range(0, args.n, bb.BATCH)]
+    vectors = np.vstack([b[3] for b in batches])
+    queries = bb.query_vectors(args.queries, 777, centers)
+    truth = [set(np.argsort(-(vectors @ q))[:10].tolist()) for q in queries]
+    table = "mempalace_pg_bench_index"
+    rows = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(f"CREATE TABLE {table} (i int PRIMARY KEY, embedding vector)")
+        with conn.cursor().copy(f"COPY {table} (i, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "vector"])
+            for i, v in enumerate(vectors):
+                copy.write_row((i, v))
+        conn.execute(f"ANALYZE {table}")
+        conn.execute("SET maintenance_work_mem = '512MB'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        try:
+            for spec in args.configs.split(","):
+                kind, m, efc = spec.split(":")
+                cast = f"embedding::{kind}({bb.DIM})"
+                conn.execute(f"DROP INDEX IF EXISTS {table}_hnsw")
+                t0 = time.perf_counter()
+                conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (({cast}) {kind}_cosine_ops) "
+                             f"WITH (m = {int(m)}, ef_construction = {int(efc)})")
+                build = time.perf_counter() - t0
+                for ef in EF_SEARCH:
+                    conn.execute(f"SET hnsw.ef_search = {ef}")
+                    recalls, lat = [], []
+                    for q, tr in zip(queries, truth):
+                        t0 = time.perf_counter()
+                        got = conn.execute(f"SELECT i FROM {table} ORDER BY {cast} <=> %s::{kind}({bb.DIM}) LIMIT 10",
+                                           (q,)).fetchall()
+                        lat.append((time.perf_counter() - t0) * 1000)
+                        recalls.append(len(tr & {r[0] for r in got}) / 10)
+                    rows.append((spec, build, ef, float(np.mean(recalls)), float(np.median(lat)),
+                                 float(np.percentile(lat, 95))))
+                    print(f"{spec} build {build:.1f}s ef_search {ef}: recall {rows[-1][3]:.3f} "
+                          f"p50 {rows[-1][4]:.2f} ms", file=sys.stderr, flush=True)
+        finally:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        server = conn.execute("SHOW server_version").fetchone()[0]
+        pgv = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"## Index parameters at {args.n:,} vectors — {date}", "",
+             f"PostgreSQL {server}, pgvector {pgv}, {bb.DIM} dimensions, {bb.CLUSTERS} clusters, {args.queries} queries, "
+             "build with one parallel worker and 512MB maintenance_work_mem. "
+             f"Command: `python benchmarks/bench_index_params.py --n {args.n}`.", "",
+             "| index (type:m:ef_construction) | build, s | ef_search | recall@10 | p50 ms | p95 ms |",
+             "|---|---|---|---|---|---|"]
+    for spec, build, ef, rec, p50, p95 in rows:
+        lines.append(f"| {spec} | {build:.1f} | {ef} | {rec:.3f} | {p50:.2f} | {p95:.2f} |")
+    report = "\n".join(lines) + "\n"
+    if args.no_write:
+        print(report)
+    else:
+        bb.append_report(Path(args.out), report)
+        print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
