@@ -185,3 +185,9 @@ def test_schema_is_documented_for_psql_users(make_collection, pg_dsn, pg_schema)
         assert undocumented == []
         row = conn.execute(f"SELECT wing, room, document FROM {pg_schema}.drawers WHERE document = 'hello world'").fetchone()
         assert row == ("w", "r", "hello world")
+
+
+def test_head_revision_constant_matches_migrations():
+    from mempalace_pg.schema import HEAD_REVISION
+
+    assert HEAD_REVISION == head_revision()
