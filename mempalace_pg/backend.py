@@ -266,4 +266,4 @@ class PostgresBackend(BaseBackend):
                 sql.Literal(f"Records of collection {collection_name} of palace {palace_key}")))
             return pk, None
 
-        return db.run(make)
+        return db.run(make, atomic=True)

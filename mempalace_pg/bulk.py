@@ -51,11 +51,7 @@ class BulkLoader:
     # -- the caller's side ------------------------------------------------------------------------
     def __enter__(self):
         with self.db.connection() as conn:
-            conn.autocommit = True
-            try:
-                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self.db.ident(self.col._index_name)))
-            finally:
-                conn.autocommit = False
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self.db.ident(self.col._index_name)))
         for i in range(BULK_WORKERS):
             thread = threading.Thread(target=self._worker, name=f"mempalace-pg bulk {i}", daemon=True)
             thread.start()
@@ -92,11 +88,7 @@ class BulkLoader:
             dim = self.col._dimension or self.col._fetch_dimension()
             if dim is not None:
                 with self.db.connection() as conn:
-                    conn.autocommit = True
-                    try:
-                        self.col._build_vector_index(conn, dim, rebuild=False)
-                    finally:
-                        conn.autocommit = False
+                    self.col._build_vector_index(conn, dim, rebuild=False)
         finally:
             if exc_type is None:
                 self._raise_error()
@@ -131,7 +123,7 @@ class BulkLoader:
             return stored
 
         try:
-            col._dimension = self.db.run(work, retry=False)
+            col._dimension = self.db.run(work, atomic=True, retry=False)
         except psycopg.errors.UniqueViolation as exc:
             detail = exc.diag.message_detail or ""
             raise ValueError(f"ids already exist in collection {col.name!r} ({detail}); "

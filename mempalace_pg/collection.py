@@ -49,7 +49,7 @@ COPY_THRESHOLD = 2000
 _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
 # m = 12 builds 20% faster than pgvector's default 16 and, with ef_search 150, keeps recall@10 above
 # 0.95 on 100k MiniLM-sized vectors (benchmarks/RESULTS.md, "index parameters").
-_HNSW_OPTIONS = "m = 12, ef_construction = 64"
+_HNSW_OPTIONS = "m = 16, ef_construction = 64"
 #: pgvector indexes `vector` columns of at most this many dimensions; wider ones are searched exactly.
 HNSW_MAX_DIM = 2000
 #: A query whose filter matches at most this many records is answered by an exact scan.
@@ -219,7 +219,8 @@ class PostgresCollection(BaseCollection):
         """(Re)build the HNSW index in one go over every row (fresh ones included), with memory for
         the build, then refresh statistics.
 
-        ``conn`` must be in autocommit mode: the settings below apply to this session only.
+        ``conn`` is a pooled (autocommit) connection: the settings below apply to its session and are
+        reset afterwards.
         """
         conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (BUILD_MAINTENANCE_WORK_MEM,))
         conn.execute("SELECT set_config('max_parallel_maintenance_workers', %s, false)",
@@ -294,7 +295,7 @@ class PostgresCollection(BaseCollection):
             self.write_rows(conn, ids, documents, metas, matrix, replace=replace)
             return stored
 
-        self._dimension = db.run(work)
+        self._dimension = db.run(work, atomic=True)
         indexing.after_write(self, len(ids))
 
     def write_rows(self, conn: psycopg.Connection, ids: list, documents: list, metas: list,
@@ -741,28 +742,25 @@ class PostgresCollection(BaseCollection):
             raise UnsupportedMaintenanceKindError(f"postgres backend has no maintenance kind {kind!r}")
         db = self._open()
         rel = f"{db.schema}.records_c{self._pk}"
+        key = f"mempalace_pg:{kind}:{rel}"
         with db.connection() as conn:
-            conn.autocommit = True
+            got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]
+            if not got:
+                return MaintenanceResult(kind=kind, status="already_running")
             try:
-                got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (f"mempalace_pg:{kind}:{rel}",)).fetchone()[0]
-                if not got:
-                    return MaintenanceResult(kind=kind, status="already_running")
-                try:
-                    if kind == "analyze":
-                        conn.execute(sql.SQL("ANALYZE {}").format(self._table))
-                        return MaintenanceResult(kind=kind, status="ran", stats={"table": rel})
-                    dim = self._dimension or self._fetch_dimension()
-                    if dim is None:
-                        return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})
-                    t0 = time.perf_counter()
-                    indexing.forget(self)
-                    self._build_vector_index(conn, dim, rebuild=True)
-                    return MaintenanceResult(kind=kind, status="ran",
-                                             stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)})
-                finally:
-                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"mempalace_pg:{kind}:{rel}",))
+                if kind == "analyze":
+                    conn.execute(sql.SQL("ANALYZE {}").format(self._table))
+                    return MaintenanceResult(kind=kind, status="ran", stats={"table": rel})
+                dim = self._dimension or self._fetch_dimension()
+                if dim is None:
+                    return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})
+                t0 = time.perf_counter()
+                indexing.forget(self)
+                self._build_vector_index(conn, dim, rebuild=True)
+                return MaintenanceResult(kind=kind, status="ran",
+                                         stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)})
             finally:
-                conn.autocommit = False
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 
     def health(self) -> HealthStatus:
         if self._closed or self._backend._closed:

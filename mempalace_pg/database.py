@@ -6,6 +6,10 @@ Everything in mempalace-pg (drawers now, the knowledge graph next) gets its conn
     with db.transaction() as conn:       # one pooled connection, one transaction
         conn.execute(...)
     rows = db.run(lambda conn: conn.execute(...).fetchall())   # retried once on a dropped connection
+    db.run(write_two_tables, atomic=True)                        # several statements, one transaction
+
+Pooled connections are in autocommit mode, so a single statement costs one round trip (no BEGIN
+and COMMIT around it); work of several statements that must commit together asks for ``atomic``.
 
 A dropped connection (server restart, network cut, idle timeout) is retried once on a fresh
 connection; an error raised by a statement is never retried.
@@ -122,14 +126,17 @@ class Database:
             with conn.transaction():
                 yield conn
 
-    def run(self, work: Callable[[psycopg.Connection], T], *, retry: bool = True) -> T:
-        """Run ``work(conn)`` in one transaction; retry once if the connection itself failed."""
+    def run(self, work: Callable[[psycopg.Connection], T], *, atomic: bool = False, retry: bool = True) -> T:
+        """Run ``work(conn)`` on a pooled connection, in one transaction if ``atomic``; retry once
+        if the connection itself failed (never after a statement error)."""
         attempts = 2 if retry else 1
         for attempt in range(attempts):
             conn_seen: list[psycopg.Connection] = []
             try:
                 with self.connection() as conn:
                     conn_seen.append(conn)
+                    if not atomic:
+                        return work(conn)
                     with conn.transaction():
                         return work(conn)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
@@ -161,7 +168,6 @@ def _configure(settings: Settings):
             "   ON n.oid = e.extnamespace WHERE e.extname = 'vector'), false)",
             (str(settings.statement_timeout_ms), str(settings.ef_search)),
         )
-        conn.commit()  # SET is transactional: keep it out of the first unit of work
 
     return configure
 
@@ -175,7 +181,8 @@ def _shared_pool(settings: Settings) -> ConnectionPool:
             settings.dsn,
             min_size=settings.pool_min_size,
             max_size=settings.pool_max_size,
-            kwargs={"connect_timeout": settings.connect_timeout_s, "application_name": "mempalace-pg"},
+            kwargs={"connect_timeout": settings.connect_timeout_s, "application_name": "mempalace-pg",
+                    "autocommit": True},
             configure=_configure(settings),
             timeout=max(5.0, float(settings.connect_timeout_s)),
             name=f"mempalace-pg {redact_dsn(settings.dsn)}",

@@ -93,22 +93,18 @@ class Merger:
     def run(self) -> None:
         try:
             with self.db.connection() as conn:
-                conn.autocommit = True
+                if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.lock_key(),)).fetchone()[0]:
+                    self.last_busy = time.monotonic()
+                    return
                 try:
-                    if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.lock_key(),)).fetchone()[0]:
-                        self.last_busy = time.monotonic()
-                        return
-                    try:
-                        while not _SHUTDOWN.is_set():
-                            remaining = self.merge_chunk(conn)
-                            with self.lock:
-                                self.fresh = remaining
-                            if remaining == 0:
-                                break
-                    finally:
-                        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.lock_key(),))
+                    while not _SHUTDOWN.is_set():
+                        remaining = self.merge_chunk(conn)
+                        with self.lock:
+                            self.fresh = remaining
+                        if remaining == 0:
+                            break
                 finally:
-                    conn.autocommit = False
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.lock_key(),))
         except Exception as exc:  # noqa: BLE001 - a failed merge leaves rows fresh, still searchable
             log.warning("mempalace-pg: merging fresh rows into the vector index of collection %s failed: %s",
                         self.pk, exc)
