@@ -257,7 +257,11 @@ class PostgresBackend(BaseBackend):
                 "WHERE namespace = %s AND palace_key = %s RETURNING collection_pk"
             ).format(c=db.ident("collections"), p=db.ident("palaces")),
                 (collection_name, namespace, palace_key)).fetchone()[0]
-            conn.execute(sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({})").format(
+            # toast_tuple_target: rows up to a page stay whole and uncompressed, so the embedding is
+            # read in place (pgvector stores vectors EXTERNAL: a >2 kB drawer row would otherwise
+            # move its vector out of line, and every exact distance would cost a TOAST lookup).
+            conn.execute(sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({}) "
+                                 "WITH (toast_tuple_target = 8160)").format(
                 db.ident(f"records_c{pk}"), db.ident("records"), sql.Literal(int(pk))))
             conn.execute(sql.SQL("SELECT {}(%s::regclass)").format(db.ident("records_attach_triggers")),
                          (f"{db.schema}.records_c{pk}",))

@@ -443,7 +443,7 @@ def test_selective_wing_room_filter_is_answered_exactly(make_collection):
 
 def test_vectors_wider_than_hnsw_limit_are_searched_exactly(make_collection):
     col = make_collection()
-    wide = [[0.0] * 2100 for _ in range(3)]
+    wide = [[0.0] * 4100 for _ in range(3)]
     for i, v in enumerate(wide):
         v[i] = 1.0
     col.add(ids=["a", "b", "c"], documents=["a", "b", "c"], metadatas=[{}] * 3, embeddings=wide)
