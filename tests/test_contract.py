@@ -449,3 +449,14 @@ def test_vectors_wider_than_hnsw_limit_are_searched_exactly(make_collection):
     col.add(ids=["a", "b", "c"], documents=["a", "b", "c"], metadatas=[{}] * 3, embeddings=wide)
     assert col.maintenance_state()["vector_index"] is None
     assert col.query(query_embeddings=[wide[1]], n_results=1).ids == [["b"]]
+
+
+def test_health(make_collection, backend, tmp_path):
+    col = make_collection()
+    assert col.health().ok
+    assert backend.health().ok
+    ref = PalaceRef(id=str(tmp_path / "palace"), local_path=str(tmp_path / "palace"))
+    assert backend.health(ref).ok
+    assert not backend.health(PalaceRef(id="x", local_path=str(tmp_path / "nothing"))).ok
+    col.close()
+    assert not col.health().ok
