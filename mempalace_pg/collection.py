@@ -56,10 +56,10 @@ _HNSW_OPTIONS = "m = 12, ef_construction = 64"
 HNSW_MAX_DIM = 4000
 #: A query whose filter matches at most this many records is answered by an exact scan.
 EXACT_SCAN_MAX = 3000
-#: Lexical search: candidates taken per query word (at least; 4 x n_results when that is more), and
-#: the cap on counting a word's documents (beyond it a word is "common" and weighs little anyway).
+#: Lexical search: a word in at least LEXICAL_DF_CAP documents is common: its documents are not
+#: counted further, and LEXICAL_CANDIDATES of them (or 4 x n_results) are sampled as candidates.
+LEXICAL_DF_CAP = 100
 LEXICAL_CANDIDATES = 50
-LEXICAL_DF_CAP = 1000
 #: Session settings for building a vector index in one go (bulk loads, reindex).
 BUILD_MAINTENANCE_WORK_MEM = "512MB"
 BUILD_PARALLEL_WORKERS = 1  # leader + 1 worker: both cores of a small server (2 workers measured no faster)
@@ -238,6 +238,11 @@ class PostgresCollection(BaseCollection):
             conn.execute(sql.SQL("UPDATE {} SET vector_indexed = true WHERE collection_pk = %s "
                                  "AND NOT vector_indexed").format(self._table), (self._pk,))
             self._create_vector_index(conn, dim)
+            # Merge what the load left in the GIN indexes' pending lists (every search scans them).
+            conn.execute("SELECT gin_clean_pending_list(indexrelid) FROM pg_index "
+                         "JOIN pg_class ON pg_class.oid = indexrelid JOIN pg_am ON pg_am.oid = relam "
+                         "WHERE indrelid = %s::regclass AND amname = 'gin'",
+                         (f"{self._db.schema}.records_c{self._pk}",))
             conn.execute(sql.SQL("ANALYZE {}").format(self._table))
         finally:
             conn.execute("RESET maintenance_work_mem")
@@ -672,36 +677,45 @@ class PostgresCollection(BaseCollection):
         """Full-text search in SQL, ranked like BM25 would: rare words count for more.
 
         Any query word of 2+ characters matches (as MemPalace's BM25 tokenises). Candidates come from
-        the GIN-indexed tsvector, a bounded number per word (all of a rare word's documents);
+        the GIN-indexed tsvector: all documents of a rare word, a bounded sample for a common one;
         each is scored as the sum over the query words of idf(word) * ts_rank(document, word), with
-        idf from the word's document frequency (counted through the index, capped at
-        LEXICAL_DF_CAP). One statement; filters apply in SQL.
+        idf from the word's document frequency (counted through the index up to a cap). One
+        statement; filters apply in SQL.
         """
         db = self._open()
         terms = list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(query or "")))
         if not terms or int(n_results) <= 0:
             return LexicalResult(hits=[])
         condition, params = self._filters(where)
+        # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP
+        # (a word found that often is common and weighs little, so the exact count does not matter),
+        # an idf weight, and candidates: every document of a rare word (fewer than the cap), a bounded
+        # sample for a common one. Then one score per candidate: sum over the words of idf * ts_rank.
         stmt = sql.SQL(
-            "WITH words AS ("
-            "  SELECT to_tsquery('simple', quote_literal(w)) AS q FROM unnest(%s::text[]) AS w),"
-            " weighted AS ("
-            "  SELECT q, ln((total.n - df.n + 0.5) / (df.n + 0.5) + 1) AS idf FROM words"
-            "  CROSS JOIN (SELECT GREATEST(COALESCE(sum(n), 0), 1)::float8 AS n FROM {counts}"
-            "              WHERE collection_pk = %s) AS total"
+            "WITH total AS (SELECT GREATEST(COALESCE(sum(n), 0), 1)::float8 AS n FROM {counts}"
+            "  WHERE collection_pk = %s),"
+            " weighted AS MATERIALIZED ("
+            "  SELECT q, df.n AS df, ln((total.n - df.n + 0.5) / (df.n + 0.5) + 1) AS idf"
+            "  FROM (SELECT to_tsquery('simple', quote_literal(w)) AS q FROM unnest(%s::text[]) AS w) AS words"
+            "  CROSS JOIN total"
             "  CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM (SELECT 1 FROM {t}"
             "    WHERE collection_pk = %s AND document_tsv @@ words.q LIMIT %s) AS m) AS df"
             "  WHERE numnode(q) > 0),"
             " candidates AS ("
-            "  SELECT DISTINCT c.id FROM weighted CROSS JOIN LATERAL ("
-            "    SELECT id FROM {t} WHERE document_tsv @@ weighted.q AND {cond} LIMIT %s) AS c)"
+            "  SELECT c.id FROM weighted CROSS JOIN LATERAL ("
+            "    SELECT id FROM {t} WHERE weighted.df < %s AND document_tsv @@ weighted.q AND {cond}) AS c"
+            "  UNION"
+            "  SELECT c.id FROM weighted CROSS JOIN LATERAL ("
+            "    SELECT id FROM {t} WHERE weighted.df >= %s AND document_tsv @@ weighted.q AND {cond}"
+            "    LIMIT %s) AS c)"
             " SELECT r.id, r.document, r.metadata,"
             "  (SELECT sum(w.idf * ts_rank(r.document_tsv, w.q, 1)) FROM weighted AS w) AS score"
             " FROM {t} AS r JOIN candidates USING (id) WHERE r.collection_pk = %s"
             " ORDER BY score DESC, r.id LIMIT %s"
         ).format(t=self._table, counts=db.ident("facet_counts"), cond=condition)
         per_word = max(LEXICAL_CANDIDATES, 4 * int(n_results))
-        args = [terms, self._pk, self._pk, LEXICAL_DF_CAP, *params, per_word, self._pk, int(n_results)]
+        args = [self._pk, terms, self._pk, LEXICAL_DF_CAP, LEXICAL_DF_CAP, *params,
+                LEXICAL_DF_CAP, *params, per_word, self._pk, int(n_results)]
         rows = db.run(lambda conn: conn.execute(stmt, args).fetchall())
         return LexicalResult(hits=[LexicalHit(id=r[0], document=r[1], metadata=r[2], score=float(r[3]))
                                    for r in rows if r[3] and r[3] > 0])

@@ -70,8 +70,10 @@ CREATE INDEX records_wing_room   ON records (wing, room);
 CREATE INDEX records_room        ON records (room);
 CREATE INDEX records_source_file ON records (source_file);
 CREATE INDEX records_filed_at    ON records (filed_at COLLATE "C" DESC NULLS LAST);
-CREATE INDEX records_document_tsv ON records USING gin (document_tsv);
-CREATE INDEX records_metadata    ON records USING gin (metadata jsonb_path_ops);
+-- GIN indexes buffer new entries in a pending list that every search scans; a small limit keeps
+-- that cost bounded between vacuums (the backend also merges it after bulk loads).
+CREATE INDEX records_document_tsv ON records USING gin (document_tsv) WITH (gin_pending_list_limit = 512);
+CREATE INDEX records_metadata    ON records USING gin (metadata jsonb_path_ops) WITH (gin_pending_list_limit = 512);
 -- The rows written since the last merge into the vector index (searched exactly; few by design).
 CREATE INDEX records_fresh       ON records (collection_pk) WHERE NOT vector_indexed;
 
