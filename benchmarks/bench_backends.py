@@ -189,7 +189,7 @@ def run_child(name: str, n: int, dsn: str) -> dict:
             all_meta_room[start:start + len(ids)] = [m["room"] for m in metas]
             all_ids.extend(ids)
         all_ids_arr = np.asarray(all_ids)
-        queries = query_vectors(60, 777, centers)
+        queries = query_vectors(100, 777, centers)
         filters = {
             "unfiltered": (None, np.ones(n, dtype=bool)),
             "wing": ({"wing": "wing_3"}, all_meta_wing == "wing_3"),
