@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
@@ -204,7 +203,6 @@ def run_migrations_online(context) -> None:
             raw.execute("SELECT set_config('search_path', %s, true)",
                         (", ".join(sql.Identifier(p).as_string(raw) for p in path),))
             _ACTIVE["conn"] = raw
-            _ACTIVE["settings"] = settings
             try:
                 context.run_migrations()
             finally:
@@ -218,11 +216,4 @@ def apply_sql_file(filename: str) -> None:
     conn.execute(text.encode("utf-8"))  # no parameters: psycopg sends it as one simple query
 
 
-def migration_settings() -> Settings:
-    return _ACTIVE["settings"]
-
-
 __all__ = ["ensure_schema", "upgrade", "head_revision", "current_revision", "apply_sql_file", "sql_dir"]
-
-if os.environ.get("MEMPALACE_PG_DEBUG_SQL"):
-    logging.getLogger("alembic").setLevel(logging.INFO)
