@@ -79,9 +79,7 @@ if [[ ! -x "$root$pgbin/postgres" || ! -f "$root/usr/share/postgresql/$pgmajor/e
         log "debootstrap --variant=minbase $suite into $root (from $mirror)"
         rm -rf "$root"
         mkdir -p "$base"
-        dbs_opts=(--variant=minbase)
-        [[ "$suite" == sid ]] && dbs_opts+=(--no-check-gpg)
-        debootstrap "${dbs_opts[@]}" "$suite" "$root" "$mirror" >"$base/debootstrap-$stack.log" 2>&1 \
+        debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$base/debootstrap-$stack.log" 2>&1 \
             || { tail -n 20 "$base/debootstrap-$stack.log" >&2; die "debootstrap failed (log: $base/debootstrap-$stack.log)"; }
     fi
     # Keep maintainer scripts from starting services, and the package from creating its own cluster.
