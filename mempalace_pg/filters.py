@@ -33,6 +33,10 @@ DOCUMENT_OPERATORS = frozenset({"$contains", "$and", "$or"})
 #: Metadata keys stored as generated, indexed text columns (value present only when it is a string).
 STRING_COLUMNS = frozenset({"wing", "room", "source_file", "filed_at"})
 
+#: $in over at most this many strings on a non-column field probes the metadata GIN index per value
+#: (MemPalace looks up chunk groups by parent_drawer_id this way).
+CONTAINMENT_IN_MAX = 32
+
 _TRUE = sql.SQL("TRUE")
 _FALSE = sql.SQL("FALSE")
 _COMPARE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -98,9 +102,16 @@ class _Compiler:
             if name in STRING_COLUMNS:
                 parts.append(sql.SQL("({c} = ANY({v}::text[]) AND {c} IS NOT NULL)").format(
                     c=sql.Identifier(name), v=_param(strings)))
+            elif len(strings) <= CONTAINMENT_IN_MAX:
+                # One containment test per value (a BitmapOr over the GIN index), then the exact test
+                # (containment also matches a value inside an array).
+                probes = _join([sql.SQL("{} @> {}::jsonb").format(
+                    self.meta, _param(json.dumps({name: v}, ensure_ascii=False))) for v in strings], " OR ")
+                parts.append(sql.SQL("({} AND ({} = ANY({}::jsonb[])) IS TRUE)").format(
+                    probes, self.field(name), _param([_json_text(v) for v in strings])))
             else:
                 parts.append(sql.SQL("({} = ANY({}::jsonb[])) IS TRUE").format(
-                    self.field(name), _param([_json_text(s) for s in strings])))
+                    self.field(name), _param([_json_text(v) for v in strings])))
         parts.extend(self.equals(name, v) for v in others)
         return _join(parts, " OR ")
 
