@@ -95,6 +95,35 @@ def server_major(conn: psycopg.Connection) -> int:
     return conn.info.server_version // 10000
 
 
+#: Oldest versions this code runs on: PostgreSQL 15 (UNIQUE NULLS NOT DISTINCT), pgvector 0.8.0
+#: (halfvec indexes, iterative index scans).
+MIN_POSTGRES = 15
+MIN_PGVECTOR = (0, 8, 0)
+
+
+def _version_tuple(text: str) -> tuple:
+    parts = []
+    for piece in text.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def check_server(conn: psycopg.Connection) -> None:
+    """Refuse, with what to install, a server or pgvector older than this code needs."""
+    major = server_major(conn)
+    if major < MIN_POSTGRES:
+        raise ExtensionMissingError(
+            f"mempalace-pg needs PostgreSQL {MIN_POSTGRES} or newer; this server is {major}. "
+            "Upgrade the server (the docker/ stack runs PostgreSQL 17).")
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if row and _version_tuple(row[0]) < MIN_PGVECTOR:
+        wanted = ".".join(map(str, MIN_PGVECTOR))
+        raise ExtensionMissingError(
+            f"mempalace-pg needs pgvector {wanted} or newer; database {conn.info.dbname!r} has {row[0]}. "
+            f"Install a newer postgresql-{major}-pgvector, then run `ALTER EXTENSION vector UPDATE;`.")
+
+
 def require_extension(conn: psycopg.Connection, name: str, package: str, project_url: str) -> None:
     """Create extension ``name`` if needed; raise ExtensionMissingError naming what to install."""
     installed = conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone()
@@ -129,6 +158,7 @@ def ensure_schema(settings: Settings) -> str:
     from .database import connect
 
     with connect(settings, autocommit=True) as conn:
+        check_server(conn)
         current = current_revision(conn, settings.schema)
         if current == HEAD_REVISION:
             return current

@@ -151,3 +151,12 @@ def test_missing_extension_names_the_package(pg_dsn):
         with pytest.raises(ExtensionMissingError) as info:
             require_extension(conn, "no_such_ext_xyz", "postgresql-{major}-no-such-ext", "https://example.invalid")
     assert f"postgresql-{major}-no-such-ext" in str(info.value)
+
+
+def test_version_parsing_and_current_server_accepted(pg_dsn):
+    from mempalace_pg.schema import _version_tuple, check_server
+
+    assert _version_tuple("0.8.0") == (0, 8, 0) and _version_tuple("0.7.4") < (0, 8, 0)
+    assert _version_tuple("1.8.0~rc0") == (1, 8, 0)
+    with psycopg.connect(pg_dsn) as conn:
+        check_server(conn)  # the test servers (PG 17/18, pgvector 0.8.x) are new enough
