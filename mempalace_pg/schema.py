@@ -115,7 +115,7 @@ def check_server(conn: psycopg.Connection) -> None:
     if major < MIN_POSTGRES:
         raise ExtensionMissingError(
             f"mempalace-pg needs PostgreSQL {MIN_POSTGRES} or newer; this server is {major}. "
-            "Upgrade the server (the docker/ stack runs PostgreSQL 17).")
+            "Upgrade the server.")
     row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
     if row and _version_tuple(row[0]) < MIN_PGVECTOR:
         wanted = ".".join(map(str, MIN_PGVECTOR))
@@ -137,7 +137,7 @@ def require_extension(conn: psycopg.Connection, name: str, package: str, project
         raise ExtensionMissingError(
             f"the PostgreSQL {major} server has no '{name}' extension: install the package "
             f"{package.format(major=major)} on the database server (Debian/Ubuntu/PGDG naming; "
-            f"see {project_url}), then retry. The docker/ stack in mempalace-pg has it built in."
+            f"see {project_url}), then retry."
         )
     try:
         with conn.transaction():
