@@ -46,7 +46,6 @@ class BulkLoader:
         self.queue: queue.Queue = queue.Queue(maxsize=BULK_WORKERS)
         self.error: Optional[BaseException] = None
         self.threads: list[threading.Thread] = []
-        self.rows = 0
 
     # -- the caller's side ------------------------------------------------------------------------
     def __enter__(self):
@@ -77,7 +76,6 @@ class BulkLoader:
                 break
             except queue.Full:
                 self._raise_error()
-        self.rows += len(batch[0])
 
     def __exit__(self, exc_type, exc, tb) -> None:
         for _ in self.threads:
@@ -117,8 +115,7 @@ class BulkLoader:
         dim = int(matrix.shape[1])
 
         def work(conn):
-            stored = col._dimension or col._claim_dimension(conn, dim, with_index=False)
-            col._check_dimension(stored, dim)
+            stored = col._width_for_write(conn, dim, with_index=False)
             col._copy_rows(conn, col._table, ids, docs, metas, matrix, with_pk=True)
             return stored
 

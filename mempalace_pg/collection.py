@@ -146,6 +146,7 @@ class PostgresCollection(BaseCollection):
         self._read_only = read_only
         self._closed = False
         self._table = db.ident(f"records_c{collection_pk}")
+        self._relname = f"{db.schema}.records_c{collection_pk}"  # for ::regclass and advisory-lock keys
 
     def __repr__(self) -> str:
         return f"<PostgresCollection {self.name} of {self._palace.id!r} (records_c{self._pk})>"
@@ -205,6 +206,13 @@ class PostgresCollection(BaseCollection):
             self._create_vector_index(conn, dim)
         return stored
 
+    def _width_for_write(self, conn: psycopg.Connection, dim: int, *, with_index: bool = True) -> int:
+        """The collection's width for a batch of ``dim``-wide vectors: the known one, or claimed now
+        (first write); raises DimensionMismatchError when they differ."""
+        stored = self._dimension or self._claim_dimension(conn, dim, with_index=with_index)
+        self._check_dimension(stored, dim)
+        return stored
+
     def _check_dimension(self, stored: Optional[int], dim: int) -> None:
         if stored is not None and stored != dim:
             raise DimensionMismatchError(
@@ -245,7 +253,7 @@ class PostgresCollection(BaseCollection):
             conn.execute("SELECT gin_clean_pending_list(indexrelid) FROM pg_index "
                          "JOIN pg_class ON pg_class.oid = indexrelid JOIN pg_am ON pg_am.oid = relam "
                          "WHERE indrelid = %s::regclass AND amname = 'gin'",
-                         (f"{self._db.schema}.records_c{self._pk}",))
+                         (self._relname,))
             conn.execute(sql.SQL("ANALYZE {}").format(self._table))
         finally:
             conn.execute("RESET maintenance_work_mem")
@@ -304,8 +312,7 @@ class PostgresCollection(BaseCollection):
         self._check_dimension(self._dimension, dim)  # a known width is checked before any I/O
 
         def work(conn: psycopg.Connection) -> int:
-            stored = self._dimension or self._claim_dimension(conn, dim)
-            self._check_dimension(stored, dim)
+            stored = self._width_for_write(conn, dim)
             self.write_rows(conn, ids, documents, metas, matrix, replace=replace)
             return stored
 
@@ -747,8 +754,7 @@ class PostgresCollection(BaseCollection):
     def estimated_count(self) -> int:
         db = self._open()
         query = "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass"
-        name = f"{db.schema}.records_c{self._pk}"
-        return int(db.run(lambda conn: conn.execute(query, (name,)).fetchone()[0]))
+        return int(db.run(lambda conn: conn.execute(query, (self._relname,)).fetchone()[0]))
 
     def maintenance_state(self) -> dict:
         db = self._open()
@@ -761,7 +767,7 @@ class PostgresCollection(BaseCollection):
             " (SELECT GREATEST(last_analyze, last_autoanalyze) FROM pg_stat_user_tables WHERE relid = %(rel)s::regclass), "
             " (SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables WHERE relid = %(rel)s::regclass)"
         ).format(t=self._table)
-        rel = f"{db.schema}.records_c{self._pk}"
+        rel = self._relname
         count, index, valid, analyzed, changes = db.run(lambda conn: conn.execute(query, {"rel": rel}).fetchone())
         return {
             "rows": int(count),
@@ -777,7 +783,7 @@ class PostgresCollection(BaseCollection):
         if kind not in self._backend.maintenance_kinds:
             raise UnsupportedMaintenanceKindError(f"postgres backend has no maintenance kind {kind!r}")
         db = self._open()
-        rel = f"{db.schema}.records_c{self._pk}"
+        rel = self._relname
         key = f"mempalace_pg:{kind}:{rel}"
         with db.connection() as conn:
             got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]

@@ -110,9 +110,14 @@ class Merger:
                         self.pk, exc)
 
 
+def _key(collection: "PostgresCollection") -> tuple:
+    """One merger per collection per database, whichever handle a writer holds."""
+    return (collection._db.settings.dsn, collection._db.schema, collection._pk)
+
+
 def after_write(collection: "PostgresCollection", n: int) -> None:
     """Record that ``n`` rows of ``collection`` were written fresh; merge in the background when due."""
-    key = (collection._db.settings.dsn, collection._db.schema, collection._pk)
+    key = _key(collection)
     with _LOCK:
         merger = _MERGERS.get(key)
     if merger is None:
@@ -127,7 +132,7 @@ def after_write(collection: "PostgresCollection", n: int) -> None:
 
 def drain(collection: "PostgresCollection", timeout: float = 60.0) -> int:
     """Wait for this process's merge of ``collection`` to finish (tests, tools); return rows still fresh."""
-    key = (collection._db.settings.dsn, collection._db.schema, collection._pk)
+    key = _key(collection)
     merger = _MERGERS.get(key)
     if merger is not None and merger.thread is not None:
         merger.thread.join(timeout)
@@ -144,7 +149,7 @@ def merge_now(collection: "PostgresCollection") -> int:
 
 def forget(collection: "PostgresCollection") -> None:
     """Drop what this process knows about ``collection`` (after a rebuild that changed the counts)."""
-    key = (collection._db.settings.dsn, collection._db.schema, collection._pk)
+    key = _key(collection)
     with _LOCK:
         merger = _MERGERS.pop(key, None)
     if merger is not None and merger.thread is not None:
