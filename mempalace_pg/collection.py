@@ -49,8 +49,8 @@ COPY_THRESHOLD = 2000
 _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
 # The HNSW index holds half-precision copies of the vectors (halfvec) and links each node to 12
 # neighbours (pgvector's default is 16): at 100k 384-d vectors it builds in 70% of the time of the
-# full-precision m=16 index and answers faster; graphs differ from build to build (recall@10 at
-# ef_search 150 measured 0.91-0.98), so queries search with ef_search 200;
+# full-precision m=16 index and answers faster; its recall varies from build to build, so queries
+# search with ef_search 200 (recall@10 0.969 unfiltered in the backend benchmark);
 # candidates are re-ranked by their exact distance (benchmarks/RESULTS.md, "Index parameters").
 _HNSW_OPTIONS = "m = 12, ef_construction = 64"
 #: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
@@ -648,9 +648,8 @@ class PostgresCollection(BaseCollection):
             " WHERE {cond} ORDER BY (embedding::{vt} <=> %s::{vt}) + 0, id LIMIT %s"
         ).format(cols=columns, vt=vtype, t=self._table, cond=condition)
         # The ANN arm walks the half-precision index and re-ranks by the exact distance; with a filter
-        # it takes FILTERED_OVERSAMPLE times the candidates first, which lifts recall@10 from ~0.91 to
-        # ~0.98 for about a millisecond at 100k drawers (iterative scans make ef_search matter little
-        # there).
+        # it takes FILTERED_OVERSAMPLE times the candidates first, which lifts recall (0.973 for a wing
+        # at 100k drawers in the backend benchmark; iterative scans make ef_search matter little there).
         query = sql.SQL(
             "WITH ann AS MATERIALIZED ("
             " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
