@@ -58,6 +58,27 @@ def read_marker(palace_dir: str) -> Optional[dict]:
     return marker
 
 
+def check_marker_target(palace_dir: str, settings: Settings) -> tuple[str, str]:
+    """(namespace, palace key) recorded in a palace's marker, after checking that the marker names
+    the database the current settings point at (BackendMismatchError otherwise)."""
+    marker = read_marker(palace_dir)
+    if marker is None:
+        raise BackendMismatchError(f"{palace_dir} is not a mempalace-pg palace (no {MARKER_FILENAME})")
+    recorded = marker.get("postgres")
+    if not isinstance(recorded, dict) or not recorded.get("palace_key"):
+        raise BackendMismatchError(f"{marker_path(palace_dir)} has no target section")
+    target = dsn_target(settings.dsn)
+    target["schema"] = settings.schema
+    differing = [k for k in ("host", "port", "dbname", "schema") if recorded.get(k) != target.get(k)]
+    if differing:
+        was = ", ".join(f"{k}={recorded.get(k)!r}" for k in differing)
+        now = ", ".join(f"{k}={target.get(k)!r}" for k in differing)
+        raise BackendMismatchError(
+            f"palace {palace_dir} lives in PostgreSQL at {was}, but the current settings point at {now}. "
+            "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA (or the postgres_* keys in config.json) back.")
+    return str(recorded.get("namespace") or ""), str(recorded["palace_key"])
+
+
 def _allow_concurrent_writers() -> None:
     """Tell MemPalace that PostgreSQL coordinates concurrent writers for this backend.
 

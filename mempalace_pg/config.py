@@ -195,3 +195,8 @@ class Settings:
     @property
     def redacted_dsn(self) -> str:
         return redact_dsn(self.dsn)
+
+    @property
+    def graph(self) -> str:
+        """The Apache AGE graph holding the knowledge graph: the schema's name + ``_kg``."""
+        return f"{self.schema}_kg"

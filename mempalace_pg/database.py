@@ -158,14 +158,16 @@ def _configure(settings: Settings):
         register_vector(conn)
         # Session settings for every pooled connection: the statement timeout, HNSW search breadth,
         # iterative index scans (filtered queries still return n_results rows), and the schema
-        # holding pgvector on the search path so its type and operators resolve wherever it lives.
+        # holding pgvector on the search path so its type and operators resolve wherever it lives,
+        # then ag_catalog (AGE's graphid and agtype operators; AGE's cypher() needs it there too).
         conn.execute(
             "SELECT set_config('statement_timeout', %s, false), "
             "set_config('hnsw.ef_search', %s, false), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-            "set_config('search_path', current_setting('search_path') || ', ' || "
+            "set_config('search_path', concat_ws(', ', current_setting('search_path'), "
             "  (SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n "
-            "   ON n.oid = e.extnamespace WHERE e.extname = 'vector'), false)",
+            "   ON n.oid = e.extnamespace WHERE e.extname = 'vector'), "
+            "  (SELECT 'ag_catalog' FROM pg_extension WHERE extname = 'age')), false)",
             (str(settings.statement_timeout_ms), str(settings.ef_search)),
         )
 

@@ -57,7 +57,7 @@ def _alembic_config(settings: Settings, connection=None):
 #: The schema revision this code needs: the head of migrations/versions (a test keeps them equal).
 #: Comparing against a constant spares every process importing Alembic and SQLAlchemy (~0.2 s)
 #: when the database is already current, which is nearly always.
-HEAD_REVISION = "0001_drawers"
+HEAD_REVISION = "0002_knowledge_graph"
 
 
 @lru_cache(maxsize=1)
@@ -187,6 +187,8 @@ def upgrade(settings: Settings, revision: str = "head") -> str:
     with connect(settings, autocommit=True) as conn:
         require_extension(conn, "vector", "postgresql-{major}-pgvector",
                           "https://github.com/pgvector/pgvector#installation")
+        require_extension(conn, "age", "postgresql-{major}-age",
+                          "https://age.apache.org/getstarted/quickstart")
     cfg = _alembic_config(settings)
     command.upgrade(cfg, revision)
     with connect(settings, autocommit=True) as conn:
@@ -229,20 +231,38 @@ def run_migrations_online(context) -> None:
                 "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
                 "WHERE e.extname = 'vector'"
             ).fetchone()
-            path = [settings.schema] + ([ext_schema[0]] if ext_schema else ["public"])
+            # ag_catalog last: AGE's DDL functions need it on the path (apache/age#2504), and our
+            # unqualified CREATEs must land in our schema, not in ag_catalog.
+            path = [settings.schema] + ([ext_schema[0]] if ext_schema else ["public"]) + ["ag_catalog"]
             raw.execute("SELECT set_config('search_path', %s, true)",
                         (", ".join(sql.Identifier(p).as_string(raw) for p in path),))
             _ACTIVE["conn"] = raw
+            _ACTIVE["variables"] = {"schema": settings.schema, "graph": settings.graph}
             try:
                 context.run_migrations()
             finally:
                 _ACTIVE.clear()
 
 
+def render_sql(text: str, variables: dict[str, str]) -> str:
+    """Fill psql-style variables in a sql/ file: ``:"name"`` as an identifier, ``:'name'`` as a literal.
+
+    Values must be plain lower-case identifiers (schema and graph names), so quoting them is
+    enough; anything else is refused.
+    """
+    import re
+
+    for name, value in variables.items():
+        if not re.fullmatch(r"[a-z][a-z0-9_]{2,62}", value):
+            raise ValueError(f"refusing to render {name}={value!r} into SQL: not a plain identifier")
+        text = text.replace(f':"{name}"', '"' + value + '"').replace(f":'{name}'", "'" + value + "'")
+    return text
+
+
 def apply_sql_file(filename: str) -> None:
     """Run one DDL file from sql/ on the migration's connection (search_path = the target schema)."""
     conn: psycopg.Connection = _ACTIVE["conn"]
-    text = (sql_dir() / filename).read_text(encoding="utf-8")
+    text = render_sql((sql_dir() / filename).read_text(encoding="utf-8"), _ACTIVE["variables"])
     conn.execute(text.encode("utf-8"))  # no parameters: psycopg sends it as one simple query
 
 

@@ -1,0 +1,609 @@
+"""MemPalace's temporal knowledge graph, stored as an Apache AGE graph in the palace's database.
+
+:class:`AgeKnowledgeGraph` has the public surface, return shapes and rules of MemPalace 3.11's
+``mempalace.knowledge_graph.KnowledgeGraph`` (the SQLite one); see MemPalace's docstrings for the
+semantics. What differs is where it lives:
+
+* entities are ``Entity`` vertices and triples are ``Fact`` edges of the AGE graph ``<schema>_kg``
+  (``sql/0002_knowledge_graph.sql`` describes every property), one graph for all palaces of the
+  schema, every vertex and edge tagged with its palace;
+* every method is one statement on the backend's shared connection pool (so one round trip, and the
+  writes one transaction each); writes are the ``kg_*`` SQL functions of that file;
+* several processes may write at once: facts on the same (subject, predicate, object) are
+  serialized in the database, so concurrent ``add_triple`` calls leave one open fact.
+
+Deliberate differences, all on input MemPalace's SQLite graph would store silently: empty or
+blank names and predicates, NUL bytes, and non-numeric or non-finite confidences raise
+``ValueError``. ``_conn()`` (raw SQLite access used by ``mempalace kg normalize``) raises
+``NotImplementedError``.
+
+MemPalace constructs ``KnowledgeGraph(db_path=...)`` itself; :mod:`mempalace_pg.routing` hands it
+this class for palaces on the ``postgres`` backend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from datetime import date, datetime, timezone
+from typing import Any, Optional
+
+import psycopg
+
+from .config import Settings
+from .errors import DatabaseUnavailableError
+
+#: Raised by the kg_* SQL functions for bad input (an interval that would end before it starts).
+_BAD_INPUT_SQLSTATE = "MPKG1"
+
+_MIN_ENTITY_CANDIDATE_LEN = 3
+_REPLICATION_COLUMNS = {
+    "entities": ("id", "name", "type", "properties", "created_at"),
+    "triples": ("id", "subject", "predicate", "object", "valid_from", "valid_to", "confidence",
+                "source_closet", "source_file", "source_drawer_id", "adapter_name", "extracted_at"),
+}
+
+# palace identity -> palace_pk, shared by every instance in the process (MemPalace's Hermes
+# integration builds a KnowledgeGraph per call; that must stay cheap).
+_PALACE_PKS: dict[tuple, int] = {}
+_PALACE_LOCK = threading.Lock()
+
+
+def _mp():
+    """MemPalace's helpers we reuse so that ids and date rules cannot drift from MemPalace's."""
+    from mempalace import knowledge_graph as kgm
+    from mempalace.config import sanitize_iso_temporal
+    from mempalace.ids import make_triple_id
+
+    return kgm, sanitize_iso_temporal, make_triple_id
+
+
+def _entity_id(name: str) -> str:
+    return name.lower().replace(" ", "_").replace("'", "")
+
+
+def _predicate(predicate: str) -> str:
+    return predicate.lower().replace(" ", "_")
+
+
+def _text(value: Any, field: str, *, required: bool = False) -> Optional[str]:
+    """A string we can store: no NUL bytes, valid Unicode; non-blank when ``required``."""
+    if value is None:
+        if required:
+            raise ValueError(f"{field} is required")
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{field} contains a NUL byte, which PostgreSQL cannot store; remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{field} is not valid Unicode text (lone surrogate)") from None
+    if required and not value.strip():
+        raise ValueError(f"{field} must not be empty")
+    return value
+
+
+def _confidence(value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"confidence must be a number, not {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"confidence must be finite, not {value!r}")
+    return number
+
+
+def _float(value: Any) -> Optional[float]:
+    return None if value is None else float(value)
+
+
+def _boundary(at: Optional[str]) -> str:
+    """supersede/rewrite boundary: now (UTC, to the second) or ``at``, a date meaning its midnight."""
+    _, sanitize, _ = _mp()
+    if at is None:
+        boundary = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    elif isinstance(at, str) and len(at) == 10 and at[4] == "-" and at[7] == "-":
+        boundary = f"{at}T00:00:00Z"
+    else:
+        boundary = at
+    return sanitize(boundary, "at")
+
+
+def _start_key(value: Optional[str]) -> Optional[str]:
+    if value is not None and len(value) == 10 and value[4] == "-" and value[7] == "-":
+        return f"{value}T00:00:00Z"
+    return value
+
+
+def _end_key(value: Optional[str]) -> Optional[str]:
+    if value is not None and len(value) == 10 and value[4] == "-" and value[7] == "-":
+        return f"{value}T23:59:59Z"
+    return value
+
+
+class AgeKnowledgeGraph:
+    """A palace's knowledge graph in Apache AGE, with MemPalace's ``KnowledgeGraph`` interface.
+
+    Build it with the palace directory (its ``mempalace_pg.json`` marker names the database), or,
+    for a palace without a directory, with ``palace_key`` (and ``namespace``)::
+
+        kg = AgeKnowledgeGraph(palace_path="~/.mempalace/palace")
+        kg.add_triple("Max", "child_of", "Alice", valid_from="2015-04-01")
+        kg.query_entity("Max", as_of="2026-01-15")
+
+    Construction does no I/O beyond reading the marker; the first call connects.
+    """
+
+    def __init__(self, db_path: Optional[str] = None, *, palace_path: Optional[str] = None,
+                 palace_key: Optional[str] = None, namespace: Optional[str] = None,
+                 settings: Optional[Settings] = None):
+        self.db_path = db_path
+        self.palace_path = palace_path
+        self._settings = settings or Settings.load()
+        if palace_path is not None:
+            from .backend import check_marker_target
+
+            namespace, palace_key = check_marker_target(palace_path, self._settings)
+        if not palace_key:
+            raise ValueError("AgeKnowledgeGraph needs palace_path= (a postgres palace) or palace_key=")
+        self.palace_key = palace_key
+        self.namespace = self._settings.namespace if namespace is None else namespace
+        schema, graph = self._settings.schema, self._settings.graph
+        self._schema = schema
+        self._graph = graph
+        self._sql = _Statements(schema, graph)
+        self._lock = threading.Lock()
+        self._db = None
+        self._palace_pk: Optional[int] = None
+
+    # -- connection management ----------------------------------------------------------------
+    def _database(self):
+        from .database import Database
+
+        with self._lock:
+            if self._db is None:
+                self._db = Database.get(self._settings)
+            return self._db
+
+    def _palace(self) -> int:
+        if self._palace_pk is not None:
+            return self._palace_pk
+        key = (self._settings.dsn, self._schema, self.namespace, self.palace_key)
+        with _PALACE_LOCK:
+            pk = _PALACE_PKS.get(key)
+        if pk is None:
+            find = f'SELECT palace_pk FROM "{self._schema}".palaces WHERE namespace = %s AND palace_key = %s'
+            make = (f'INSERT INTO "{self._schema}".palaces (namespace, palace_key) VALUES (%s, %s) '
+                    "ON CONFLICT DO NOTHING")
+
+            def resolve(conn):
+                row = conn.execute(find, (self.namespace, self.palace_key)).fetchone()
+                if row is None:
+                    conn.execute(make, (self.namespace, self.palace_key))
+                    row = conn.execute(find, (self.namespace, self.palace_key)).fetchone()
+                return row[0]
+
+            pk = self._database().run(resolve)
+            with _PALACE_LOCK:
+                _PALACE_PKS[key] = pk
+        self._palace_pk = pk
+        return pk
+
+    def _run(self, work, *, atomic: bool = False):
+        """Run ``work(conn, palace_pk)``; bad-input errors raised in SQL become ValueError."""
+        palace = self._palace()
+        try:
+            return self._database().run(lambda conn: work(conn, palace), atomic=atomic)
+        except psycopg.Error as exc:
+            if getattr(exc, "sqlstate", None) == _BAD_INPUT_SQLSTATE:
+                raise ValueError(exc.diag.message_primary) from None
+            if isinstance(exc, psycopg.errors.UndefinedTable):
+                raise DatabaseUnavailableError(
+                    f"the knowledge graph tables are missing in schema {self._schema!r} "
+                    f"(graph {self._graph!r}): run `mempalace-pg db upgrade`") from None
+            raise
+
+    def _one(self, query: str, **params) -> Any:
+        return self._run(lambda conn, palace: conn.execute(query, {"palace": palace, **params}).fetchone())
+
+    def _all(self, query: str, **params) -> list:
+        return self._run(lambda conn, palace: conn.execute(query, {"palace": palace, **params}).fetchall())
+
+    def close(self) -> None:
+        """Release this object's hold on the pool. Idempotent; the next call reconnects."""
+        with self._lock:
+            self._db = None
+            self._palace_pk = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close()
+        return False
+
+    def _conn(self):
+        raise NotImplementedError(
+            "this palace's knowledge graph is in PostgreSQL (Apache AGE), not SQLite: raw SQLite access "
+            "(used by `mempalace kg normalize` and `mempalace audit`) is not available. Query the graph "
+            "with SQL or Cypher instead (see mempalace-pg's README).")
+
+    def _entity_id(self, name: str) -> str:
+        return _entity_id(name)
+
+    # -- writes -------------------------------------------------------------------------------
+    def add_entity(self, name: str, entity_type: str = "unknown", properties: dict = None) -> str:
+        """Add or replace an entity (MemPalace: INSERT OR REPLACE). Returns its id."""
+        name = _text(name, "name", required=True)
+        eid = _entity_id(name)
+        attributes = _text(json.dumps(properties or {}), "properties")
+        entity_type = _text(entity_type, "entity_type")
+        self._one(self._sql.add_entity, eid=eid, name=name, type=entity_type, attributes=attributes)
+        return eid
+
+    def add_triple(self, subject: str, predicate: str, obj: str, valid_from: str = None,
+                   valid_to: str = None, confidence: float = 1.0, source_closet: str = None,
+                   source_file: str = None, source_drawer_id: str = None, adapter_name: str = None) -> str:
+        """Add subject -> predicate -> object; an identical open fact is returned, not duplicated."""
+        _, sanitize, make_triple_id = _mp()
+        valid_from = sanitize(valid_from, "valid_from")
+        valid_to = sanitize(valid_to, "valid_to")
+        if valid_from is not None and valid_to is not None and _end_key(valid_to) < _start_key(valid_from):
+            raise ValueError(
+                f"valid_to={valid_to!r} is before valid_from={valid_from!r}; "
+                "an inverted interval would be invisible to every KG query")
+        subject = _text(subject, "subject", required=True)
+        obj = _text(obj, "object", required=True)
+        predicate = _text(predicate, "predicate", required=True)
+        sub_id, obj_id, pred = _entity_id(subject), _entity_id(obj), _predicate(predicate)
+        triple_id = make_triple_id(sub_id, pred, obj_id, valid_from, datetime.now().isoformat())
+        return self._one(self._sql.add_triple, sub=sub_id, sub_name=subject, pred=pred, obj=obj_id,
+                         obj_name=obj, triple_id=triple_id, valid_from=valid_from, valid_to=valid_to,
+                         **_provenance(confidence, source_closet, source_file, source_drawer_id,
+                                       adapter_name))[0]
+
+    def invalidate(self, subject: str, predicate: str, obj: str, ended: str = None) -> None:
+        """Close every open (subject, predicate, object) fact at ``ended`` (default: today)."""
+        _, sanitize, _ = _mp()
+        subject = _text(subject, "subject", required=True)
+        obj = _text(obj, "object", required=True)
+        predicate = _text(predicate, "predicate", required=True)
+        ended = sanitize(ended or date.today().isoformat(), "ended")
+        self._one(self._sql.invalidate, sub=_entity_id(subject), pred=_predicate(predicate),
+                  obj=_entity_id(obj), ended=ended)
+
+    def supersede(self, subject: str, predicate: str, old_obj: str, new_obj: str, at: str = None,
+                  confidence: float = 1.0, source_closet: str = None, source_file: str = None,
+                  source_drawer_id: str = None, adapter_name: str = None) -> str:
+        """Close (subject, predicate, old_obj) and open (subject, predicate, new_obj) at one instant."""
+        _, _, make_triple_id = _mp()
+        boundary = _boundary(at)
+        subject = _text(subject, "subject", required=True)
+        old_obj = _text(old_obj, "old_obj", required=True)
+        new_obj = _text(new_obj, "new_obj", required=True)
+        predicate = _text(predicate, "predicate", required=True)
+        sub_id, old_id, new_id = _entity_id(subject), _entity_id(old_obj), _entity_id(new_obj)
+        pred = _predicate(predicate)
+        triple_id = make_triple_id(sub_id, pred, new_id, boundary, datetime.now().isoformat())
+        return self._one(self._sql.supersede, sub=sub_id, sub_name=subject, pred=pred, old=old_id,
+                         new=new_id, new_name=new_obj, at=boundary, triple_id=triple_id,
+                         **_provenance(confidence, source_closet, source_file, source_drawer_id,
+                                       adapter_name))[0]
+
+    def rewrite(self, triple_id: str, predicate: str, obj: str, at: str = None,
+                source_file: str = None) -> Optional[str]:
+        """Close open fact ``triple_id`` and open its rewording; None if it is no longer open."""
+        _, _, make_triple_id = _mp()
+        boundary = _boundary(at)
+        pred = _predicate(_text(str(predicate), "predicate", required=True))
+        obj = _text(obj, "object", required=True)
+        obj_id = _entity_id(obj)
+        triple_id = _text(triple_id, "triple_id", required=True)
+        # The successor id needs the subject, which only the database knows: name it after the
+        # rewritten fact's subject, taken from its id (t_<subject>_<predicate>_<object>_<hash>).
+        subject = self._one(self._sql.subject_of, triple_id=triple_id)
+        if subject is None:
+            return None
+        new_id = make_triple_id(subject[0], pred, obj_id, boundary, datetime.now().isoformat())
+        return self._one(self._sql.rewrite, old_triple_id=triple_id, pred=pred, obj=obj_id, obj_name=obj,
+                         at=boundary, triple_id=new_id, source_file=_text(source_file, "source_file"))[0]
+
+    # -- reads --------------------------------------------------------------------------------
+    def query_entity(self, name: str, as_of: str = None, direction: str = "outgoing") -> list:
+        """Facts about an entity: outgoing, incoming or both; only those valid at ``as_of`` if given."""
+        _, sanitize, _ = _mp()
+        as_of = sanitize(as_of, "as_of")
+        name = _text(name, "name", required=True)
+        eid = _entity_id(name)
+        as_of_key = _start_key(as_of) if as_of else None
+        query = self._sql.query_entity(direction, bool(as_of_key))
+        rows = self._all(query, eid=eid, as_of=as_of_key)
+        results = [_fact_row(direction_, name, other, props) for direction_, other, props in rows]
+        if results:
+            return results
+        exists, candidates = self._candidates(name, eid, with_exists=True)
+        if not exists and len(candidates) == 1:
+            cand = candidates[0]
+            rows = self._all(query, eid=cand["id"], as_of=as_of_key)
+            results = [_fact_row(d, cand["name"], other, props) for d, other, props in rows]
+        return results
+
+    def find_entity_candidates(self, name: str) -> list:
+        """Entities whose name or id contains ``name`` as a whole token or prefix (never a substring)."""
+        if not name or len(name.strip()) < _MIN_ENTITY_CANDIDATE_LEN:
+            return []
+        name = _text(name, "name")
+        return self._candidates(name, _entity_id(name))[1]
+
+    def _candidates(self, name: str, eid: str, *, with_exists: bool = False) -> tuple[bool, list]:
+        stripped = name.strip() if name else ""
+        if len(stripped) < _MIN_ENTITY_CANDIDATE_LEN:
+            if not with_exists:
+                return False, []
+            row = self._one(self._sql.entity_exists, eid=eid)
+            return bool(row[0]), []
+        kgm = _mp()[0]
+        name_esc, id_esc = kgm._escape_like(stripped), kgm._escape_like(eid)
+        patterns = (f"{name_esc} %", f"% {name_esc}", f"% {name_esc} %",
+                    f"{id_esc}\\_%", f"%\\_{id_esc}", f"%\\_{id_esc}\\_%")
+        rows = self._all(self._sql.candidates, eid=eid, name=name,
+                         **{f"p{i}": pattern for i, pattern in enumerate(patterns)})
+        exists = bool(rows[0][2])
+        return exists, [{"id": r[0], "name": r[1]} for r in rows[1:] if r[0] != eid]
+
+    def query_relationship(self, predicate: str, as_of: str = None) -> list:
+        """Every fact with this predicate (valid at ``as_of`` if given)."""
+        _, sanitize, _ = _mp()
+        as_of = sanitize(as_of, "as_of")
+        pred = _predicate(_text(predicate, "predicate", required=True))
+        as_of_key = _start_key(as_of) if as_of else None
+        rows = self._all(self._sql.query_relationship(bool(as_of_key)), pred=pred, as_of=as_of_key)
+        out = []
+        for sub_name, obj_name, props in rows:
+            fact = json.loads(props)
+            out.append({"subject": sub_name, "predicate": pred, "object": obj_name,
+                        "valid_from": fact.get("valid_from"), "valid_to": fact.get("valid_to"),
+                        "current": fact.get("valid_to") is None})
+        return out
+
+    def timeline(self, entity_name: str = None, limit: int = 100, offset: int = 0) -> list:
+        """Facts in chronological order (valid_from, byte order, undated last), optionally for one entity."""
+        limit = max(1, int(limit))
+        offset = max(0, int(offset))
+        if entity_name:
+            entity_name = _text(entity_name, "entity_name")
+            rows = self._all(self._sql.timeline_entity, eid=_entity_id(entity_name), limit=limit, offset=offset)
+        else:
+            rows = self._all(self._sql.timeline_all, limit=limit, offset=offset)
+        out = []
+        for sub_name, obj_name, props in rows:
+            fact = json.loads(props)
+            out.append({"subject": sub_name, "predicate": fact.get("predicate"), "object": obj_name,
+                        "valid_from": fact.get("valid_from"), "valid_to": fact.get("valid_to"),
+                        "current": fact.get("valid_to") is None})
+        return out
+
+    def timeline_total(self, entity_name: str = None) -> int:
+        """How many facts a :meth:`timeline` query matches over all pages."""
+        if entity_name:
+            entity_name = _text(entity_name, "entity_name")
+            return self._one(self._sql.timeline_total_entity, eid=_entity_id(entity_name))[0]
+        return self._one(self._sql.timeline_total_all)[0]
+
+    def stats(self) -> dict:
+        entities, triples, current, predicates = self._one(self._sql.stats)
+        return {"entities": entities, "triples": triples, "current_facts": current,
+                "expired_facts": triples - current, "relationship_types": list(predicates or [])}
+
+    # -- replication (MemPalace RFC 004) ------------------------------------------------------
+    _REPLICATION_TABLES = _REPLICATION_COLUMNS
+
+    def dump_rows(self, table: str, after_rowid: int = 0, limit: int = 500) -> list:
+        """Rows of ``entities`` or ``triples`` after cursor ``after_rowid``, in write order.
+
+        ``_rowid`` (and ``rowid``) is the row's ``seq``: it only grows, and a row written again
+        (``apply_row``, ``add_entity``) moves past every cursor, as a replaced SQLite row does."""
+        columns = _REPLICATION_COLUMNS.get(table)
+        if columns is None:
+            raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
+        query = self._sql.dump_entities if table == "entities" else self._sql.dump_triples
+        rows = self._all(query, after=int(after_rowid), limit=max(1, min(int(limit), 1000)))
+        out = []
+        for row in rows:
+            seq, values = row[0], row[1:]
+            if table == "triples":
+                values = list(values)
+                values[6] = _float(values[6])
+            out.append({"rowid": seq, **dict(zip(columns, values)), "_rowid": seq})
+        return out
+
+    def apply_row(self, table: str, row: dict) -> None:
+        """Write one replicated row as given, keyed by its id (MemPalace: INSERT OR REPLACE)."""
+        self._apply(table, row, skip_unchanged=False)
+
+    def _apply(self, table: str, row: dict, *, skip_unchanged: bool, conn=None) -> str:
+        columns = _REPLICATION_COLUMNS.get(table)
+        if columns is None:
+            raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
+        if not row.get("id"):
+            raise ValueError("replicated row is missing 'id'")
+        query, params = self._apply_statement(table, row, skip_unchanged)
+        if conn is not None:
+            return conn.execute(query, {"palace": self._palace(), **params}).fetchone()[0]
+        return self._one(query, **params)[0]
+
+    def _apply_statement(self, table: str, row: dict, skip_unchanged: bool) -> tuple[str, dict]:
+        """The statement and parameters writing one replicated row (validated here)."""
+        required = {"id", "name"} if table == "entities" else {"id", "subject", "predicate", "object"}
+        params: dict[str, Any] = {"skip_unchanged": skip_unchanged}
+        for column in _REPLICATION_COLUMNS[table]:
+            if column == "confidence":
+                params[column] = _confidence(row.get(column))
+            else:
+                params[column] = _text(row.get(column), column, required=column in required)
+        return (self._sql.apply_entity if table == "entities" else self._sql.apply_triple), params
+
+    # -- seeding ------------------------------------------------------------------------------
+    def seed_from_entity_facts(self, entity_facts: dict) -> None:
+        """Bootstrap from fact_checker-style ENTITY_FACTS (MemPalace's own routine, run on this graph)."""
+        kgm = _mp()[0]
+        sqlite_class = getattr(kgm, "_SQLITE_KNOWLEDGE_GRAPH", kgm.KnowledgeGraph)
+        sqlite_class.seed_from_entity_facts(self, entity_facts)
+
+    def __repr__(self) -> str:
+        return (f"AgeKnowledgeGraph(graph={self._graph!r}, namespace={self.namespace!r}, "
+                f"palace_key={self.palace_key!r})")
+
+
+def _provenance(confidence, source_closet, source_file, source_drawer_id, adapter_name) -> dict:
+    return {"confidence": _confidence(confidence), "source_closet": _text(source_closet, "source_closet"),
+            "source_file": _text(source_file, "source_file"),
+            "source_drawer_id": _text(source_drawer_id, "source_drawer_id"),
+            "adapter_name": _text(adapter_name, "adapter_name")}
+
+
+def _fact_row(direction: str, name: str, other: str, props: str) -> dict:
+    fact = json.loads(props)
+    subject, obj = (name, other) if direction == "outgoing" else (other, name)
+    return {
+        "direction": direction,
+        "subject": subject,
+        "predicate": fact.get("predicate"),
+        "object": obj,
+        "valid_from": fact.get("valid_from"),
+        "valid_to": fact.get("valid_to"),
+        "confidence": _float(fact.get("confidence")),
+        "source_closet": fact.get("source_closet"),
+        "current": fact.get("valid_to") is None,
+    }
+
+
+class _Statements:
+    """The SQL of every method, built once per (schema, graph). Every value is a bound (named)
+    parameter, ``%(palace)s`` always among them; schema and graph names are validated identifiers."""
+
+    def __init__(self, schema: str, graph: str):
+        s, g = f'"{schema}"', f'"{graph}"'
+        t = f"{s}.kg_text"
+        self.t = t
+        entity, fact = f'{g}."Entity"', f'{g}."Fact"'
+
+        def call(fn: str, *names: str) -> str:
+            return f"SELECT {s}.{fn}(%(palace)s, " + ", ".join(f"%({n})s" for n in names) + ")"
+
+        fact_args = ("confidence", "source_closet", "source_file", "source_drawer_id", "adapter_name")
+        self.add_entity = call("kg_add_entity", "eid", "name", "type", "attributes")
+        self.add_triple = call("kg_add_triple", "sub", "sub_name", "pred", "obj", "obj_name", "triple_id",
+                               "valid_from", "valid_to", *fact_args)
+        self.invalidate = call("kg_invalidate", "sub", "pred", "obj", "ended")
+        self.supersede = call("kg_supersede", "sub", "sub_name", "pred", "old", "new", "new_name", "at",
+                              "triple_id", *fact_args)
+        self.rewrite = call("kg_rewrite", "old_triple_id", "pred", "obj", "obj_name", "at", "triple_id",
+                            "source_file")
+        self.apply_entity = call("kg_apply_entity", "id", "name", "type", "properties", "created_at",
+                                 "skip_unchanged")
+        self.apply_triple = call("kg_apply_triple", "id", "subject", "predicate", "object", "valid_from",
+                                 "valid_to", "confidence", "source_closet", "source_file", "source_drawer_id",
+                                 "adapter_name", "extracted_at", "skip_unchanged")
+
+        def prop(alias: str, key: str) -> str:
+            return f"{t}({alias}.properties, '{key}')"
+
+        in_palace = {a: f"{prop(a, 'palace')} = %(palace)s::text" for a in ("e", "f", "v")}
+        not_stub = {a: f"{prop(a, 'stub')} IS NULL" for a in ("e", "o", "s")}
+        seq = f"{prop('f', 'seq')}::bigint"
+
+        self.subject_of = (
+            f"SELECT {prop('s', 'entity_id')} FROM {fact} f JOIN {entity} s ON s.id = f.start_id "
+            f"WHERE {in_palace['f']} AND {prop('f', 'triple_id')} = %(triple_id)s AND {prop('f', 'valid_to')} IS NULL")
+
+        # Candidates in write order (SQLite scans entities in rowid order), plus a first row flagging
+        # whether the exact id exists, so query_entity's fallback is one round trip.
+        fold = f"{s}.kg_fold"
+        name_, id_ = prop("e", "name"), prop("e", "entity_id")
+        likes = " OR ".join(
+            [f"{fold}({name_}) LIKE {fold}(%(p{i})s) ESCAPE '\\'" for i in range(3)]
+            + [f"{fold}({id_}) LIKE {fold}(%(p{i})s) ESCAPE '\\'" for i in range(3, 6)])
+        self.entity_exists = (
+            f"SELECT EXISTS (SELECT 1 FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} AND {id_} = %(eid)s)")
+        self.candidates = (
+            f"SELECT NULL, NULL, ({self.entity_exists[7:]}) UNION ALL "
+            f"SELECT * FROM (SELECT {id_}, {name_}, false FROM {entity} e "
+            f"WHERE {in_palace['e']} AND {not_stub['e']} "
+            f"AND ({id_} = %(eid)s OR {name_} = %(name)s OR {likes}) "
+            f"ORDER BY {prop('e', 'seq')}::bigint LIMIT 5) m")
+
+        self._temporal = (
+            f" AND ({prop('f', 'valid_from')} IS NULL OR "
+            f"{s}.kg_start_key({prop('f', 'valid_from')}) COLLATE \"C\" <= %(as_of)s) "
+            f"AND ({prop('f', 'valid_to')} IS NULL OR "
+            f"{s}.kg_end_key({prop('f', 'valid_to')}) COLLATE \"C\" > %(as_of)s)")
+        vertex_is = f"{in_palace['v']} AND {prop('v', 'entity_id')} = %(eid)s"
+        self._out = (
+            f"SELECT 'outgoing' AS d, {prop('o', 'name')} AS name, f.properties, 0 AS part, {seq} AS seq "
+            f"FROM {entity} v JOIN {fact} f ON f.start_id = v.id "
+            f"JOIN {entity} o ON o.id = f.end_id AND {not_stub['o']} WHERE {vertex_is}")
+        self._in = (
+            f"SELECT 'incoming' AS d, {prop('o', 'name')} AS name, f.properties, 1 AS part, {seq} AS seq "
+            f"FROM {entity} v JOIN {fact} f ON f.end_id = v.id "
+            f"JOIN {entity} o ON o.id = f.start_id AND {not_stub['o']} WHERE {vertex_is}")
+        self._query_entity: dict = {}
+
+        named = (f"SELECT {prop('s', 'name')}, {prop('o', 'name')}, f.properties "
+                 f"FROM {fact} f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id ")
+        both_named = f"{not_stub['s']} AND {not_stub['o']}"
+        self._relationship = (
+            named + f"WHERE {in_palace['f']} AND ({prop('f', 'predicate')} COLLATE \"C\") = %(pred)s AND {both_named}")
+        self._seq = seq
+        order_timeline = (f" ORDER BY ({prop('f', 'valid_from')} COLLATE \"C\") NULLS LAST, "
+                          f"({prop('f', 'triple_id')} COLLATE \"C\") LIMIT %(limit)s OFFSET %(offset)s")
+        self.timeline_all = named + f"WHERE {in_palace['f']} AND {both_named}" + order_timeline
+        vertex = f"(SELECT v.id FROM {entity} v WHERE {vertex_is})"
+        touches = "(f.start_id = (SELECT id FROM v) OR f.end_id = (SELECT id FROM v))"
+        self.timeline_entity = (f"WITH v AS MATERIALIZED {vertex} " + named
+                                + f"WHERE {touches} AND {both_named}" + order_timeline)
+        self.timeline_total_all = f"SELECT count(*) FROM {fact} f WHERE {in_palace['f']}"
+        self.timeline_total_entity = f"WITH v AS MATERIALIZED {vertex} SELECT count(*) FROM {fact} f WHERE {touches}"
+        self.stats = (
+            f"SELECT (SELECT count(*) FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']}), "
+            f"(SELECT count(*) FROM {fact} f WHERE {in_palace['f']}), "
+            f"(SELECT count(*) FROM {fact} f WHERE {in_palace['f']} AND {prop('f', 'valid_to')} IS NULL), "
+            f"ARRAY(SELECT DISTINCT ({prop('f', 'predicate')} COLLATE \"C\") FROM {fact} f "
+            f"WHERE {in_palace['f']} ORDER BY 1)")
+        eseq = f"{prop('e', 'seq')}::bigint"
+        self.dump_entities = (
+            f"SELECT {eseq}, {id_}, {name_}, {prop('e', 'type')}, {prop('e', 'attributes')}, "
+            f"{prop('e', 'created_at')} FROM {entity} e "
+            f"WHERE {in_palace['e']} AND {not_stub['e']} AND {eseq} > %(after)s ORDER BY {eseq} LIMIT %(limit)s")
+        self.dump_triples = (
+            f"SELECT {seq}, {prop('f', 'triple_id')}, {prop('s', 'entity_id')}, {prop('f', 'predicate')}, "
+            f"{prop('o', 'entity_id')}, {prop('f', 'valid_from')}, {prop('f', 'valid_to')}, "
+            f"({prop('f', 'confidence')})::double precision, {prop('f', 'source_closet')}, "
+            f"{prop('f', 'source_file')}, {prop('f', 'source_drawer_id')}, {prop('f', 'adapter_name')}, "
+            f"{prop('f', 'extracted_at')} "
+            f"FROM {fact} f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id "
+            f"WHERE {in_palace['f']} AND {seq} > %(after)s ORDER BY {seq} LIMIT %(limit)s")
+
+    def query_entity(self, direction: str, as_of: bool) -> str:
+        key = (direction, as_of)
+        query = self._query_entity.get(key)
+        if query is None:
+            temporal = self._temporal if as_of else ""
+            parts = []
+            if direction in ("outgoing", "both"):
+                parts.append(self._out + temporal)
+            if direction in ("incoming", "both"):
+                parts.append(self._in + temporal)
+            if not parts:  # MemPalace returns nothing for an unknown direction
+                parts.append(self._out + " AND false")
+            query = ("SELECT d, name, properties FROM (" + " UNION ALL ".join(parts) + ") q ORDER BY part, seq")
+            self._query_entity[key] = query
+        return query
+
+    def query_relationship(self, as_of: bool) -> str:
+        return self._relationship + (self._temporal if as_of else "") + f" ORDER BY {self._seq}"
