@@ -130,25 +130,29 @@ class Database:
         """Run ``work(conn)`` on a pooled connection, in one transaction if ``atomic``; retry once
         if the connection itself failed (never after a statement error)."""
         attempts = 2 if retry else 1
+        pool = self.pool
         for attempt in range(attempts):
-            conn_seen: list[psycopg.Connection] = []
             try:
-                with self.connection() as conn:
-                    conn_seen.append(conn)
-                    if not atomic:
-                        return work(conn)
-                    with conn.transaction():
-                        return work(conn)
+                conn = pool.getconn()
+            except PoolTimeout as exc:
+                raise describe_connect_error(self.settings, exc) from None
+            try:
+                if not atomic:
+                    return work(conn)
+                with conn.transaction():
+                    return work(conn)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                conn = conn_seen[0] if conn_seen else None
-                broken = conn is None or conn.broken or conn.closed
+                broken = conn.broken or conn.closed
                 if isinstance(exc, psycopg.errors.QueryCanceled) or not broken:
                     raise
                 if attempt + 1 >= attempts:
                     raise describe_connect_error(self.settings, exc) from None
                 log.info("mempalace-pg: connection lost (%s); retrying once on a fresh one", exc)
-                self.pool.check()  # drop other dead connections too
+                pool.check()  # drop other dead connections too
+            finally:
+                pool.putconn(conn)  # the pool discards a broken connection and rolls back a failed one
         raise AssertionError("unreachable")
+
 
 
 def _configure(settings: Settings):

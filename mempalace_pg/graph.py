@@ -50,13 +50,27 @@ _PALACE_PKS: dict[tuple, int] = {}
 _PALACE_LOCK = threading.Lock()
 
 
+_MP: tuple = ()
+
+
 def _mp():
     """MemPalace's helpers we reuse so that ids and date rules cannot drift from MemPalace's."""
-    from mempalace import knowledge_graph as kgm
-    from mempalace.config import sanitize_iso_temporal
-    from mempalace.ids import make_triple_id
+    global _MP
+    if not _MP:
+        from mempalace import knowledge_graph as kgm
+        from mempalace.config import sanitize_iso_temporal
+        from mempalace.ids import make_triple_id
 
-    return kgm, sanitize_iso_temporal, make_triple_id
+        _MP = (kgm, sanitize_iso_temporal, make_triple_id)
+    return _MP
+
+
+_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _fold(value: str) -> str:
+    """SQLite LIKE's case folding (ASCII letters only), as kg_fold() does in SQL."""
+    return value.translate(_ASCII_FOLD)
 
 
 def _entity_id(name: str) -> str:
@@ -163,6 +177,9 @@ class AgeKnowledgeGraph:
 
     # -- connection management ----------------------------------------------------------------
     def _database(self):
+        db = self._db
+        if db is not None:
+            return db
         from .database import Database
 
         with self._lock:
@@ -323,14 +340,14 @@ class AgeKnowledgeGraph:
         as_of_key = _start_key(as_of) if as_of else None
         query = self._sql.query_entity(direction, bool(as_of_key))
         rows = self._all(query, eid=eid, as_of=as_of_key)
-        results = [_fact_row(direction_, name, other, props) for direction_, other, props in rows]
+        results = [_fact_row(name, row) for row in rows]
         if results:
             return results
         exists, candidates = self._candidates(name, eid, with_exists=True)
         if not exists and len(candidates) == 1:
             cand = candidates[0]
             rows = self._all(query, eid=cand["id"], as_of=as_of_key)
-            results = [_fact_row(d, cand["name"], other, props) for d, other, props in rows]
+            results = [_fact_row(cand["name"], row) for row in rows]
         return results
 
     def find_entity_candidates(self, name: str) -> list:
@@ -352,6 +369,7 @@ class AgeKnowledgeGraph:
         patterns = (f"{name_esc} %", f"% {name_esc}", f"% {name_esc} %",
                     f"{id_esc}\\_%", f"%\\_{id_esc}", f"%\\_{id_esc}\\_%")
         rows = self._all(self._sql.candidates, eid=eid, name=name,
+                         name_tokens=_fold(stripped).split(" "), id_tokens=_fold(eid).split("_"),
                          **{f"p{i}": pattern for i, pattern in enumerate(patterns)})
         exists = bool(rows[0][2])
         return exists, [{"id": r[0], "name": r[1]} for r in rows[1:] if r[0] != eid]
@@ -363,13 +381,8 @@ class AgeKnowledgeGraph:
         pred = _predicate(_text(predicate, "predicate", required=True))
         as_of_key = _start_key(as_of) if as_of else None
         rows = self._all(self._sql.query_relationship(bool(as_of_key)), pred=pred, as_of=as_of_key)
-        out = []
-        for sub_name, obj_name, props in rows:
-            fact = json.loads(props)
-            out.append({"subject": sub_name, "predicate": pred, "object": obj_name,
-                        "valid_from": fact.get("valid_from"), "valid_to": fact.get("valid_to"),
-                        "current": fact.get("valid_to") is None})
-        return out
+        return [{"subject": sub, "predicate": pred, "object": obj, "valid_from": vf, "valid_to": vt,
+                 "current": vt is None} for sub, obj, _, vf, vt in rows]
 
     def timeline(self, entity_name: str = None, limit: int = 100, offset: int = 0) -> list:
         """Facts in chronological order (valid_from, byte order, undated last), optionally for one entity."""
@@ -380,13 +393,8 @@ class AgeKnowledgeGraph:
             rows = self._all(self._sql.timeline_entity, eid=_entity_id(entity_name), limit=limit, offset=offset)
         else:
             rows = self._all(self._sql.timeline_all, limit=limit, offset=offset)
-        out = []
-        for sub_name, obj_name, props in rows:
-            fact = json.loads(props)
-            out.append({"subject": sub_name, "predicate": fact.get("predicate"), "object": obj_name,
-                        "valid_from": fact.get("valid_from"), "valid_to": fact.get("valid_to"),
-                        "current": fact.get("valid_to") is None})
-        return out
+        return [{"subject": sub, "predicate": pred, "object": obj, "valid_from": vf, "valid_to": vt,
+                 "current": vt is None} for sub, obj, pred, vf, vt in rows]
 
     def timeline_total(self, entity_name: str = None) -> int:
         """How many facts a :meth:`timeline` query matches over all pages."""
@@ -467,19 +475,19 @@ def _provenance(confidence, source_closet, source_file, source_drawer_id, adapte
             "adapter_name": _text(adapter_name, "adapter_name")}
 
 
-def _fact_row(direction: str, name: str, other: str, props: str) -> dict:
-    fact = json.loads(props)
-    subject, obj = (name, other) if direction == "outgoing" else (other, name)
+def _fact_row(name: str, row: tuple) -> dict:
+    """One query_entity result: ``name`` is the queried entity as passed (MemPalace's convention)."""
+    direction, other, predicate, valid_from, valid_to, confidence, source_closet = row[:7]
     return {
         "direction": direction,
-        "subject": subject,
-        "predicate": fact.get("predicate"),
-        "object": obj,
-        "valid_from": fact.get("valid_from"),
-        "valid_to": fact.get("valid_to"),
-        "confidence": _float(fact.get("confidence")),
-        "source_closet": fact.get("source_closet"),
-        "current": fact.get("valid_to") is None,
+        "subject": name if direction == "outgoing" else other,
+        "predicate": predicate,
+        "object": other if direction == "outgoing" else name,
+        "valid_from": valid_from,
+        "valid_to": valid_to,
+        "confidence": None if confidence is None else float(confidence),
+        "source_closet": source_closet,
+        "current": valid_to is None,
     }
 
 
@@ -523,20 +531,23 @@ class _Statements:
             f"WHERE {in_palace['f']} AND {prop('f', 'triple_id')} = %(triple_id)s AND {prop('f', 'valid_to')} IS NULL")
 
         # Candidates in write order (SQLite scans entities in rowid order), plus a first row flagging
-        # whether the exact id exists, so query_entity's fallback is one round trip.
+        # whether the exact id exists, so query_entity's fallback is one round trip. The token-array
+        # containment is a necessary condition of each LIKE (and of name equality): it lets the
+        # token indexes pick the few rows the LIKEs then check exactly.
         fold = f"{s}.kg_fold"
         name_, id_ = prop("e", "name"), prop("e", "entity_id")
-        likes = " OR ".join(
-            [f"{fold}({name_}) LIKE {fold}(%(p{i})s) ESCAPE '\\'" for i in range(3)]
-            + [f"{fold}({id_}) LIKE {fold}(%(p{i})s) ESCAPE '\\'" for i in range(3, 6)])
+        name_likes = " OR ".join(f"{fold}({name_}) LIKE {fold}(%(p{i})s)" for i in range(3))
+        id_likes = " OR ".join(f"{fold}({id_}) LIKE {fold}(%(p{i})s)" for i in range(3, 6))
         self.entity_exists = (
             f"SELECT EXISTS (SELECT 1 FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} AND {id_} = %(eid)s)")
         self.candidates = (
+            f"WITH m AS MATERIALIZED (SELECT {id_} AS id, {name_} AS name, {prop('e', 'seq')}::bigint AS seq "
+            f"FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} AND ({id_} = %(eid)s "
+            f"OR (string_to_array({fold}({name_}), ' ') @> %(name_tokens)s::text[] "
+            f"    AND ({name_} = %(name)s OR {name_likes})) "
+            f"OR (string_to_array({fold}({id_}), '_') @> %(id_tokens)s::text[] AND ({id_likes})))) "
             f"SELECT NULL, NULL, ({self.entity_exists[7:]}) UNION ALL "
-            f"SELECT * FROM (SELECT {id_}, {name_}, false FROM {entity} e "
-            f"WHERE {in_palace['e']} AND {not_stub['e']} "
-            f"AND ({id_} = %(eid)s OR {name_} = %(name)s OR {likes}) "
-            f"ORDER BY {prop('e', 'seq')}::bigint LIMIT 5) m")
+            f"SELECT * FROM (SELECT id, name, false FROM m ORDER BY seq LIMIT 5) first5")
 
         self._temporal = (
             f" AND ({prop('f', 'valid_from')} IS NULL OR "
@@ -544,17 +555,20 @@ class _Statements:
             f"AND ({prop('f', 'valid_to')} IS NULL OR "
             f"{s}.kg_end_key({prop('f', 'valid_to')}) COLLATE \"C\" > %(as_of)s)")
         vertex_is = f"{in_palace['v']} AND {prop('v', 'entity_id')} = %(eid)s"
+        fact_fields = ", ".join(prop("f", k) for k in ("predicate", "valid_from", "valid_to", "confidence",
+                                                        "source_closet"))
         self._out = (
-            f"SELECT 'outgoing' AS d, {prop('o', 'name')} AS name, f.properties, 0 AS part, {seq} AS seq "
+            f"SELECT 'outgoing', {prop('o', 'name')}, {fact_fields}, 0 AS part, {seq} AS seq "
             f"FROM {entity} v JOIN {fact} f ON f.start_id = v.id "
             f"JOIN {entity} o ON o.id = f.end_id AND {not_stub['o']} WHERE {vertex_is}")
         self._in = (
-            f"SELECT 'incoming' AS d, {prop('o', 'name')} AS name, f.properties, 1 AS part, {seq} AS seq "
+            f"SELECT 'incoming', {prop('o', 'name')}, {fact_fields}, 1 AS part, {seq} AS seq "
             f"FROM {entity} v JOIN {fact} f ON f.end_id = v.id "
             f"JOIN {entity} o ON o.id = f.start_id AND {not_stub['o']} WHERE {vertex_is}")
         self._query_entity: dict = {}
 
-        named = (f"SELECT {prop('s', 'name')}, {prop('o', 'name')}, f.properties "
+        named = (f"SELECT {prop('s', 'name')}, {prop('o', 'name')}, {prop('f', 'predicate')}, "
+                 f"{prop('f', 'valid_from')}, {prop('f', 'valid_to')} "
                  f"FROM {fact} f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id ")
         both_named = f"{not_stub['s']} AND {not_stub['o']}"
         self._relationship = (
@@ -601,7 +615,7 @@ class _Statements:
                 parts.append(self._in + temporal)
             if not parts:  # MemPalace returns nothing for an unknown direction
                 parts.append(self._out + " AND false")
-            query = ("SELECT d, name, properties FROM (" + " UNION ALL ".join(parts) + ") q ORDER BY part, seq")
+            query = ("SELECT * FROM (" + " UNION ALL ".join(parts) + ") q ORDER BY part, seq")
             self._query_entity[key] = query
         return query
 

@@ -72,7 +72,7 @@ CREATE FUNCTION kg_fold(v text) RETURNS text
 
 -- SQLite's CURRENT_TIMESTAMP format (UTC), used for created_at / extracted_at.
 CREATE FUNCTION kg_now() RETURNS text
-    LANGUAGE sql STABLE SET search_path FROM CURRENT
+    LANGUAGE sql STABLE
     AS $$ SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') $$;
 
 -- A property map from a jsonb object, null values dropped (Cypher never stores a null property).
@@ -126,6 +126,17 @@ CREATE INDEX fact_timeline ON :"graph"."Fact" (kg_text(properties, 'palace'), (k
 -- dump_rows('triples') pages in write order.
 CREATE INDEX fact_seq ON :"graph"."Fact" (kg_text(properties, 'palace'), (kg_text(properties, 'seq')::bigint));
 
+-- find_entity_candidates / query_entity's fuzzy fallback match a name by whole tokens with LIKE
+-- ('x %', '% x', '% x %'; ids by '_'-separated tokens). A name can only match if it holds every
+-- token of x, so these token-array indexes find the few candidates and LIKE then decides exactly.
+CREATE INDEX entity_name_tokens ON :"graph"."Entity" USING gin (string_to_array(kg_fold(kg_text(properties, 'name')), ' '));
+CREATE INDEX entity_id_tokens ON :"graph"."Entity" USING gin (string_to_array(kg_fold(kg_text(properties, 'entity_id')), '_'));
+
+-- The planner's estimate for "is not a stub" (every query filters on it) needs statistics on that
+-- expression; without them it guesses 0.5% and picks poor join orders.
+CREATE STATISTICS entity_stub_stats ON (kg_text(properties, 'stub')) FROM :"graph"."Entity";
+CREATE STATISTICS fact_valid_to_stats ON (kg_text(properties, 'valid_to')) FROM :"graph"."Fact";
+
 -- ---------------------------------------------------------------------------------------------------
 -- Writes. Each is one statement for the caller, so one round trip and one transaction (or part of the
 -- caller's transaction). Facts on the same (palace, subject, predicate, object) are serialized by a
@@ -136,38 +147,38 @@ CREATE INDEX fact_seq ON :"graph"."Fact" (kg_text(properties, 'palace'), (kg_tex
 -- operators), whatever the caller's.
 
 CREATE FUNCTION kg_lock_fact(p_palace integer, p_subject text, p_predicate text, p_object text) RETURNS void
-    LANGUAGE sql SET search_path FROM CURRENT
+    LANGUAGE sql
     AS $$ SELECT pg_advisory_xact_lock(hashtextextended(
               concat_ws(chr(31), 'mempalace_pg:kg', p_palace, p_subject, p_predicate, p_object), 0)) $$;
 
 CREATE FUNCTION kg_entity_props(p_palace integer, p_key text, p_name text, p_type text,
                                 p_attributes text, p_created_at text) RETURNS ag_catalog.agtype
-    LANGUAGE sql SET search_path FROM CURRENT
-    AS $$ SELECT kg_map(jsonb_build_object('palace', p_palace, 'entity_id', p_key, 'name', p_name, 'type', p_type,
+    LANGUAGE sql
+    AS $$ SELECT :"schema".kg_map(jsonb_build_object('palace', p_palace, 'entity_id', p_key, 'name', p_name, 'type', p_type,
                                            'attributes', p_attributes, 'created_at', p_created_at,
-                                           'seq', nextval('kg_seq'))) $$;
+                                           'seq', nextval(':"schema".kg_seq'))) $$;
 
 CREATE FUNCTION kg_stub_props(p_palace integer, p_key text) RETURNS ag_catalog.agtype
-    LANGUAGE sql SET search_path FROM CURRENT
-    AS $$ SELECT kg_map(jsonb_build_object('palace', p_palace, 'entity_id', p_key, 'stub', true)) $$;
+    LANGUAGE sql
+    AS $$ SELECT :"schema".kg_map(jsonb_build_object('palace', p_palace, 'entity_id', p_key, 'stub', true)) $$;
 
 CREATE FUNCTION kg_fact_props(p_palace integer, p_triple_id text, p_predicate text, p_valid_from text,
                               p_valid_to text, p_confidence double precision, p_source_closet text,
                               p_source_file text, p_source_drawer_id text, p_adapter_name text,
                               p_extracted_at text) RETURNS ag_catalog.agtype
-    LANGUAGE sql SET search_path FROM CURRENT
-    AS $$ SELECT kg_map(jsonb_build_object(
+    LANGUAGE sql
+    AS $$ SELECT :"schema".kg_map(jsonb_build_object(
               'palace', p_palace, 'triple_id', p_triple_id, 'predicate', p_predicate,
               'valid_from', p_valid_from, 'valid_to', p_valid_to, 'confidence', p_confidence,
               'source_closet', p_source_closet, 'source_file', p_source_file,
               'source_drawer_id', p_source_drawer_id, 'adapter_name', p_adapter_name,
-              'extracted_at', p_extracted_at, 'seq', nextval('kg_seq'))) $$;
+              'extracted_at', p_extracted_at, 'seq', nextval(':"schema".kg_seq'))) $$;
 
 -- The vertex of an entity, any kind (entity or stub); NULL when there is none.
 CREATE FUNCTION kg_find_vertex(p_palace integer, p_key text) RETURNS ag_catalog.graphid
-    LANGUAGE sql STABLE SET search_path FROM CURRENT
+    LANGUAGE sql STABLE
     AS $$ SELECT id FROM :"graph"."Entity"
-          WHERE kg_text(properties, 'palace') = p_palace::text AND kg_text(properties, 'entity_id') = p_key $$;
+          WHERE :"schema".kg_text(properties, 'palace') = p_palace::text AND :"schema".kg_text(properties, 'entity_id') = p_key $$;
 
 -- MemPalace's "INSERT OR IGNORE INTO entities (id, name)": the entity's vertex, created with type
 -- 'unknown' if missing (a stub becomes a real entity).
@@ -215,17 +226,17 @@ $$;
 
 -- Set (or, with NULL, remove) one property of a map.
 CREATE FUNCTION kg_with(props ag_catalog.agtype, key text, value text) RETURNS ag_catalog.agtype
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT
-    AS $$ SELECT kg_map(kg_jsonb(props) || jsonb_build_object(key, value)) $$;
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT :"schema".kg_map(:"schema".kg_jsonb(props) || jsonb_build_object(key, value)) $$;
 
 -- MemPalace's add_entity: "INSERT OR REPLACE" (name, type, attributes overwritten, created_at reset).
 CREATE FUNCTION kg_add_entity(p_palace integer, p_key text, p_name text, p_type text, p_attributes text)
     RETURNS void
-    LANGUAGE sql SET search_path FROM CURRENT
+    LANGUAGE sql
     AS $$
     INSERT INTO :"graph"."Entity" (properties)
-    VALUES (kg_entity_props(p_palace, p_key, p_name, p_type, p_attributes, kg_now()))
-    ON CONFLICT (kg_text(properties, 'palace'), kg_text(properties, 'entity_id'))
+    VALUES (:"schema".kg_entity_props(p_palace, p_key, p_name, p_type, p_attributes, :"schema".kg_now()))
+    ON CONFLICT (:"schema".kg_text(properties, 'palace'), :"schema".kg_text(properties, 'entity_id'))
     DO UPDATE SET properties = excluded.properties
 $$;
 
