@@ -51,6 +51,8 @@ def pg_schema(pg_dsn):
     database.close_all()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                     (f"{name}_kg",))
 
 
 @pytest.fixture(autouse=True)
@@ -83,3 +85,23 @@ def make_collection(backend, tmp_path):
         return backend.get_collection(palace=ref, collection_name=collection, create=create, options=options)
 
     return make
+
+
+@pytest.fixture
+def age_kg(pg_env):
+    """A fresh AGE knowledge graph (its own palace) in the session schema."""
+    from mempalace_pg.graph import AgeKnowledgeGraph
+
+    kg = AgeKnowledgeGraph(palace_key=f"kg-{uuid.uuid4().hex}")
+    yield kg
+    kg.close()
+
+
+@pytest.fixture
+def sqlite_kg(tmp_path):
+    """MemPalace's own SQLite knowledge graph, the reference."""
+    from mempalace_pg.routing import _sqlite_class
+
+    kg = _sqlite_class()(str(tmp_path / "reference" / "knowledge_graph.sqlite3"))
+    yield kg
+    kg.close()

@@ -1,0 +1,135 @@
+"""Copy a MemPalace SQLite knowledge graph (``knowledge_graph.sqlite3``) into a palace's AGE graph.
+
+Rows are read in SQLite's rowid order and written with the replication primitive
+(``kg_apply_entity`` / ``kg_apply_triple``) keyed by id, so:
+
+* running it twice changes nothing (a row equal to the stored one is skipped);
+* a row that differs is replaced, as MemPalace's ``apply_row`` would;
+* facts keep their ids, dates, confidence and provenance verbatim, and results keep SQLite's order.
+
+Each batch is one transaction. The source file is opened read-only and never changed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .graph import _REPLICATION_COLUMNS, AgeKnowledgeGraph
+
+
+@dataclass
+class ImportReport:
+    source: str
+    source_counts: dict = field(default_factory=dict)      # table -> rows in the SQLite file
+    written: dict = field(default_factory=dict)            # table -> {inserted, updated, unchanged}
+    verified: dict = field(default_factory=dict)           # table -> source ids found in the graph
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(self.verified.get(t) == n for t, n in self.source_counts.items())
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "source_counts": self.source_counts, "written": self.written,
+                "verified": self.verified, "ok": self.ok, "seconds": round(self.seconds, 3)}
+
+
+def _open_readonly(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"entities", "triples"} <= tables:
+        conn.close()
+        raise ValueError(f"{path} is not a MemPalace knowledge graph (no entities/triples tables)")
+    return conn
+
+
+def _select(conn: sqlite3.Connection, table: str) -> str:
+    """SELECT of the replication columns, NULL for those an older schema lacks."""
+    present = {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}
+    cols = [c if c in present else f"NULL AS {c}" for c in _REPLICATION_COLUMNS[table]]
+    return f"SELECT {', '.join(cols)} FROM {table} ORDER BY rowid"
+
+
+def import_sqlite(path: str, kg: AgeKnowledgeGraph, *, batch_size: int = 500,
+                  progress: Optional[Callable[[str, int, int], None]] = None) -> ImportReport:
+    """Copy every entity and triple of the SQLite graph at ``path`` into ``kg``; verify ids at the end."""
+    started = time.perf_counter()
+    report = ImportReport(source=path)
+    src = _open_readonly(path)
+    try:
+        for table in ("entities", "triples"):
+            total = src.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            report.source_counts[table] = total
+            counts = {"inserted": 0, "updated": 0, "unchanged": 0}
+            done = 0
+            cursor = src.execute(_select(src, table))
+            while True:
+                rows = [dict(r) for r in cursor.fetchmany(batch_size)]
+                if not rows:
+                    break
+                for outcome in _write_batch(kg, table, rows):
+                    counts[outcome] += 1
+                done += len(rows)
+                if progress:
+                    progress(table, done, total)
+            report.written[table] = counts
+        report.verified = _verify(kg, src)
+    finally:
+        src.close()
+    kg._database().run(lambda conn: conn.execute(
+        f'ANALYZE "{kg._graph}"."Entity", "{kg._graph}"."Fact"'))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _write_batch(kg: AgeKnowledgeGraph, table: str, rows: list[dict]) -> list[str]:
+    statements = [kg._apply_statement(table, row, skip_unchanged=True) for row in rows]  # validate first
+    palace = kg._palace()
+
+    def work(conn):
+        with conn.cursor() as cur:
+            cur.executemany(statements[0][0], [{"palace": palace, **params} for _, params in statements],
+                            returning=True)
+            outcomes = []
+            while True:
+                outcomes.append(cur.fetchone()[0])
+                if not cur.nextset():
+                    break
+            return outcomes
+
+    return kg._run(lambda conn, _palace: work(conn), atomic=True)
+
+
+def _verify(kg: AgeKnowledgeGraph, src: sqlite3.Connection) -> dict:
+    """How many of the source's ids the graph holds, per table."""
+    graph, t = f'"{kg._graph}"', f'"{kg._schema}".kg_text'
+    queries = {
+        "entities": (f"SELECT count(*) FROM {graph}.\"Entity\" e WHERE {t}(e.properties, 'palace') = %s::text "
+                     f"AND {t}(e.properties, 'stub') IS NULL AND {t}(e.properties, 'entity_id') = ANY(%s)"),
+        "triples": (f"SELECT count(*) FROM {graph}.\"Fact\" f WHERE {t}(f.properties, 'palace') = %s::text "
+                    f"AND {t}(f.properties, 'triple_id') = ANY(%s)"),
+    }
+    found = {}
+    for table, query in queries.items():
+        ids = [r[0] for r in src.execute(f"SELECT DISTINCT id FROM {table}")]
+        total = 0
+        for i in range(0, len(ids), 10_000):
+            chunk = ids[i:i + 10_000]
+            total += kg._run(lambda conn, palace: conn.execute(query, (palace, chunk)).fetchone()[0])
+        found[table] = total
+    return found
+
+
+def print_progress(table: str, done: int, total: int) -> None:
+    """A one-line progress bar on stderr."""
+    width = 30
+    filled = int(width * done / total) if total else width
+    sys.stderr.write(f"\r  {table:<8} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()

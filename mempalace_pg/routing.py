@@ -1,0 +1,101 @@
+"""Hand MemPalace the AGE knowledge graph for palaces on the ``postgres`` backend.
+
+MemPalace 3.11 has no plugin seam for its knowledge graph: the MCP server, ``mine --source``, the
+fact checker and the Hermes integration construct ``mempalace.knowledge_graph.KnowledgeGraph(db_path=...)``
+themselves. MemPalace imports every installed backend plugin on its first ``mempalace.palace``
+import, before those modules bind the name, so :func:`install` (run when ``mempalace_pg`` is
+imported) rebinds it to :class:`KnowledgeGraph` below, which routes **per palace**:
+
+* ``db_path`` inside a palace directory holding our marker (``<palace>/knowledge_graph.sqlite3``:
+  MCP with ``--palace``, ``mine --source``, the fact checker) -> that palace's AGE graph;
+* MemPalace's default path ``~/.mempalace/knowledge_graph.sqlite3`` (MCP without ``--palace``) ->
+  the configured palace's AGE graph, if that palace is a postgres one;
+* a sibling of a postgres palace (Hermes keeps its graph beside the palace directory) -> that
+  palace's AGE graph, if it is the configured palace;
+* anything else -> MemPalace's own SQLite ``KnowledgeGraph``, untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+MARKER_FILENAME = "mempalace_pg.json"
+
+_SQLITE_CLASS = None
+
+
+def _has_marker(directory: str) -> bool:
+    try:
+        return os.path.isfile(os.path.join(directory, MARKER_FILENAME))
+    except (TypeError, ValueError):
+        return False
+
+
+def _configured_palace() -> Optional[str]:
+    try:
+        from mempalace.config import MempalaceConfig
+
+        return os.path.realpath(os.path.expanduser(MempalaceConfig().palace_path))
+    except Exception:  # noqa: BLE001 - no usable config: nothing to route to
+        return None
+
+
+def palace_for_kg_path(db_path: Optional[str]) -> Optional[str]:
+    """The postgres palace directory whose knowledge graph ``db_path`` names, or None (SQLite)."""
+    from mempalace import knowledge_graph as kgm
+
+    path = os.path.realpath(os.path.expanduser(db_path or kgm.DEFAULT_KG_PATH))
+    parent = os.path.dirname(path)
+    if _has_marker(parent):
+        return parent
+    configured = _configured_palace()
+    if configured is None or not _has_marker(configured):
+        return None
+    if path == os.path.realpath(os.path.expanduser(kgm.DEFAULT_KG_PATH)):
+        return configured
+    if os.path.dirname(configured) == parent:  # Hermes: <parent of palace>/knowledge_graph.sqlite3
+        return configured
+    return None
+
+
+def _sqlite_class():
+    global _SQLITE_CLASS
+    if _SQLITE_CLASS is None:
+        from mempalace import knowledge_graph as kgm
+
+        _SQLITE_CLASS = getattr(kgm, "_SQLITE_KNOWLEDGE_GRAPH", kgm.KnowledgeGraph)
+    return _SQLITE_CLASS
+
+
+class KnowledgeGraph:
+    """Drop-in for ``mempalace.knowledge_graph.KnowledgeGraph(db_path=None)``: the AGE graph for a
+    postgres palace, MemPalace's SQLite graph for every other one."""
+
+    def __new__(cls, db_path: Optional[str] = None):
+        palace = palace_for_kg_path(db_path)
+        if palace is None:
+            return _sqlite_class()(db_path)
+        from .graph import AgeKnowledgeGraph
+
+        return AgeKnowledgeGraph(db_path=db_path, palace_path=palace)
+
+
+def install() -> None:
+    """Rebind MemPalace's ``KnowledgeGraph`` name (idempotent); modules that already bound the
+    SQLite class (the MCP server, Hermes) are rebound too."""
+    try:
+        from mempalace import knowledge_graph as kgm
+    except ImportError:  # MemPalace not importable: nothing to hook
+        return
+    original = _sqlite_class()
+    kgm._SQLITE_KNOWLEDGE_GRAPH = original
+    kgm.KnowledgeGraph = KnowledgeGraph
+    for name in ("mempalace.mcp_server", "mempalace.integrations.hermes"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "KnowledgeGraph", None) is original:
+            module.KnowledgeGraph = KnowledgeGraph
+
+
+__all__ = ["KnowledgeGraph", "install", "palace_for_kg_path"]
