@@ -106,12 +106,15 @@ def test_mcp_kg_tools_land_in_age(tmp_path, pg_dsn, pg_schema):
 
     # It is in AGE: Cypher in the session schema's graph sees the facts with their provenance ...
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        palace_pk = conn.execute(f'SELECT palace_pk FROM "{pg_schema}".palaces WHERE palace_key = %s',
+                                 (str(palace),)).fetchone()[0]
         conn.execute("LOAD 'age'")
         conn.execute('SET search_path = ag_catalog, "$user", public')
         rows = conn.execute(
             f"SELECT * FROM cypher('{pg_schema}_kg', $$ MATCH (s:Entity)-[f:Fact]->(o:Entity) "
-            "WHERE s.entity_id = 'max' RETURN o.name, f.predicate, f.valid_to, f.source_drawer_id "
-            "ORDER BY f.predicate $$) AS (o agtype, p agtype, vt agtype, d agtype)").fetchall()
+            "WHERE s.entity_id = 'max' AND s.palace = $palace RETURN o.name, f.predicate, f.valid_to, "
+            "f.source_drawer_id ORDER BY f.predicate $$, %s) AS (o agtype, p agtype, vt agtype, d agtype)",
+            (json.dumps({"palace": palace_pk}),)).fetchall()
     assert rows == [('"Alice"', '"child_of"', None, '"drawer_9"'), ('"Chess"', '"loves"', '"2026-01-01"', None)]
     # ... and MemPalace did not fall back to a SQLite file anywhere.
     assert not (palace / "knowledge_graph.sqlite3").exists()

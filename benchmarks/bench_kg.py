@@ -1,0 +1,233 @@
+"""The AGE knowledge graph against MemPalace's SQLite KnowledgeGraph, same machine, one run.
+
+For each size (triples over 5,000 entities, ~8% of them closed), both graphs are filled with the same
+rows through their bulk paths (SQLite: executemany in one transaction; AGE: the replication primitive
+in batches), ANALYZEd (what autovacuum does within a minute), then timed on the public API:
+
+* ``add_triple``: throughput of the next 2,000 new facts at that size;
+* ``invalidate``: throughput of closing 1,000 open facts at that size;
+* ``query_entity(direction="both")`` with and without ``as_of``, ``timeline(limit=100)``: p50/p95;
+* for reference, the same entity lookup written as a parameterised Cypher ``MATCH`` (prepared).
+
+Usage:  python benchmarks/bench_kg.py --dsn postgresql://... [--sizes 10000 100000] [--write-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+ENTITIES = 5000
+PREDICATES = [f"rel_{i}" for i in range(40)]
+
+
+def make_rows(n: int, seed: int = 7):
+    rng = random.Random(seed)
+    entities = [{"id": f"entity_{i}", "name": f"Entity {i}", "type": "unknown", "properties": "{}",
+                 "created_at": "2026-01-01 00:00:00"} for i in range(ENTITIES)]
+    triples = []
+    for i in range(n):
+        s, o = rng.randrange(ENTITIES), rng.randrange(ENTITIES)
+        year = 2010 + rng.randrange(16)
+        vf = f"{year}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}"
+        vt = f"{year + 1 + rng.randrange(3)}-06-30" if rng.random() < 0.08 else None
+        triples.append({"id": f"t_entity_{s}_{PREDICATES[i % 40]}_entity_{o}_{i:012x}", "subject": f"entity_{s}",
+                        "predicate": PREDICATES[i % 40], "object": f"entity_{o}", "valid_from": vf, "valid_to": vt,
+                        "confidence": 1.0, "source_closet": None, "source_file": None, "source_drawer_id": None,
+                        "adapter_name": None, "extracted_at": "2026-01-01 00:00:00"})
+    return entities, triples
+
+
+def load_sqlite(kg, entities, triples):
+    conn = kg._conn()
+    with conn:
+        conn.executemany("INSERT INTO entities (id, name, type, properties, created_at) "
+                         "VALUES (:id, :name, :type, :properties, :created_at)", entities)
+        conn.executemany("INSERT INTO triples (id, subject, predicate, object, valid_from, valid_to, confidence, "
+                         "source_closet, source_file, source_drawer_id, adapter_name, extracted_at) VALUES "
+                         "(:id, :subject, :predicate, :object, :valid_from, :valid_to, :confidence, :source_closet, "
+                         ":source_file, :source_drawer_id, :adapter_name, :extracted_at)", triples)
+
+
+def load_age(kg, entities, triples):
+    from mempalace_pg.kg_import import _write_batch
+
+    for table, rows in (("entities", entities), ("triples", triples)):
+        for i in range(0, len(rows), 1000):
+            _write_batch(kg, table, rows[i:i + 1000])
+    kg._database().run(lambda c: c.execute(f'ANALYZE "{kg._graph}"."Entity", "{kg._graph}"."Fact"'))
+
+
+def timed(fn, n):
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        fn(i)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
+
+
+def run_size(n: int, dsn: str, schema: str) -> dict:
+    from mempalace_pg.config import Settings
+    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.routing import _sqlite_class
+
+    entities, triples = make_rows(n)
+    tmp = tempfile.mkdtemp(prefix="kgbench-")
+    sqlite_kg = _sqlite_class()(os.path.join(tmp, "knowledge_graph.sqlite3"))
+    age_kg = AgeKnowledgeGraph(palace_key=f"bench-{n}-{uuid.uuid4().hex[:8]}",
+                               settings=Settings.load({"dsn": dsn, "schema": schema}))
+    t = time.perf_counter()
+    load_sqlite(sqlite_kg, entities, triples)
+    load_s_sqlite = time.perf_counter() - t
+    t = time.perf_counter()
+    load_age(age_kg, entities, triples)
+    load_s_age = time.perf_counter() - t
+    result = {"triples": n, "load_s": {"sqlite": round(load_s_sqlite, 2), "age": round(load_s_age, 2)}}
+
+    rng = random.Random(n)
+    adds = [(f"Entity {rng.randrange(ENTITIES)}", f"new_rel_{rng.randrange(10)}", f"Entity {rng.randrange(ENTITIES)}",
+             f"2026-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}") for _ in range(2000)]
+    open_facts = [t for t in triples if t["valid_to"] is None]
+    closes = rng.sample(open_facts, 1000)
+    names = [f"Entity {rng.randrange(ENTITIES)}" for _ in range(2000)]
+    for label, kg in (("sqlite", sqlite_kg), ("age", age_kg)):
+        r = result.setdefault(label, {})
+        xs = timed(lambda i: kg.add_triple(*adds[i][:3], valid_from=adds[i][3]), len(adds))
+        r["add_triple_per_s"] = round(len(xs) / sum(xs))
+        xs = timed(lambda i: kg.invalidate(closes[i]["subject"].replace("entity_", "Entity "), closes[i]["predicate"],
+                                           closes[i]["object"].replace("entity_", "Entity "), ended="2027-01-01"),
+                   len(closes))
+        r["invalidate_per_s"] = round(len(xs) / sum(xs))
+        for key, fn in (("query_entity", lambda i: kg.query_entity(names[i], direction="both")),
+                        ("query_entity_as_of", lambda i: kg.query_entity(names[i], as_of="2018-06-01",
+                                                                         direction="both")),
+                        ("timeline_100", lambda i: kg.timeline(limit=100))):
+            count = 300 if key == "timeline_100" else len(names)
+            timed(fn, 20)  # warm-up (psycopg prepares a statement on its fifth use)
+            xs = timed(fn, count)
+            r[key] = {"p50_ms": round(pct(xs, 0.5), 3), "p95_ms": round(pct(xs, 0.95), 3)}
+    result["age"]["cypher_match_both"] = cypher_lookup(age_kg, names)
+    sqlite_kg.close()
+    return result
+
+
+def cypher_lookup(kg, names):
+    """The same one-entity lookup as a parameterised, prepared Cypher query (for reference)."""
+    import psycopg
+
+    with psycopg.connect(kg._settings.dsn, autocommit=True) as conn:
+        conn.execute("LOAD 'age'")
+        conn.execute('SET search_path = ag_catalog, "$user", public')
+        query = (f"SELECT * FROM cypher('{kg._graph}', $$ MATCH (v:Entity {{palace: $palace, entity_id: $eid}})"
+                 "-[f:Fact]-(o:Entity) RETURN f.predicate, o.name, f.valid_from, f.valid_to $$, %s) "
+                 "AS (p agtype, o agtype, vf agtype, vt agtype)")
+        palace = kg._palace()
+
+        def one(i):
+            eid = names[i].lower().replace(" ", "_")
+            conn.execute(query, (json.dumps({"palace": palace, "eid": eid}),), prepare=True).fetchall()
+
+        timed(one, 20)
+        xs = timed(one, 300)
+    return {"p50_ms": round(pct(xs, 0.5), 3), "p95_ms": round(pct(xs, 0.95), 3)}
+
+
+def versions(dsn):
+    import psycopg
+
+    import mempalace
+
+    with psycopg.connect(dsn) as conn:
+        pg = conn.execute("SHOW server_version").fetchone()[0]
+        age = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'age'").fetchone()
+    return {"postgres": pg, "age": age[0] if age else None, "mempalace": mempalace.__version__,
+            "python": platform.python_version(), "sqlite": __import__("sqlite3").sqlite_version}
+
+
+def render(report) -> str:
+    lines = [f"### Knowledge graph: AGE vs MemPalace's SQLite KnowledgeGraph ({report['date']})", "",
+             f"PostgreSQL {report['versions']['postgres']}, AGE {report['versions']['age']}, MemPalace "
+             f"{report['versions']['mempalace']}, SQLite {report['versions']['sqlite']}, Python "
+             f"{report['versions']['python']}; {ENTITIES} entities, ~8% of loaded facts closed; "
+             f"`python benchmarks/bench_kg.py --sizes {' '.join(str(r['triples']) for r in report['runs'])}`.", "",
+             "| triples | metric | SQLite | AGE | ratio | target |", "|---|---|---|---|---|---|"]
+    for r in report["runs"]:
+        n, s, a = r["triples"], r["sqlite"], r["age"]
+        big = n >= 100_000
+        rows = [
+            ("add_triple /s", s["add_triple_per_s"], a["add_triple_per_s"], a["add_triple_per_s"] / s["add_triple_per_s"],
+             "≥ 5x" if big else "≥ 1x"),
+            ("invalidate /s", s["invalidate_per_s"], a["invalidate_per_s"], a["invalidate_per_s"] / s["invalidate_per_s"],
+             "≥ 10x" if big else ""),
+        ]
+        for key, label, target in (("query_entity", "query_entity both p50 ms", "≤ 3x"),
+                                   ("query_entity_as_of", "query_entity as_of p50 ms", "≤ 3x"),
+                                   ("timeline_100", "timeline(100) p50 ms", "≤ 2x")):
+            rows.append((label, s[key]["p50_ms"], a[key]["p50_ms"], a[key]["p50_ms"] / s[key]["p50_ms"],
+                         target if big else ""))
+            rows.append((label.replace("p50", "p95"), s[key]["p95_ms"], a[key]["p95_ms"],
+                         a[key]["p95_ms"] / s[key]["p95_ms"], ""))
+        rows.append(("same lookup as prepared Cypher p50 ms", "", a["cypher_match_both"]["p50_ms"], None, ""))
+        rows.append(("bulk load s", r["load_s"]["sqlite"], r["load_s"]["age"], None, ""))
+        for label, sv, av, ratio, target in rows:
+            lines.append(f"| {n:,} | {label} | {sv} | {av} | {'' if ratio is None else f'{ratio:.2f}x'} | {target} |")
+    if len(report["runs"]) >= 2:
+        small, large = report["runs"][0]["age"], report["runs"][-1]["age"]
+        lines += ["", "AGE flatness, largest/smallest size: " + ", ".join(
+            f"{k} {large[k]['p50_ms'] / small[k]['p50_ms']:.2f}x" for k in ("query_entity", "query_entity_as_of",
+                                                                            "timeline_100"))
+            + f", add_triple/s {large['add_triple_per_s'] / small['add_triple_per_s']:.2f}x"]
+    lines += ["", "Ratios: AGE/SQLite for throughput (higher is better), AGE/SQLite for latency (lower is better).", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dsn", default=os.environ.get("MEMPALACE_PG_DSN"))
+    parser.add_argument("--schema", default="mempalace_bench")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--write-results", action="store_true", help="append the table to benchmarks/RESULTS.md")
+    parser.add_argument("--from-json", help="re-render a saved report")
+    args = parser.parse_args(argv)
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        if not args.dsn:
+            parser.error("--dsn or MEMPALACE_PG_DSN is required")
+        report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": versions(args.dsn),
+                  "runs": []}
+        for n in args.sizes:
+            print(f"[bench_kg] {n} triples ...", file=sys.stderr, flush=True)
+            report["runs"].append(run_size(n, args.dsn, args.schema))
+            print(json.dumps(report["runs"][-1]), file=sys.stderr, flush=True)
+        out = HERE / "out"
+        out.mkdir(exist_ok=True)
+        (out / "bench_kg.json").write_text(json.dumps(report, indent=2) + "\n")
+    text = render(report)
+    print(text)
+    if args.write_results:
+        with open(HERE / "RESULTS.md", "a", encoding="utf-8") as f:
+            f.write("\n" + text)
+
+
+if __name__ == "__main__":
+    main()
