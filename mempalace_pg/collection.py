@@ -790,8 +790,12 @@ class PostgresCollection(BaseCollection):
                 return MaintenanceResult(kind=kind, status="already_running")
             try:
                 if kind == "analyze":
-                    conn.execute(sql.SQL("ANALYZE {}").format(self._table))
-                    return MaintenanceResult(kind=kind, status="ran", stats={"table": rel})
+                    # the palace's knowledge graph shares the database: refresh its planner statistics too
+                    graph = f"{db.schema}_kg"
+                    conn.execute(sql.SQL("ANALYZE {}, {}, {}").format(
+                        self._table, sql.Identifier(graph, "Entity"), sql.Identifier(graph, "Fact")))
+                    return MaintenanceResult(kind=kind, status="ran",
+                                             stats={"table": rel, "graph": graph})
                 dim = self._dimension or self._fetch_dimension()
                 if dim is None:
                     return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})

@@ -32,6 +32,7 @@ export MEMPALACE_PG_SCHEMA=demo
 import os, psycopg
 with psycopg.connect(os.environ["MEMPALACE_PG_DSN"], autocommit=True) as conn:
     conn.execute("DROP SCHEMA IF EXISTS demo CASCADE")   # a fresh demo every run
+    conn.execute("SELECT ag_catalog.drop_graph('demo_kg', true) FROM ag_catalog.ag_graph WHERE name = 'demo_kg'")
 PY
 cp -r examples/corpus "$work/corpus"
 mp() { "$bin/mempalace" --palace "$work/palace" "$@" </dev/null; }
@@ -53,4 +54,34 @@ with psycopg.connect(os.environ["MEMPALACE_PG_DSN"]) as conn:
     print(f"{'wing':<10} {'room':<16} drawers")
     for wing, room, n in conn.execute("SELECT wing, room, count(*) FROM demo.drawers GROUP BY 1, 2 ORDER BY 1, 2"):
         print(f"{wing:<10} {room:<16} {n}")
+PY
+
+echo; echo "== the knowledge graph: facts written through MemPalace's own KnowledgeGraph class (as its MCP"
+echo "   server and 'mine --source' do), stored in Apache AGE in the same database"
+PALACE="$work/palace" "$py" - <<'PY'
+import os
+from mempalace.knowledge_graph import KnowledgeGraph   # mempalace-pg routes a postgres palace to AGE
+kg = KnowledgeGraph(db_path=os.path.join(os.environ["PALACE"], "knowledge_graph.sqlite3"))
+print("graph:", kg)
+kg.add_triple("Homelab NAS", "runs", "ZFS", valid_from="2023-02-01")
+kg.add_triple("Homelab NAS", "backs_up_to", "USB disk", valid_from="2023-02-01")
+kg.supersede("Homelab NAS", "backs_up_to", "USB disk", "Offsite B2 bucket", at="2025-09-01")
+kg.add_triple("Basil", "planted_in", "Balcony box", valid_from="2026-05-10")
+print("stats:", kg.stats())
+PY
+echo; echo "== mempalace-pg kg query 'Homelab NAS' --as-of 2024-06-01   (what was true then)"
+"$bin/mempalace-pg" kg query "Homelab NAS" --as-of 2024-06-01 --palace "$work/palace"
+echo; echo "== mempalace-pg kg query 'homelab nas'   (everything, current and ended)"
+"$bin/mempalace-pg" kg query "homelab nas" --palace "$work/palace"
+echo; echo "== the same facts through Cypher (what psql shows)"
+"$py" - <<'PY'
+import os, psycopg
+with psycopg.connect(os.environ["MEMPALACE_PG_DSN"], autocommit=True) as conn:
+    conn.execute("LOAD 'age'")
+    conn.execute('SET search_path = ag_catalog, "$user", public')
+    for row in conn.execute(
+            "SELECT * FROM cypher('demo_kg', $$ MATCH (s:Entity)-[f:Fact]->(o:Entity) "
+            "RETURN s.name, f.predicate, o.name, f.valid_from, f.valid_to ORDER BY f.valid_from, o.name $$) "
+            "AS (s agtype, p agtype, o agtype, vf agtype, vt agtype)"):
+        print(" | ".join("-" if v is None else v for v in row))
 PY
