@@ -60,9 +60,11 @@ echo; echo "== the knowledge graph: facts written through MemPalace's own Knowle
 echo "   server and 'mine --source' do), stored in Apache AGE in the same database"
 PALACE="$work/palace" "$py" - <<'PY'
 import os
-from mempalace.knowledge_graph import KnowledgeGraph   # mempalace-pg routes a postgres palace to AGE
+import mempalace.palace   # what MemPalace's CLI and MCP server import first: it loads the installed plugins
+from mempalace.knowledge_graph import KnowledgeGraph   # now routed: a postgres palace gets the AGE graph
 kg = KnowledgeGraph(db_path=os.path.join(os.environ["PALACE"], "knowledge_graph.sqlite3"))
 print("graph:", kg)
+assert not os.path.exists(os.path.join(os.environ["PALACE"], "knowledge_graph.sqlite3"))
 kg.add_triple("Homelab NAS", "runs", "ZFS", valid_from="2023-02-01")
 kg.add_triple("Homelab NAS", "backs_up_to", "USB disk", valid_from="2023-02-01")
 kg.supersede("Homelab NAS", "backs_up_to", "USB disk", "Offsite B2 bucket", at="2025-09-01")
