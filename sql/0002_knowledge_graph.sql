@@ -240,22 +240,16 @@ CREATE FUNCTION kg_add_entity(p_palace integer, p_key text, p_name text, p_type 
     DO UPDATE SET properties = excluded.properties
 $$;
 
--- MemPalace's add_triple. Returns the new triple id, or the id of the identical open fact.
-CREATE FUNCTION kg_add_triple(p_palace integer, p_subject_key text, p_subject_name text, p_predicate text,
-                              p_object_key text, p_object_name text, p_triple_id text, p_valid_from text,
-                              p_valid_to text, p_confidence double precision, p_source_closet text,
-                              p_source_file text, p_source_drawer_id text, p_adapter_name text)
-    RETURNS text
+-- Open (s, predicate, o) unless an identical fact is already open: returns the open fact's id.
+CREATE FUNCTION kg_open_fact(p_palace integer, s ag_catalog.graphid, p_predicate text, o ag_catalog.graphid,
+                             p_triple_id text, p_valid_from text, p_valid_to text, p_confidence double precision,
+                             p_source_closet text, p_source_file text, p_source_drawer_id text,
+                             p_adapter_name text) RETURNS text
     LANGUAGE plpgsql SET search_path FROM CURRENT
     AS $$
 DECLARE
-    s ag_catalog.graphid;
-    o ag_catalog.graphid;
     existing text;
 BEGIN
-    PERFORM kg_lock_fact(p_palace, p_subject_key, p_predicate, p_object_key);
-    s := kg_ensure_entity(p_palace, p_subject_key, p_subject_name);
-    o := kg_ensure_entity(p_palace, p_object_key, p_object_name);
     SELECT kg_text(properties, 'triple_id') INTO existing
     FROM :"graph"."Fact"
     WHERE start_id = s AND kg_text(properties, 'predicate') = p_predicate AND end_id = o
@@ -269,6 +263,26 @@ BEGIN
     VALUES (s, o, kg_fact_props(p_palace, p_triple_id, p_predicate, p_valid_from, p_valid_to, p_confidence,
                                 p_source_closet, p_source_file, p_source_drawer_id, p_adapter_name, kg_now()));
     RETURN p_triple_id;
+END
+$$;
+
+-- MemPalace's add_triple. Returns the new triple id, or the id of the identical open fact.
+CREATE FUNCTION kg_add_triple(p_palace integer, p_subject_key text, p_subject_name text, p_predicate text,
+                              p_object_key text, p_object_name text, p_triple_id text, p_valid_from text,
+                              p_valid_to text, p_confidence double precision, p_source_closet text,
+                              p_source_file text, p_source_drawer_id text, p_adapter_name text)
+    RETURNS text
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+DECLARE
+    s ag_catalog.graphid;
+    o ag_catalog.graphid;
+BEGIN
+    PERFORM kg_lock_fact(p_palace, p_subject_key, p_predicate, p_object_key);
+    s := kg_ensure_entity(p_palace, p_subject_key, p_subject_name);
+    o := kg_ensure_entity(p_palace, p_object_key, p_object_name);
+    RETURN kg_open_fact(p_palace, s, p_predicate, o, p_triple_id, p_valid_from, p_valid_to, p_confidence,
+                        p_source_closet, p_source_file, p_source_drawer_id, p_adapter_name);
 END
 $$;
 
@@ -334,7 +348,6 @@ CREATE FUNCTION kg_supersede(p_palace integer, p_subject_key text, p_subject_nam
 DECLARE
     s ag_catalog.graphid;
     n ag_catalog.graphid;
-    existing text;
 BEGIN
     -- both facts' locks, in a fixed order so two supersedes cannot deadlock
     PERFORM kg_lock_fact(p_palace, p_subject_key, p_predicate, k)
@@ -342,19 +355,8 @@ BEGIN
     s := kg_ensure_entity(p_palace, p_subject_key, p_subject_name);
     n := kg_ensure_entity(p_palace, p_new_key, p_new_name);
     PERFORM kg_close_open(p_palace, s, p_predicate, kg_find_vertex(p_palace, p_old_key), p_at, 'at');
-    SELECT kg_text(properties, 'triple_id') INTO existing
-    FROM :"graph"."Fact"
-    WHERE start_id = s AND kg_text(properties, 'predicate') = p_predicate AND end_id = n
-      AND kg_text(properties, 'valid_to') IS NULL
-    ORDER BY kg_text(properties, 'seq')::bigint
-    LIMIT 1;
-    IF existing IS NOT NULL THEN
-        RETURN existing;
-    END IF;
-    INSERT INTO :"graph"."Fact" (start_id, end_id, properties)
-    VALUES (s, n, kg_fact_props(p_palace, p_triple_id, p_predicate, p_at, NULL, p_confidence, p_source_closet,
-                                p_source_file, p_source_drawer_id, p_adapter_name, kg_now()));
-    RETURN p_triple_id;
+    RETURN kg_open_fact(p_palace, s, p_predicate, n, p_triple_id, p_at, NULL, p_confidence,
+                        p_source_closet, p_source_file, p_source_drawer_id, p_adapter_name);
 END
 $$;
 
