@@ -121,10 +121,8 @@ def _boundary(at: Optional[str]) -> str:
     _, sanitize, _ = _mp()
     if at is None:
         boundary = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    elif isinstance(at, str) and len(at) == 10 and at[4] == "-" and at[7] == "-":
-        boundary = f"{at}T00:00:00Z"
     else:
-        boundary = at
+        boundary = _start_key(at) if isinstance(at, str) else at
     return sanitize(boundary, "at")
 
 
@@ -432,18 +430,12 @@ class AgeKnowledgeGraph:
 
     def apply_row(self, table: str, row: dict) -> None:
         """Write one replicated row as given, keyed by its id (MemPalace: INSERT OR REPLACE)."""
-        self._apply(table, row, skip_unchanged=False)
-
-    def _apply(self, table: str, row: dict, *, skip_unchanged: bool, conn=None) -> str:
-        columns = _REPLICATION_COLUMNS.get(table)
-        if columns is None:
+        if _REPLICATION_COLUMNS.get(table) is None:
             raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
         if not row.get("id"):
             raise ValueError("replicated row is missing 'id'")
-        query, params = self._apply_statement(table, row, skip_unchanged)
-        if conn is not None:
-            return conn.execute(query, {"palace": self._palace(), **params}).fetchone()[0]
-        return self._one(query, **params)[0]
+        query, params = self._apply_statement(table, row, skip_unchanged=False)
+        self._one(query, **params)
 
     def _apply_statement(self, table: str, row: dict, skip_unchanged: bool) -> tuple[str, dict]:
         """The statement and parameters writing one replicated row (validated here)."""
@@ -498,7 +490,6 @@ class _Statements:
     def __init__(self, schema: str, graph: str):
         s, g = f'"{schema}"', f'"{graph}"'
         t = f"{s}.kg_text"
-        self.t = t
         entity, fact = f'{g}."Entity"', f'{g}."Fact"'
 
         def call(fn: str, *names: str) -> str:
