@@ -324,6 +324,36 @@ def test_bulk_load_then_index_and_query(make_collection):
     assert col.count() == 3000 and col.maintenance_state()["vector_index_valid"]
 
 
+@pytest.mark.parametrize("exact_scan_max", [0, 10_000])
+def test_wing_room_query_arms_agree_with_exact_answer(make_collection, monkeypatch, exact_scan_max):
+    """A wing/room filter is answered by the HNSW arm (many matching records) or by an exact scan
+    (few), chosen inside the statement from facet_counts; both give the exact top k here."""
+    import numpy as np
+
+    from mempalace_pg import collection as collection_module
+
+    monkeypatch.setattr(collection_module, "EXACT_SCAN_MAX", exact_scan_max)
+    col = make_collection()
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(600, 16)).astype("float32")
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    metas = [{"wing": f"w{i % 3}", "room": f"r{i % 2}"} for i in range(600)]
+    with col.bulk_load() as load:
+        load(ids=[f"d{i}" for i in range(600)], documents=[f"doc {i}" for i in range(600)],
+             metadatas=metas, embeddings=vectors.tolist())
+    assert col.maintenance_state()["vector_index_valid"]
+    for where, keep in (({"wing": "w1"}, lambda m: m["wing"] == "w1"),
+                        ({"$and": [{"wing": "w2"}, {"room": "r0"}]}, lambda m: m["wing"] == "w2" and m["room"] == "r0"),
+                        ({"wing": "absent"}, lambda m: False)):
+        mask = np.array([keep(m) for m in metas])
+        for q in vectors[:5]:
+            got = col.query(query_embeddings=[q.tolist()], n_results=10, where=where, include=["distances"])
+            order = np.argsort(1 - vectors[mask] @ q, kind="stable")[:10]
+            expected = [f"d{i}" for i in np.flatnonzero(mask)[order]]
+            assert got.ids[0] == expected
+            assert got.distances[0] == pytest.approx([float(1 - vectors[int(e[1:])] @ q) for e in expected], abs=1e-5)
+
+
 def test_reindex_recreates_a_missing_index(make_collection, pg_dsn):
     import psycopg
 
