@@ -14,3 +14,17 @@ __version__ = "0.1.0"
 from .routing import install as _install_kg_routing  # noqa: E402
 
 _install_kg_routing()
+
+__all__ = ["unit_of_work", "UnitOfWork", "PalaceSearch"]
+
+
+def __getattr__(name):  # the public API, imported on first use (keeps `import mempalace_pg` cheap)
+    if name in ("unit_of_work", "UnitOfWork"):
+        from . import atomic
+
+        return getattr(atomic, name)
+    if name == "PalaceSearch":
+        from .retrieval import PalaceSearch
+
+        return PalaceSearch
+    raise AttributeError(f"module 'mempalace_pg' has no attribute {name!r}")

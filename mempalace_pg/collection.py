@@ -44,8 +44,11 @@ if TYPE_CHECKING:
     from .bulk import BulkLoader
     from .database import Database
 
+#: The collection whose records are drawers (facts name them as their source_drawer_id).
+DRAWERS_COLLECTION = "mempalace_drawers"
 #: Batches at least this large go through COPY into a staging table instead of one INSERT.
 COPY_THRESHOLD = 2000
+_QUERY_VECTOR = object()  # stands for the query vector in a statement's parameter template
 _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
 # The HNSW index holds half-precision copies of the vectors (halfvec) and links each node to 12
 # neighbours (pgvector's default is 16): at 100k 384-d vectors it builds in 70% of the time of the
@@ -443,18 +446,32 @@ class PostgresCollection(BaseCollection):
         db = self._open()
         if self._read_only:
             raise PermissionError(f"collection {self.name!r} was opened read-only")
+        statement = self.delete_sql(ids=ids, where=where)
+        if statement is not None:
+            db.run(lambda conn: conn.execute(*statement))
+
+    def delete_sql(self, *, ids=None, where=None) -> Optional[tuple[sql.Composable, list]]:
+        """The one statement deleting these records (None when nothing is selected).
+
+        For drawers it also stamps the facts drawn from them (source_drawer_deleted_at), in the same
+        statement: see kg_mark_drawers_deleted in sql/0003_graph_and_drawers.sql."""
         condition, params = self._filters(where)
         if ids is None and not where:
-            return  # nothing selected: delete nothing (never the whole collection by accident)
+            return None  # nothing selected: delete nothing (never the whole collection by accident)
         parts = [condition]
         if ids is not None:
             ids = list(ids)
             if not ids:
-                return
+                return None
             parts.append(sql.SQL("id = ANY(%s::text[])"))
             params = params + [ids]
         query = sql.SQL("DELETE FROM {} WHERE {}").format(self._table, sql.SQL(" AND ").join(parts))
-        db.run(lambda conn: conn.execute(query, params))
+        if self.name == DRAWERS_COLLECTION:
+            query = sql.SQL("WITH gone AS ({} RETURNING id) SELECT {}((SELECT palace_pk FROM {} "
+                            "WHERE collection_pk = %s), array_agg(id)) FROM gone").format(
+                query, self._db.ident("kg_mark_drawers_deleted"), self._db.ident("collections"))
+            params = params + [self._pk]
+        return query, params
 
     # -- reads ----------------------------------------------------------------------------------
     def count(self) -> int:
@@ -605,6 +622,59 @@ class PostgresCollection(BaseCollection):
         parts = [sql.SQL("AND {} = %s::jsonb").format(sql.Identifier(k)) for k in keys]
         return sql.SQL(" ").join(parts), [json.dumps(v) for v in keys.values()]
 
+    def _wing_room_gate(self, keys: Optional[dict]) -> Optional[tuple[sql.Composable, list]]:
+        """How many records a wing/room filter matches, as SQL over facet_counts (None: no such filter)."""
+        if not keys:
+            return None
+        key_filter, key_params = self._facet_key_filter(keys)
+        return (sql.SQL("SELECT COALESCE(sum(n), 0) AS n FROM {} WHERE collection_pk = %s {}").format(
+            self._db.ident("facet_counts"), key_filter), [self._pk, *key_params])
+
+    def nearest_sql(self, columns: sql.Composable, condition: sql.Composable, cparams: list, q: Any, n: int,
+                    dim: int, *, filtered: bool, gate: Optional[tuple[sql.Composable, list]] = None,
+                    ) -> tuple[sql.Composable, list]:
+        """The statement (also usable as a subquery) of the ``n`` records nearest to ``q`` that meet
+        ``condition``: ``columns`` plus ``distance``, nearest first. Parameters are positional.
+
+        Up to three arms: the HNSW index over indexed rows (iterative scan, so a filter still fills n);
+        an exact scan over the few fresh rows not merged into the index yet; and, when ``gate`` (SQL
+        counting the records the filter can match, e.g. from facet_counts) says at most
+        EXACT_SCAN_MAX, an exact scan instead of both: scanning a thousand rows by B-tree beats walking
+        the graph for them, at recall 1.0. Arms not taken are cut off by one-time filters, inside the
+        same statement. The ANN arm walks the half-precision index and re-ranks by the exact distance;
+        a filtered search takes FILTERED_OVERSAMPLE times the candidates first, which lifts recall.
+        """
+        fmt = dict(cols=columns, vt=self._vector_type(dim), ht=self._half_type(dim), t=self._table,
+                   cond=condition)
+        candidates = FILTERED_OVERSAMPLE * n if filtered else n
+        parts, params, arms = [], [], ["ann", "fresh"]
+        gate_ann = sql.SQL("")
+        if gate is not None:
+            count_sql, count_params = gate
+            gate_ann = sql.SQL(" AND (SELECT n FROM matching) > {}").format(sql.Literal(EXACT_SCAN_MAX))
+            parts.append(sql.SQL("matching AS MATERIALIZED ({})").format(count_sql))
+            parts.append(sql.SQL(
+                "exact AS MATERIALIZED ("
+                " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
+                " WHERE {cond} AND (SELECT n FROM matching) <= {max} ORDER BY distance, id LIMIT %s)"
+            ).format(max=sql.Literal(EXACT_SCAN_MAX), **fmt))
+            params += [*count_params, q, *cparams, n]
+            arms.append("exact")
+        parts.append(sql.SQL(
+            "ann AS MATERIALIZED ("
+            " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
+            " WHERE vector_indexed AND {cond}{gate} ORDER BY embedding::{ht} <=> %s::{ht} LIMIT %s)"
+        ).format(gate=gate_ann, **fmt))
+        parts.append(sql.SQL(
+            "fresh AS MATERIALIZED ("
+            " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
+            " WHERE NOT vector_indexed AND {cond}{gate} ORDER BY distance LIMIT %s)").format(gate=gate_ann, **fmt))
+        params += [q, *cparams, q, candidates, q, *cparams, n, n]
+        union = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT * FROM {}").format(sql.Identifier(a)) for a in arms)
+        query = sql.SQL("WITH {} SELECT * FROM ({}) AS hits ORDER BY distance + 0, id LIMIT %s").format(
+            sql.SQL(", ").join(parts), union)
+        return query, params
+
     def query(self, *, query_texts=None, query_embeddings=None, n_results=10, where=None,
               where_document=None, include=None) -> QueryResult:
         """Nearest records by cosine distance (lower is closer), filters applied in SQL.
@@ -629,54 +699,16 @@ class PostgresCollection(BaseCollection):
             raise DimensionMismatchError(
                 f"query embeddings have {queries.shape[1]} dimensions; collection {self.name!r} holds {dim}")
         columns, names = self._columns(spec)
-        vtype = self._vector_type(dim)
-        # One statement, up to three arms: the HNSW index over indexed rows (iterative scan, so filters
-        # still fill k); an exact scan over the few fresh rows not merged into the index yet; and, for a
-        # wing/room filter known (from facet_counts, inside the same statement) to match at most
-        # EXACT_SCAN_MAX records, an exact scan instead of both: scanning a thousand rows by B-tree beats
-        # walking the graph for them, at recall 1.0. The arms not taken are cut off by one-time filters.
-        # The ANN arm walks the half-precision index and re-ranks by the exact distance; with a filter
-        # it takes FILTERED_OVERSAMPLE times the candidates first, which lifts recall.
         keys = wing_room_equalities(where) if not where_document else None
-        gate_ann = gate_exact = sql.SQL("")
-        gate_params: list = []
-        arms = ["ann", "fresh"]
-        if keys:
-            key_filter, key_params = self._facet_key_filter(keys)
-            gate_ann = sql.SQL(" AND (SELECT n FROM matching) > {}").format(sql.Literal(EXACT_SCAN_MAX))
-            gate_exact = sql.SQL(" AND (SELECT n FROM matching) <= {}").format(sql.Literal(EXACT_SCAN_MAX))
-            gate_params = [self._pk, *key_params]
-            arms.append("exact")
-        fmt = dict(cols=columns, vt=vtype, ht=self._half_type(dim), t=self._table, cond=condition)
-        parts = []
-        if keys:
-            parts.append(sql.SQL(
-                "matching AS MATERIALIZED (SELECT COALESCE(sum(n), 0) AS n FROM {fc}"
-                " WHERE collection_pk = %s {kf})").format(fc=self._db.ident("facet_counts"), kf=key_filter))
-            parts.append(sql.SQL(
-                "exact AS MATERIALIZED ("
-                " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
-                " WHERE {cond}{gate} ORDER BY distance, id LIMIT %s)").format(gate=gate_exact, **fmt))
-        parts.append(sql.SQL(
-            "ann AS MATERIALIZED ("
-            " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
-            " WHERE vector_indexed AND {cond}{gate} ORDER BY embedding::{ht} <=> %s::{ht} LIMIT %s)"
-        ).format(gate=gate_ann, **fmt))
-        parts.append(sql.SQL(
-            "fresh AS MATERIALIZED ("
-            " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
-            " WHERE NOT vector_indexed AND {cond}{gate} ORDER BY distance LIMIT %s)").format(gate=gate_ann, **fmt))
-        union = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT * FROM {}").format(sql.Identifier(a)) for a in arms)
-        query = sql.SQL("WITH {} SELECT * FROM ({}) AS hits ORDER BY distance + 0, id LIMIT %s").format(
-            sql.SQL(", ").join(parts), union)
-        candidates = n if not where and not where_document else FILTERED_OVERSAMPLE * n
+        filtered = bool(where or where_document)
         out: dict[str, list] = {"ids": [], "documents": [], "metadatas": [], "distances": [], "embeddings": []}
+
+        query, template = self.nearest_sql(columns, condition, fparams, _QUERY_VECTOR, n, dim,
+                                           filtered=filtered, gate=self._wing_room_gate(keys))
 
         def work(conn: psycopg.Connection) -> None:
             for q in queries:
-                params = ([*gate_params, q, *fparams, n] if keys else []) + [
-                    q, *fparams, q, candidates, q, *fparams, n, n]
-                rows = conn.execute(query, params).fetchall()
+                rows = conn.execute(query, [q if p is _QUERY_VECTOR else p for p in template]).fetchall()
                 res = self._to_result(rows, names, spec)
                 out["ids"].append(res.ids)
                 out["documents"].append(res.documents)
@@ -690,20 +722,16 @@ class PostgresCollection(BaseCollection):
             distances=out["distances"], embeddings=out["embeddings"] if spec.embeddings else None,
         )
 
-    def lexical_search(self, *, query: str, n_results: int = 10, where=None) -> LexicalResult:
-        """Full-text search in SQL, ranked like BM25 would: rare words count for more.
+    @staticmethod
+    def lexical_terms(query: Optional[str]) -> list[str]:
+        """The words lexical search looks for: every word of 2+ characters, lower-cased, once."""
+        return list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(query or "")))
 
-        Any query word of 2+ characters matches (as MemPalace's BM25 tokenises). Candidates come from
-        the GIN-indexed tsvector: all documents of a rare word, a bounded sample for a common one;
-        each is scored as the sum over the query words of idf(word) * ts_rank(document, word), with
-        idf from the word's document frequency (counted through the index up to a cap). One
-        statement; filters apply in SQL.
-        """
-        db = self._open()
-        terms = list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(query or "")))
-        if not terms or int(n_results) <= 0:
-            return LexicalResult(hits=[])
-        condition, params = self._filters(where)
+    def lexical_sql(self, terms: list[str], condition: sql.Composable, params: list, n: int
+                    ) -> tuple[sql.Composable, list]:
+        """The statement (also usable as a subquery) ranking records that meet ``condition`` by the
+        words ``terms``: id, document, metadata, score, best first. Parameters are positional."""
+        db = self._db
         # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP
         # (a word found that often is common and weighs little, so the exact count does not matter),
         # an idf weight, and candidates: every document of a rare word (fewer than the cap), a bounded
@@ -730,9 +758,26 @@ class PostgresCollection(BaseCollection):
             " FROM {t} AS r JOIN candidates USING (id) WHERE r.collection_pk = %s"
             " ORDER BY score DESC, r.id LIMIT %s"
         ).format(t=self._table, counts=db.ident("facet_counts"), cond=condition)
-        per_word = max(LEXICAL_CANDIDATES, 4 * int(n_results))
+        per_word = max(LEXICAL_CANDIDATES, 4 * n)
         args = [self._pk, terms, self._pk, LEXICAL_DF_CAP, LEXICAL_DF_CAP, *params,
-                LEXICAL_DF_CAP, *params, per_word, self._pk, int(n_results)]
+                LEXICAL_DF_CAP, *params, per_word, self._pk, n]
+        return stmt, args
+
+    def lexical_search(self, *, query: str, n_results: int = 10, where=None) -> LexicalResult:
+        """Full-text search in SQL, ranked like BM25 would: rare words count for more.
+
+        Any query word of 2+ characters matches (as MemPalace's BM25 tokenises). Candidates come from
+        the GIN-indexed tsvector: all documents of a rare word, a bounded sample for a common one;
+        each is scored as the sum over the query words of idf(word) * ts_rank(document, word), with
+        idf from the word's document frequency (counted through the index up to a cap). One
+        statement; filters apply in SQL.
+        """
+        db = self._open()
+        terms = self.lexical_terms(query)
+        if not terms or int(n_results) <= 0:
+            return LexicalResult(hits=[])
+        condition, params = self._filters(where)
+        stmt, args = self.lexical_sql(terms, condition, params, int(n_results))
         rows = db.run(lambda conn: conn.execute(stmt, args).fetchall())
         return LexicalResult(hits=[LexicalHit(id=r[0], document=r[1], metadata=r[2], score=float(r[3]))
                                    for r in rows if r[3] and r[3] > 0])

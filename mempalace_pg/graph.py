@@ -172,6 +172,18 @@ class AgeKnowledgeGraph:
         self._lock = threading.Lock()
         self._db = None
         self._palace_pk: Optional[int] = None
+        self._bound: Optional[psycopg.Connection] = None
+
+    def bound_to(self, conn: psycopg.Connection) -> "AgeKnowledgeGraph":
+        """A copy of this graph whose every call runs on ``conn`` (a unit of work's connection, in
+        its transaction) instead of taking one from the pool."""
+        import copy
+
+        self._palace()  # resolve the palace first, on a pooled connection of its own
+        bound = copy.copy(self)
+        bound._bound = conn
+        bound._lock = threading.Lock()
+        return bound
 
     # -- connection management ----------------------------------------------------------------
     def _database(self):
@@ -210,9 +222,14 @@ class AgeKnowledgeGraph:
         return pk
 
     def _run(self, work, *, atomic: bool = False):
-        """Run ``work(conn, palace_pk)``; bad-input errors raised in SQL become ValueError."""
+        """Run ``work(conn, palace_pk)``; bad-input errors raised in SQL become ValueError.
+
+        On a graph bound to a unit of work (:meth:`bound_to`) it runs on that connection, inside the
+        unit's transaction (a failed statement then fails the whole unit)."""
         palace = self._palace()
         try:
+            if self._bound is not None:
+                return work(self._bound, palace)
             return self._database().run(lambda conn: work(conn, palace), atomic=atomic)
         except psycopg.Error as exc:
             if getattr(exc, "sqlstate", None) == _BAD_INPUT_SQLSTATE:

@@ -1,0 +1,140 @@
+"""A unit of work on one palace: drawers and knowledge-graph facts in one transaction.
+
+    from mempalace_pg import unit_of_work
+
+    with unit_of_work(palace_path="~/.mempalace/palace") as uow:
+        uow.add_drawers(ids=["d1"], documents=["Alice moved to Lisbon in May."],
+                        metadatas=[{"wing": "people", "room": "alice"}], embeddings=[vector])
+        uow.add_triple("Alice", "lives_in", "Lisbon", valid_from="2026-05-01", source_drawer_id="d1")
+    # committed: the drawer and the fact are visible together, or (on any exception) neither is
+
+Everything runs on one pooled connection inside one transaction. ``uow.kg`` is the palace's full
+knowledge graph (MemPalace's ``KnowledgeGraph`` surface) bound to that transaction, so its reads see
+the unit's own uncommitted writes; ``uow.connection`` is there for raw SQL in the same transaction.
+
+The link rule: a fact added here that names ``source_drawer_id`` must name a drawer of this palace
+that exists in this transaction (added earlier in the unit, or already stored); otherwise
+``ValueError`` (and, if you let it propagate, the unit rolls back). Deleting a drawer keeps the facts
+drawn from it and stamps them ``source_drawer_deleted_at`` (sql/0003_graph_and_drawers.sql).
+
+A unit is not retried when the connection drops (your code between the writes cannot be replayed):
+the error propagates and nothing is committed.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+import psycopg
+from mempalace.backends import PalaceRef
+from psycopg import sql
+
+from . import indexing
+from .collection import DRAWERS_COLLECTION, PostgresCollection
+from .config import Settings
+from .graph import AgeKnowledgeGraph
+
+
+class UnitOfWork:
+    """Writes to one palace's drawers and knowledge graph inside one open transaction.
+
+    Obtain it from :func:`unit_of_work`; it is valid only inside that ``with`` block.
+    """
+
+    def __init__(self, drawers: PostgresCollection, kg: AgeKnowledgeGraph, conn: psycopg.Connection):
+        self.drawers = drawers
+        self.kg = kg
+        self.connection = conn
+        self._written = 0
+        self._exists = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE collection_pk = %s AND id = %s)").format(
+            drawers._table)
+
+    # -- drawers -----------------------------------------------------------------------------------
+    def add_drawers(self, *, ids, documents, embeddings, metadatas=None, replace: bool = False) -> None:
+        """Write drawers (validated first: nothing of a bad batch is written). ``replace=False`` is
+        ``add`` (an existing id fails the unit), ``replace=True`` is ``upsert``."""
+        col = self.drawers
+        ids, documents, metas, matrix = col._validate_batch(ids, documents, metadatas, embeddings)
+        if not ids:
+            return
+        dim = int(matrix.shape[1])
+        col._check_dimension(col._dimension, dim)
+        col._dimension = col._width_for_write(self.connection, dim)
+        try:
+            with self.connection.transaction():  # a savepoint: the error below leaves the unit usable
+                col.write_rows(self.connection, ids, documents, metas, matrix, replace=replace)
+        except psycopg.errors.UniqueViolation:
+            raise ValueError(f"drawer ids already exist in this palace ({ids[:5]}...); nothing of this "
+                             "batch was written (use replace=True to overwrite)") from None
+        self._written += len(ids)
+
+    def delete_drawers(self, ids) -> None:
+        """Delete drawers by id; facts drawn from them are kept and stamped (see the module doc)."""
+        statement = self.drawers.delete_sql(ids=ids)
+        if statement is not None:
+            self.connection.execute(*statement)
+
+    # -- facts -----------------------------------------------------------------------------------------
+    def _check_source(self, source_drawer_id: Optional[str]) -> None:
+        if source_drawer_id is None:
+            return
+        if not isinstance(source_drawer_id, str):
+            raise ValueError("source_drawer_id must be a string")
+        found = self.connection.execute(self._exists, (self.drawers._pk, source_drawer_id)).fetchone()[0]
+        if not found:
+            raise ValueError(f"source_drawer_id {source_drawer_id!r} is not a drawer of this palace; "
+                             "add the drawer first (in this unit of work or before it)")
+
+    def add_triple(self, subject: str, predicate: str, obj: str, **kwargs) -> str:
+        """MemPalace's ``KnowledgeGraph.add_triple`` in this transaction; ``source_drawer_id`` must
+        name a drawer of the palace. Returns the triple id."""
+        self._check_source(kwargs.get("source_drawer_id"))
+        return self.kg.add_triple(subject, predicate, obj, **kwargs)
+
+    def supersede(self, subject: str, predicate: str, old_obj: str, new_obj: str, **kwargs) -> str:
+        """MemPalace's ``KnowledgeGraph.supersede`` in this transaction (same link rule)."""
+        self._check_source(kwargs.get("source_drawer_id"))
+        return self.kg.supersede(subject, predicate, old_obj, new_obj, **kwargs)
+
+    def invalidate(self, subject: str, predicate: str, obj: str, ended: Optional[str] = None) -> None:
+        self.kg.invalidate(subject, predicate, obj, ended=ended)
+
+    def add_entity(self, name: str, entity_type: str = "unknown", properties: Optional[dict] = None) -> str:
+        return self.kg.add_entity(name, entity_type, properties)
+
+
+def open_drawers(palace_path: Optional[str] = None, *, palace_key: Optional[str] = None,
+                 namespace: Optional[str] = None, settings: Optional[Settings] = None,
+                 create: bool = True) -> tuple[PostgresCollection, AgeKnowledgeGraph]:
+    """The drawers collection and the knowledge graph of one postgres palace."""
+    from .backend import PostgresBackend
+
+    settings = settings or Settings.load()
+    kg = AgeKnowledgeGraph(palace_path=palace_path, palace_key=palace_key, namespace=namespace,
+                           settings=settings)
+    ref = PalaceRef(id=kg.palace_key, local_path=palace_path, namespace=kg.namespace)
+    collection = PostgresBackend().get_collection(
+        palace=ref, collection_name=DRAWERS_COLLECTION, create=create,
+        options={"dsn": settings.dsn, "schema": settings.schema})
+    return collection, kg
+
+
+@contextmanager
+def unit_of_work(palace_path: Optional[str] = None, *, palace_key: Optional[str] = None,
+                 namespace: Optional[str] = None, settings: Optional[Settings] = None) -> Iterator[UnitOfWork]:
+    """Open a unit of work on a postgres palace (by directory, or by ``palace_key``): one pooled
+    connection, one transaction, committed when the block ends and rolled back if it raises."""
+    drawers, kg = open_drawers(palace_path, palace_key=palace_key, namespace=namespace, settings=settings)
+    if drawers._read_only:
+        raise PermissionError("the palace's drawers were opened read-only")
+    kg._palace()
+    db = drawers._open()
+    with db.transaction() as conn:
+        uow = UnitOfWork(drawers, kg.bound_to(conn), conn)
+        yield uow
+    if uow._written:
+        indexing.after_write(drawers, uow._written)
+
+
+__all__ = ["UnitOfWork", "unit_of_work", "open_drawers"]

@@ -1,0 +1,406 @@
+"""Retrieval that joins the knowledge graph and the drawer vectors, each in one SQL statement.
+
+    from mempalace_pg.retrieval import PalaceSearch
+    search = PalaceSearch(palace_path="~/.mempalace/palace")
+    search.around_entity("Alice", query_vector, hops=2, as_of="2026-01-15")
+    search.facts_with_evidence("Alice", query_vector)
+    search.entities_for_query(query_vector)
+    search.hybrid("garden basil decision", query_vector, wing="home")
+
+Each method is one statement, so one round trip and one snapshot: the graph walk, the vector search
+and the joins all see the same committed state. Every value is a bound parameter. Query vectors come
+from the caller (MemPalace's embedder: see :func:`embed_query`).
+
+How the pieces are found:
+
+* **neighbourhood**: ``kg_neighbourhood()`` (sql/0003) walks the Fact label table breadth first, one
+  set-based query per hop over the start_id/end_id indexes, never revisiting an entity;
+* **facts within N hops**: the facts that touch an entity closer than N hops (the ones the walk
+  crossed), valid at ``as_of`` when given (half-open ``[valid_from, valid_to)``, as MemPalace's
+  ``query_entity``); without ``as_of`` every fact counts, as in MemPalace;
+* **evidence**: a fact's ``source_drawer_id`` joined to the palace's drawers by primary key;
+* **nearest drawers**: the backend's own search (HNSW with iterative scans, or an exact scan when the
+  candidate set is small), restricted in SQL.
+
+Unknown entities and empty graphs give empty answers (``entity_found`` tells which), never errors.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional, Sequence
+
+from mempalace.backends import CollectionNotInitializedError
+from psycopg import sql
+
+from .collection import DRAWERS_COLLECTION, PostgresCollection, as_matrix
+from .config import Settings
+from .graph import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
+
+#: Reciprocal rank fusion constant (the usual 60): a document's fused score is sum(1 / (k + rank)).
+RRF_K = 60
+#: How many candidates each ranking contributes to hybrid search (at least 4 x n_results).
+HYBRID_CANDIDATES = 50
+#: Hops allowed in a neighbourhood: 1..MAX_HOPS.
+MAX_HOPS = 6
+#: In "boost" mode, how much a drawer that is evidence for the neighbourhood gains (added to its
+#: cosine similarity, which lies in [-1, 1]).
+DEFAULT_BOOST = 0.1
+
+
+def embed_query(text: str) -> list[float]:
+    """Embed a query with MemPalace's configured embedder (as ``mempalace search`` does)."""
+    from mempalace.embedding import configured_embedding_function
+
+    ef = configured_embedding_function()
+    embed = getattr(ef, "embed_query", None)
+    vectors = embed(input=[text]) if callable(embed) else ef(input=[text])
+    vector = vectors[0]
+    return vector.tolist() if hasattr(vector, "tolist") else [float(x) for x in vector]
+
+
+class PalaceSearch:
+    """Graph-and-vector retrieval over one postgres palace (its drawers and its AGE graph).
+
+    Build it like :class:`~mempalace_pg.graph.AgeKnowledgeGraph`: with the palace directory, or with
+    ``palace_key`` (and ``namespace``) for a palace without one.
+    """
+
+    def __init__(self, palace_path: Optional[str] = None, *, palace_key: Optional[str] = None,
+                 namespace: Optional[str] = None, settings: Optional[Settings] = None):
+        self.settings = settings or Settings.load()
+        self.kg = AgeKnowledgeGraph(palace_path=palace_path, palace_key=palace_key, namespace=namespace,
+                                    settings=self.settings)
+        self.palace_path = palace_path
+        self._collection: Optional[PostgresCollection] = None
+        self._backend = None
+        s = sql.Identifier(self.settings.schema)
+        g = sql.Identifier(self.settings.graph)
+        self._fn = lambda name: sql.SQL("{}.{}").format(s, sql.Identifier(name))
+        self._entity = sql.SQL("{}.{}").format(g, sql.Identifier("Entity"))
+        self._fact = sql.SQL("{}.{}").format(g, sql.Identifier("Fact"))
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def drawers(self) -> Optional[PostgresCollection]:
+        """The palace's drawers collection (None while the palace has none)."""
+        if self._collection is None:
+            from .atomic import open_drawers
+
+            try:
+                self._collection, _ = open_drawers(self.palace_path, palace_key=self.kg.palace_key,
+                                                   namespace=self.kg.namespace, settings=self.settings,
+                                                   create=False)
+            except CollectionNotInitializedError:
+                return None
+            self._backend = self._collection._backend
+        return self._collection
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+        self._backend = self._collection = None
+        self.kg.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _vector(self, col: PostgresCollection, query_embedding: Sequence[float]) -> tuple[Any, int]:
+        matrix = as_matrix([query_embedding], [0], what="query embedding")
+        dim = col._dimension or col._fetch_dimension()
+        if dim is not None and matrix.shape[1] != dim:
+            from mempalace.backends import DimensionMismatchError
+
+            raise DimensionMismatchError(
+                f"query embedding has {matrix.shape[1]} dimensions; the palace's drawers have {dim}")
+        return matrix[0], dim
+
+    def _run(self, query: sql.Composable, params: list) -> tuple:
+        return self.kg._database().run(lambda conn: conn.execute(query, params).fetchone())
+
+    @staticmethod
+    def _as_of(as_of: Optional[str]) -> Optional[str]:
+        _, sanitize, _ = _mp()
+        as_of = sanitize(as_of, "as_of")
+        return _start_key(as_of) if as_of else None
+
+    @staticmethod
+    def _hops(hops: int) -> int:
+        hops = int(hops)
+        if not 1 <= hops <= MAX_HOPS:
+            raise ValueError(f"hops must be between 1 and {MAX_HOPS}, not {hops}")
+        return hops
+
+    @staticmethod
+    def _where(wing: Optional[str], room: Optional[str]) -> Optional[dict]:
+        clauses = [{k: v} for k, v in _keys(wing, room).items()]
+        return None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    def _fact_json(self, alias: str) -> sql.Composable:
+        """A fact as JSON: subject/object by name, predicate, validity, confidence, provenance."""
+        t = self._fn("kg_text")
+        f = sql.Identifier(alias)
+        return sql.SQL(
+            "jsonb_build_object('subject', coalesce({t}(s.properties, 'name'), {t}(s.properties, 'entity_id')),"
+            " 'predicate', {t}({f}.properties, 'predicate'),"
+            " 'object', coalesce({t}(o.properties, 'name'), {t}(o.properties, 'entity_id')),"
+            " 'valid_from', {t}({f}.properties, 'valid_from'), 'valid_to', {t}({f}.properties, 'valid_to'),"
+            " 'current', {t}({f}.properties, 'valid_to') IS NULL,"
+            " 'confidence', ({t}({f}.properties, 'confidence'))::float8,"
+            " 'triple_id', {t}({f}.properties, 'triple_id'),"
+            " 'source_drawer_id', {t}({f}.properties, 'source_drawer_id'),"
+            " 'source_drawer_deleted_at', {t}({f}.properties, 'source_drawer_deleted_at'))"
+        ).format(t=t, f=f)
+
+    # -- 1. search around an entity -------------------------------------------------------------
+    def around_entity(self, entity: str, query_embedding: Sequence[float], *, hops: int = 1,
+                      as_of: Optional[str] = None, n_results: int = 10, mode: str = "restrict",
+                      boost: float = DEFAULT_BOOST, wing: Optional[str] = None,
+                      room: Optional[str] = None) -> dict:
+        """Drawers most similar to the query among what is known about the entities within ``hops``
+        hops of ``entity`` (valid at ``as_of``).
+
+        ``mode="restrict"``: only drawers that are the source of a fact in that neighbourhood.
+        ``mode="boost"``: all drawers, those sources ranked up by ``boost`` (added to similarity).
+
+        Returns ``{"entity_found", "entities", "facts", "evidence_drawers", "hits"}``; each hit is
+        ``{"id", "document", "metadata", "distance", "similarity", "score", "evidence", "facts"}``
+        (``facts``: the neighbourhood's facts drawn from that drawer), best first.
+        """
+        if mode not in ("restrict", "boost"):
+            raise ValueError("mode must be 'restrict' or 'boost'")
+        entity = _text(entity, "entity", required=True)
+        hops, as_of_key, n = self._hops(hops), self._as_of(as_of), max(0, int(n_results))
+        col = self.drawers()
+        palace = self.kg._palace()
+        t = self._fn("kg_text")
+        valid = self._fn("kg_valid_at")
+        head = sql.SQL(
+            "WITH hood AS MATERIALIZED (SELECT vertex, depth FROM {nb}(%s, %s, %s, %s)),"
+            " facts AS MATERIALIZED (SELECT DISTINCT ON (f.id) f.id, f.start_id, f.end_id, f.properties"
+            "  FROM hood h CROSS JOIN LATERAL ("
+            "   SELECT * FROM {fact} f WHERE f.start_id = h.vertex UNION ALL"
+            "   SELECT * FROM {fact} f WHERE f.end_id = h.vertex) f"
+            "  WHERE h.depth < %s AND {valid}(f.properties, %s)),"
+            " evidence AS MATERIALIZED (SELECT DISTINCT {t}(properties, 'source_drawer_id') AS drawer_id FROM facts"
+            "  WHERE {t}(properties, 'source_drawer_id') IS NOT NULL)"
+        ).format(nb=self._fn("kg_neighbourhood"), fact=self._fact, valid=valid, t=t)
+        params: list = [palace, _entity_id(entity), hops, as_of_key, hops, as_of_key]
+        counts = sql.SQL("(SELECT count(*) FROM hood), (SELECT count(*) FROM facts), (SELECT count(*) FROM evidence)")
+        if col is None or n == 0:
+            row = self._run(sql.SQL("{} SELECT {}").format(head, counts), params)
+            return {"entity_found": row[0] > 0, "entities": row[0], "facts": row[1], "evidence_drawers": row[2],
+                    "hits": []}
+        q, dim = self._vector(col, query_embedding)
+        condition, cparams = col._filters(self._where(wing, room))
+        cols = sql.SQL("id")
+        in_evidence = sql.SQL("{} AND id IN (SELECT drawer_id FROM evidence)").format(condition)
+        near_evidence, p_evidence = col.nearest_sql(
+            cols, in_evidence, cparams, q, n if mode == "restrict" else max(n, 4 * n), dim, filtered=True,
+            gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), []))
+        if mode == "restrict":
+            ranked = sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(near_evidence)
+            rparams = p_evidence
+        else:
+            keys = _keys(wing, room)
+            near_all, p_all = col.nearest_sql(cols, condition, cparams, q, max(n, 4 * n), dim,
+                                              filtered=bool(keys), gate=col._wing_room_gate(keys))
+            ranked = sql.SQL(
+                "SELECT id, min(distance) AS distance, bool_or(evidence) AS evidence FROM ("
+                " SELECT id, distance, true AS evidence FROM ({}) AS e UNION ALL"
+                " SELECT id, distance, id IN (SELECT drawer_id FROM evidence) FROM ({}) AS a) AS u GROUP BY id"
+            ).format(near_evidence, near_all)
+            rparams = p_evidence + p_all
+        query = sql.SQL(
+            "{head}, ranked AS MATERIALIZED ({ranked}),"
+            " hits AS (SELECT r.id, d.document, d.metadata, r.distance, 1 - r.distance AS similarity,"
+            "  1 - r.distance + CASE WHEN r.evidence THEN %s ELSE 0 END AS score, r.evidence"
+            "  FROM ranked r JOIN {t_rec} d ON d.collection_pk = %s AND d.id = r.id"
+            "  WHERE (SELECT count(*) FROM hood) > 0"
+            "  ORDER BY score DESC, r.id LIMIT %s)"
+            " SELECT {counts}, (SELECT coalesce(jsonb_agg(jsonb_build_object("
+            "  'id', h.id, 'document', h.document, 'metadata', h.metadata, 'distance', h.distance,"
+            "  'similarity', h.similarity, 'score', h.score, 'evidence', h.evidence,"
+            "  'facts', (SELECT coalesce(jsonb_agg({fact_json} ORDER BY {t}(f.properties, 'seq')::bigint), '[]')"
+            "    FROM facts f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id"
+            "    WHERE {t}(f.properties, 'source_drawer_id') = h.id))"
+            "  ORDER BY h.score DESC, h.id), '[]') FROM hits h)"
+        ).format(head=head, ranked=ranked, t_rec=col._table, counts=counts, fact_json=self._fact_json("f"),
+                 t=t, entity=self._entity)
+        boost_value = float(boost) if mode == "boost" else 0.0
+        row = self._run(query, params + rparams + [boost_value, col._pk, n])
+        return {"entity_found": row[0] > 0, "entities": row[0], "facts": row[1], "evidence_drawers": row[2],
+                "hits": _load(row[3])}
+
+    # -- 2. facts with evidence -------------------------------------------------------------------
+    def facts_with_evidence(self, entity: str, query_embedding: Optional[Sequence[float]] = None, *,
+                            as_of: Optional[str] = None, direction: str = "both",
+                            limit: int = 100) -> dict:
+        """The facts about ``entity`` (valid at ``as_of``), each with the drawer it was drawn from and
+        that drawer's similarity to the query, best-supported first (similarity, then confidence; facts
+        without a drawer last).
+
+        Returns ``{"entity_found", "facts"}``; each fact is MemPalace's ``query_entity`` row (direction,
+        subject, predicate, object, valid_from, valid_to, confidence, current) plus ``triple_id``,
+        ``source_drawer_id``, ``evidence`` (``present``/``refiled``/``deleted``/``missing``/None) and
+        the drawer's ``document``, ``wing``, ``room`` and ``similarity`` (None without a query).
+        """
+        if direction not in ("outgoing", "incoming", "both"):
+            raise ValueError("direction must be 'outgoing', 'incoming' or 'both'")
+        entity = _text(entity, "entity", required=True)
+        as_of_key = self._as_of(as_of)
+        col = self.drawers()
+        palace = self.kg._palace()
+        t = self._fn("kg_text")
+        q = None
+        if query_embedding is not None and col is not None:
+            q, _ = self._vector(col, query_embedding)
+        arms = []
+        if direction in ("outgoing", "both"):
+            arms.append(sql.SQL("SELECT 'outgoing' AS direction, f.* FROM {fact} f WHERE f.start_id IN (SELECT id FROM v)"
+                                ).format(fact=self._fact))
+        if direction in ("incoming", "both"):
+            arms.append(sql.SQL("SELECT 'incoming' AS direction, f.* FROM {fact} f WHERE f.end_id IN (SELECT id FROM v)"
+                                ).format(fact=self._fact))
+        drawer_table = col._table if col is not None else None
+        if drawer_table is not None:
+            drawer = sql.SQL(
+                "LEFT JOIN {rec} d ON d.collection_pk = %s AND d.id = {t}(f.properties, 'source_drawer_id')"
+            ).format(rec=drawer_table, t=t)
+            similarity = sql.SQL("CASE WHEN d.id IS NULL OR %s::vector IS NULL THEN NULL"
+                                 " ELSE 1 - (d.embedding <=> %s::vector) END")
+            dparams = [col._pk]
+            sparams = [q, q]
+            d_cols = sql.SQL("d.id AS drawer, d.document, d.wing, d.room")
+        else:
+            drawer, similarity, dparams, sparams = sql.SQL(""), sql.SQL("NULL::float8"), [], []
+            d_cols = sql.SQL("NULL AS drawer, NULL AS document, NULL AS wing, NULL AS room")
+        query = sql.SQL(
+            "WITH v AS MATERIALIZED (SELECT e.id FROM {entity} e WHERE {t}(e.properties, 'palace') = %s::text"
+            "  AND {t}(e.properties, 'entity_id') = %s),"
+            " f AS (SELECT * FROM ({arms}) AS a WHERE {valid}(a.properties, %s)),"
+            " rows AS (SELECT f.direction, {fact_json} AS fact, {d_cols}, {similarity} AS similarity,"
+            "  {t}(f.properties, 'seq')::bigint AS seq"
+            "  FROM f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id {drawer}"
+            "  ORDER BY similarity DESC NULLS LAST, ({t}(f.properties, 'confidence'))::float8 DESC NULLS LAST,"
+            "  seq LIMIT %s)"
+            " SELECT (SELECT count(*) FROM v), (SELECT coalesce(jsonb_agg(rows.fact || jsonb_build_object("
+            "  'direction', rows.direction, 'drawer_found', rows.drawer IS NOT NULL, 'document', rows.document,"
+            "  'wing', rows.wing, 'room', rows.room, 'similarity', rows.similarity)"
+            "  ORDER BY rows.similarity DESC NULLS LAST, (rows.fact ->> 'confidence')::float8 DESC NULLS LAST,"
+            "  rows.seq), '[]') FROM rows)"
+        ).format(entity=self._entity, t=t, arms=sql.SQL(" UNION ALL ").join(arms), valid=self._fn("kg_valid_at"),
+                 fact_json=self._fact_json("f"), d_cols=d_cols, similarity=similarity, drawer=drawer)
+        row = self._run(query, [palace, _entity_id(entity), as_of_key, *sparams, *dparams, max(0, int(limit))])
+        facts = _load(row[1])
+        for fact in facts:
+            fact["evidence"] = _evidence(fact)
+            # MemPalace's query_entity names the queried entity as it was passed
+            fact["subject" if fact["direction"] == "outgoing" else "object"] = entity
+        return {"entity_found": row[0] > 0, "facts": facts}
+
+    # -- 3. entities related to a query -------------------------------------------------------------
+    def entities_for_query(self, query_embedding: Sequence[float], *, n_results: int = 10,
+                           drawers: int = 50, as_of: Optional[str] = None, wing: Optional[str] = None,
+                           room: Optional[str] = None) -> list[dict]:
+        """Entities ranked by the similarity of the drawers linked to them.
+
+        The ``drawers`` drawers nearest to the query (filtered by wing/room) are taken; every fact drawn
+        from one of them (valid at ``as_of``) links the drawer to its subject and object. An entity's
+        score is the best similarity among its linked drawers; ties go to the entity with more linked
+        drawers. Each result: ``{"entity_id", "name", "type", "score", "drawers", "facts", "best_drawer"}``.
+        """
+        col = self.drawers()
+        n = max(0, int(n_results))
+        if col is None or n == 0:
+            return []
+        palace = self.kg._palace()
+        q, dim = self._vector(col, query_embedding)
+        where = self._where(wing, room)
+        condition, cparams = col._filters(where)
+        keys = _keys(wing, room)
+        near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, q, max(1, int(drawers)), dim,
+                                       filtered=bool(keys), gate=col._wing_room_gate(keys))
+        t = self._fn("kg_text")
+        query = sql.SQL(
+            "WITH hits AS MATERIALIZED ({near}),"
+            " links AS MATERIALIZED (SELECT f.id AS edge, f.start_id, f.end_id, h.id AS drawer, 1 - h.distance AS similarity"
+            "  FROM hits h JOIN {fact} f ON {t}(f.properties, 'palace') = %s::text"
+            "  AND {t}(f.properties, 'source_drawer_id') = h.id WHERE {valid}(f.properties, %s)),"
+            " ends AS (SELECT start_id AS vertex, edge, drawer, similarity FROM links"
+            "  UNION SELECT end_id, edge, drawer, similarity FROM links),"
+            " ranked AS (SELECT vertex, max(similarity) AS score, count(DISTINCT drawer) AS drawers,"
+            "  count(DISTINCT edge) AS facts,"
+            "  (array_agg(drawer ORDER BY similarity DESC, drawer))[1] AS best_drawer FROM ends GROUP BY vertex),"
+            " top AS (SELECT {t}(e.properties, 'entity_id') AS entity_id, {t}(e.properties, 'name') AS name,"
+            "  {t}(e.properties, 'type') AS type, r.score, r.drawers, r.facts, r.best_drawer"
+            "  FROM ranked r JOIN {entity} e ON e.id = r.vertex WHERE {t}(e.properties, 'stub') IS NULL"
+            "  ORDER BY r.score DESC, r.drawers DESC, entity_id LIMIT %s)"
+            " SELECT coalesce(jsonb_agg(to_jsonb(top) ORDER BY score DESC, drawers DESC, entity_id), '[]') FROM top"
+        ).format(near=near, fact=self._fact, t=t, valid=self._fn("kg_valid_at"), entity=self._entity)
+        row = self._run(query, p_near + [palace, self._as_of(as_of), n])
+        return _load(row[0])
+
+    # -- 4. hybrid search -------------------------------------------------------------------------------
+    def hybrid(self, query_text: str, query_embedding: Sequence[float], *, n_results: int = 10,
+               wing: Optional[str] = None, room: Optional[str] = None, k: int = RRF_K,
+               candidates: int = HYBRID_CANDIDATES) -> list[dict]:
+        """Vector and full-text rankings fused by reciprocal rank fusion, in one statement.
+
+        Each ranking contributes its best ``max(candidates, 4 x n_results)`` drawers (full text: the
+        backend's ``lexical_search`` ranking, rare words weigh more); a drawer's score is
+        ``sum(1 / (k + rank))`` over the rankings it appears in. Each result: ``{"id", "document",
+        "metadata", "score", "vector_rank", "text_rank", "distance", "text_score"}``, best first.
+        """
+        col = self.drawers()
+        n = max(0, int(n_results))
+        if col is None or n == 0:
+            return []
+        q, dim = self._vector(col, query_embedding)
+        where = self._where(wing, room)
+        condition, cparams = col._filters(where)
+        keys = _keys(wing, room)
+        depth = max(int(candidates), 4 * n)
+        near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, q, depth, dim, filtered=bool(keys),
+                                       gate=col._wing_room_gate(keys))
+        terms = col.lexical_terms(_text(query_text, "query_text") or "")
+        lexical, p_lex = col.lexical_sql(terms, condition, cparams, depth)
+        query = sql.SQL(
+            "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank"
+            "  FROM ({near}) AS v),"
+            " lex AS MATERIALIZED (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank"
+            "  FROM ({lexical}) AS l WHERE score > 0),"
+            " fused AS (SELECT id, sum(1.0 / (%s + rank))::float8 AS score FROM ("
+            "  SELECT id, rank FROM vec UNION ALL SELECT id, rank FROM lex) AS u GROUP BY id"
+            "  ORDER BY score DESC, id LIMIT %s)"
+            " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, 'metadata', d.metadata,"
+            "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', vec.distance,"
+            "  'text_score', lex.score) ORDER BY f.score DESC, f.id), '[]')"
+            " FROM fused f JOIN {rec} d ON d.collection_pk = %s AND d.id = f.id"
+            " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
+        ).format(near=near, lexical=lexical, rec=col._table)
+        row = self._run(query, p_near + p_lex + [int(k), n, col._pk])
+        return _load(row[0])
+
+
+def _keys(wing: Optional[str], room: Optional[str]) -> dict:
+    """The wing/room equalities of a filter (validated text)."""
+    return {k: _text(v, k) for k, v in (("wing", wing), ("room", room)) if v is not None}
+
+
+def _load(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def _evidence(fact: dict) -> Optional[str]:
+    if fact.get("source_drawer_id") is None:
+        return None
+    if fact.get("drawer_found"):
+        return "refiled" if fact.get("source_drawer_deleted_at") else "present"
+    return "deleted" if fact.get("source_drawer_deleted_at") else "missing"
+
+
+__all__ = ["PalaceSearch", "embed_query", "RRF_K"]
