@@ -121,7 +121,8 @@ SELECT p.namespace, p.palace_key AS palace,
        kg_text(f.properties, 'adapter_name') AS adapter_name, kg_text(f.properties, 'extracted_at') AS extracted_at,
        kg_text(f.properties, 'triple_id') AS triple_id,
        kg_text(s.properties, 'entity_id') AS subject_id, kg_text(o.properties, 'entity_id') AS object_id,
-       f.id AS edge, f.properties AS fact_properties, p.palace_pk
+       f.id AS edge, f.start_id AS subject_vertex, f.end_id AS object_vertex, f.properties AS fact_properties,
+       p.palace_pk
 FROM :"graph"."Fact" f
 JOIN :"graph"."Entity" s ON s.id = f.start_id
 JOIN :"graph"."Entity" o ON o.id = f.end_id

@@ -58,6 +58,7 @@ def cli(embedding_url, tmp_path):
         return proc.stdout + proc.stderr
 
     run.palace = palace
+    run.env = env
     return run
 
 
@@ -105,3 +106,56 @@ def test_wake_up_reads_recent_drawers(cli, tmp_path):
     out = cli("wake-up")
     assert "No palace found" not in out
     assert "basil" in out or "PostgreSQL" in out or "ingest" in out
+
+
+def test_graph_and_vector_search_commands(cli, tmp_path, pg_env):
+    """`mempalace-pg search ...` on a palace mined by the real CLI, with facts drawn from its drawers,
+    embedding the query text with MemPalace's configured embedder (the same as `mempalace search`)."""
+    import json
+
+    from mempalace_pg.atomic import open_drawers
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    cli("init", "--backend", "postgres", "--yes", "--no-llm", str(corpus))
+    cli("--backend", "postgres", "mine", str(corpus))
+    drawers, kg = open_drawers(str(cli.palace), create=False)
+    rows = drawers.get(include=["documents", "metadatas"])
+    by_file = {Path(m["source_file"]).name: i for i, m in zip(rows.ids, rows.metadatas)}
+    garden, ingest = by_file["garden.md"], by_file["ingest.py"]
+    kg.add_triple("Alice", "tends", "Herb Garden", valid_from="2026-03-01", source_drawer_id=garden)
+    kg.add_triple("Herb Garden", "grows", "Basil", source_drawer_id=garden)
+    kg.add_triple("Alice", "maintains", "Ingest Script", source_drawer_id=ingest)
+
+    env = cli.env  # the same embedder settings as the mempalace CLI used
+    tool = str(Path(sys.executable).with_name("mempalace-pg"))
+
+    def pg(*args):
+        proc = subprocess.run([tool, *args, "--palace", str(cli.palace)], env=env, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    out = pg("search", "around", "Alice", "basil garden", "--hops", "2")
+    first = out.splitlines()[1]
+    assert out.startswith("Alice: 3 entities within 2 hop(s), 3 facts, 2 source drawers")
+    assert garden in first and "Alice —tends→ Herb Garden" in out and "Herb Garden —grows→ Basil" in out
+    data = json.loads(pg("search", "around", "Alice", "basil garden", "--hops", "1", "--json"))
+    assert [h["id"] for h in data["hits"]] == [garden, ingest] and data["entities"] == 3
+    out = pg("search", "around", "Nobody", "basil")
+    assert "no entity 'Nobody'" in out
+
+    out = pg("search", "facts", "Alice", "--query", "binary COPY drawers", "--as-of", "2026-06-01")
+    assert out.index("Ingest Script") < out.index("Herb Garden")  # the drawer nearer the query first
+    assert f"from drawer {ingest} (present)" in out
+    out = pg("search", "facts", "Alice", "--as-of", "2026-01-01")
+    assert "Herb Garden" not in out and "Ingest Script" in out
+
+    data = json.loads(pg("search", "entities", "basil garden", "--json", "--drawers", "1"))
+    assert {e["name"] for e in data} == {"Alice", "Herb Garden", "Basil"}
+    assert all(e["best_drawer"] == garden for e in data)
+
+    out = pg("search", "hybrid", "basil", "-n", "2")
+    assert out.splitlines()[0].split()[1] == garden and "text #1" in out.splitlines()[0]
+    out = pg("search", "hybrid", "basil", "--room", "code")
+    assert garden not in out
