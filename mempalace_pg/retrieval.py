@@ -13,8 +13,9 @@ from the caller (MemPalace's embedder: see :func:`embed_query`).
 
 How the pieces are found:
 
-* **neighbourhood**: ``kg_neighbourhood()`` (sql/0003) walks the Fact label table breadth first, one
-  set-based query per hop over the start_id/end_id indexes, never revisiting an entity;
+* **neighbourhood**: a breadth-first walk over the Fact label table written into the statement, one
+  set-based join per hop over the start_id/end_id indexes, never revisiting an entity (the same walk
+  as the ``kg_neighbourhood()`` SQL function of sql/0003, which is there for psql);
 * **facts within N hops**: the facts that touch an entity closer than N hops (the ones the walk
   crossed), valid at ``as_of`` when given (half-open ``[valid_from, valid_to)``, as MemPalace's
   ``query_entity``); without ``as_of`` every fact counts, as in MemPalace;
@@ -74,6 +75,7 @@ class PalaceSearch:
         self.palace_path = palace_path
         self._collection: Optional[PostgresCollection] = None
         self._backend = None
+        self._cache: dict[tuple, list] = {}
         s = sql.Identifier(self.settings.schema)
         g = sql.Identifier(self.settings.graph)
         self._fn = lambda name: sql.SQL("{}.{}").format(s, sql.Identifier(name))
@@ -121,6 +123,29 @@ class PalaceSearch:
     def _run(self, query: sql.Composable, params: list) -> tuple:
         return self.kg._database().run(lambda conn: conn.execute(query, params).fetchone())
 
+    def _statement(self, key: tuple, build) -> list:
+        """The statement of one query shape, built once: ``build()`` returns the composed SQL and its
+        parameter template, where :class:`_Slot` stands for a per-call value. Cached as SQL bytes, so a
+        repeated call neither composes nor renders SQL (and psycopg prepares it after a few uses)."""
+        entry = self._cache.get(key)
+        if entry is None:
+            query, template = build()
+            entry = self._cache[key] = [query, template]
+            if len(self._cache) > 256:
+                self._cache.pop(next(iter(self._cache)))
+        return entry
+
+    def _execute(self, entry: list, **values) -> tuple:
+        """Run a cached statement with this call's values; one round trip."""
+        params = [values[p.name] if isinstance(p, _Slot) else p for p in entry[1]]
+
+        def work(conn):
+            if not isinstance(entry[0], bytes):
+                entry[0] = entry[0].as_bytes(conn)
+            return conn.execute(entry[0], params).fetchone()
+
+        return self.kg._database().run(work)
+
     @staticmethod
     def _as_of(as_of: Optional[str]) -> Optional[str]:
         _, sanitize, _ = _mp()
@@ -155,6 +180,52 @@ class PalaceSearch:
             " 'source_drawer_deleted_at', {t}({f}.properties, 'source_drawer_deleted_at'))"
         ).format(t=t, f=f)
 
+    def _walk(self, palace: int, entity_id: str, hops: int, as_of_key: Optional[str]) -> tuple[sql.Composable, list]:
+        """CTEs of the neighbourhood, unrolled hop by hop (the statement is prepared once per ``hops``):
+
+        * ``w0`` the entity's vertex; ``e<d>`` the facts (valid at as_of) touching ``w<d-1>``; ``w<d>`` the
+          vertices those facts reach that no earlier hop reached (a hashed anti-join: nothing is
+          revisited, so a hop costs what its frontier touches);
+        * ``hood`` (vertex, depth) over w0..w<hops>; ``facts`` the distinct facts crossed (every fact
+          touching an entity closer than ``hops``), with their source drawer as a column; ``evidence``
+          those drawers.
+
+        The same walk as the kg_neighbourhood() SQL function, written into the statement so that it is
+        planned with it rather than run as separate queries inside a function."""
+        t, valid, fact = self._fn("kg_text"), self._fn("kg_valid_at"), self._fact
+        parts = [sql.SQL(
+            "w0 AS MATERIALIZED (SELECT e.id AS vertex FROM {entity} e"
+            " WHERE {t}(e.properties, 'palace') = %s::text AND {t}(e.properties, 'entity_id') = %s)"
+        ).format(entity=self._entity, t=t)]
+        params: list = [palace, entity_id]
+        for d in range(1, hops + 1):
+            seen = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT vertex FROM {}").format(sql.Identifier(f"w{k}"))
+                                               for k in range(d))
+            parts.append(sql.SQL(
+                "{e} AS MATERIALIZED ("
+                " SELECT f.id, f.start_id, f.end_id, f.properties, f.end_id AS other FROM {prev} w"
+                "  JOIN {fact} f ON f.start_id = w.vertex WHERE {valid}(f.properties, %s)"
+                " UNION ALL"
+                " SELECT f.id, f.start_id, f.end_id, f.properties, f.start_id FROM {prev} w"
+                "  JOIN {fact} f ON f.end_id = w.vertex WHERE {valid}(f.properties, %s)),"
+                " {w} AS MATERIALIZED (SELECT DISTINCT other AS vertex FROM {e}"
+                "  WHERE other NOT IN ({seen}))"
+            ).format(e=sql.Identifier(f"e{d}"), w=sql.Identifier(f"w{d}"), prev=sql.Identifier(f"w{d - 1}"),
+                     fact=fact, valid=valid, seen=seen))
+            params += [as_of_key, as_of_key]
+        hood = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT vertex, {} AS depth FROM {}").format(
+            sql.Literal(d), sql.Identifier(f"w{d}")) for d in range(hops + 1))
+        crossed = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT id, start_id, end_id, properties FROM {}").format(
+            sql.Identifier(f"e{d}")) for d in range(1, hops + 1))
+        parts.append(sql.SQL(
+            "hood AS MATERIALIZED ({hood}),"
+            " facts AS MATERIALIZED (SELECT DISTINCT ON (c.id) c.id, c.start_id, c.end_id, c.properties,"
+            "  {t}(c.properties, 'source_drawer_id') AS drawer, {t}(c.properties, 'seq')::bigint AS seq"
+            "  FROM ({crossed}) AS c),"
+            " evidence AS MATERIALIZED (SELECT DISTINCT drawer AS drawer_id FROM facts WHERE drawer IS NOT NULL)"
+        ).format(hood=hood, crossed=crossed, t=t))
+        return sql.SQL("WITH ") + sql.SQL(", ").join(parts), params
+
     # -- 1. search around an entity -------------------------------------------------------------
     def around_entity(self, entity: str, query_embedding: Sequence[float], *, hops: int = 1,
                       as_of: Optional[str] = None, n_results: int = 10, mode: str = "restrict",
@@ -176,64 +247,59 @@ class PalaceSearch:
         hops, as_of_key, n = self._hops(hops), self._as_of(as_of), max(0, int(n_results))
         col = self.drawers()
         palace = self.kg._palace()
-        t = self._fn("kg_text")
-        valid = self._fn("kg_valid_at")
-        head = sql.SQL(
-            "WITH hood AS MATERIALIZED (SELECT vertex, depth FROM {nb}(%s, %s, %s, %s)),"
-            " facts AS MATERIALIZED (SELECT DISTINCT ON (f.id) f.id, f.start_id, f.end_id, f.properties"
-            "  FROM hood h CROSS JOIN LATERAL ("
-            "   SELECT * FROM {fact} f WHERE f.start_id = h.vertex UNION ALL"
-            "   SELECT * FROM {fact} f WHERE f.end_id = h.vertex) f"
-            "  WHERE h.depth < %s AND {valid}(f.properties, %s)),"
-            " evidence AS MATERIALIZED (SELECT DISTINCT {t}(properties, 'source_drawer_id') AS drawer_id FROM facts"
-            "  WHERE {t}(properties, 'source_drawer_id') IS NOT NULL)"
-        ).format(nb=self._fn("kg_neighbourhood"), fact=self._fact, valid=valid, t=t)
-        params: list = [palace, _entity_id(entity), hops, as_of_key, hops, as_of_key]
-        counts = sql.SQL("(SELECT count(*) FROM hood), (SELECT count(*) FROM facts), (SELECT count(*) FROM evidence)")
-        if col is None or n == 0:
-            row = self._run(sql.SQL("{} SELECT {}").format(head, counts), params)
-            return {"entity_found": row[0] > 0, "entities": row[0], "facts": row[1], "evidence_drawers": row[2],
-                    "hits": []}
-        q, dim = self._vector(col, query_embedding)
-        condition, cparams = col._filters(self._where(wing, room))
-        cols = sql.SQL("id")
-        in_evidence = sql.SQL("{} AND id IN (SELECT drawer_id FROM evidence)").format(condition)
-        near_evidence, p_evidence = col.nearest_sql(
-            cols, in_evidence, cparams, q, n if mode == "restrict" else max(n, 4 * n), dim, filtered=True,
-            gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), []))
-        if mode == "restrict":
-            ranked = sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(near_evidence)
-            rparams = p_evidence
-        else:
-            keys = _keys(wing, room)
-            near_all, p_all = col.nearest_sql(cols, condition, cparams, q, max(n, 4 * n), dim,
-                                              filtered=bool(keys), gate=col._wing_room_gate(keys))
-            ranked = sql.SQL(
-                "SELECT id, min(distance) AS distance, bool_or(evidence) AS evidence FROM ("
-                " SELECT id, distance, true AS evidence FROM ({}) AS e UNION ALL"
-                " SELECT id, distance, id IN (SELECT drawer_id FROM evidence) FROM ({}) AS a) AS u GROUP BY id"
-            ).format(near_evidence, near_all)
-            rparams = p_evidence + p_all
-        query = sql.SQL(
-            "{head}, ranked AS MATERIALIZED ({ranked}),"
-            " hits AS (SELECT r.id, d.document, d.metadata, r.distance, 1 - r.distance AS similarity,"
-            "  1 - r.distance + CASE WHEN r.evidence THEN %s ELSE 0 END AS score, r.evidence"
-            "  FROM ranked r JOIN {t_rec} d ON d.collection_pk = %s AND d.id = r.id"
-            "  WHERE (SELECT count(*) FROM hood) > 0"
-            "  ORDER BY score DESC, r.id LIMIT %s)"
-            " SELECT {counts}, (SELECT coalesce(jsonb_agg(jsonb_build_object("
-            "  'id', h.id, 'document', h.document, 'metadata', h.metadata, 'distance', h.distance,"
-            "  'similarity', h.similarity, 'score', h.score, 'evidence', h.evidence,"
-            "  'facts', (SELECT coalesce(jsonb_agg({fact_json} ORDER BY {t}(f.properties, 'seq')::bigint), '[]')"
-            "    FROM facts f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id"
-            "    WHERE {t}(f.properties, 'source_drawer_id') = h.id))"
-            "  ORDER BY h.score DESC, h.id), '[]') FROM hits h)"
-        ).format(head=head, ranked=ranked, t_rec=col._table, counts=counts, fact_json=self._fact_json("f"),
-                 t=t, entity=self._entity)
-        boost_value = float(boost) if mode == "boost" else 0.0
-        row = self._run(query, params + rparams + [boost_value, col._pk, n])
+        keys = _keys(wing, room)
+        values = {"entity": _entity_id(entity), "as_of": as_of_key}
+        if col is not None and n > 0:
+            values["q"], dim = self._vector(col, query_embedding)
+
+        def build():
+            t = self._fn("kg_text")
+            head, params = self._walk(palace, ENTITY, hops, AS_OF)
+            counts = sql.SQL("(SELECT count(*) FROM hood), (SELECT count(*) FROM facts), "
+                             "(SELECT count(*) FROM evidence)")
+            if col is None or n == 0:
+                return sql.SQL("{} SELECT {}").format(head, counts), params
+            condition, cparams = col._filters(self._where(wing, room))
+            cols = sql.SQL("id")
+            in_evidence = sql.SQL("{} AND id IN (SELECT drawer_id FROM evidence)").format(condition)
+            near_evidence, p_evidence = col.nearest_sql(
+                cols, in_evidence, cparams, Q, n if mode == "restrict" else max(n, 4 * n), dim, filtered=True,
+                gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), []))
+            if mode == "restrict":
+                ranked = sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(near_evidence)
+                rparams = p_evidence
+            else:
+                near_all, p_all = col.nearest_sql(cols, condition, cparams, Q, max(n, 4 * n), dim,
+                                                  filtered=bool(keys), gate=col._wing_room_gate(keys))
+                ranked = sql.SQL(
+                    "SELECT id, min(distance) AS distance, bool_or(evidence) AS evidence FROM ("
+                    " SELECT id, distance, true AS evidence FROM ({}) AS e UNION ALL"
+                    " SELECT id, distance, id IN (SELECT drawer_id FROM evidence) FROM ({}) AS a) AS u GROUP BY id"
+                ).format(near_evidence, near_all)
+                rparams = p_evidence + p_all
+            query = sql.SQL(
+                "{head}, ranked AS MATERIALIZED ({ranked}),"
+                " hits AS (SELECT r.id, d.document, d.metadata, r.distance, 1 - r.distance AS similarity,"
+                "  1 - r.distance + CASE WHEN r.evidence THEN %s ELSE 0 END AS score, r.evidence"
+                "  FROM ranked r JOIN {t_rec} d ON d.collection_pk = %s AND d.id = r.id"
+                "  WHERE (SELECT count(*) FROM hood) > 0"
+                "  ORDER BY score DESC, r.id LIMIT %s)"
+                " SELECT {counts}, (SELECT coalesce(jsonb_agg(jsonb_build_object("
+                "  'id', h.id, 'document', h.document, 'metadata', h.metadata, 'distance', h.distance,"
+                "  'similarity', h.similarity, 'score', h.score, 'evidence', h.evidence,"
+                "  'facts', (SELECT coalesce(jsonb_agg({fact_json} ORDER BY f.seq), '[]')"
+                "    FROM facts f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id"
+                "    WHERE f.drawer = h.id))"
+                "  ORDER BY h.score DESC, h.id), '[]') FROM hits h)"
+            ).format(head=head, ranked=ranked, t_rec=col._table, counts=counts, fact_json=self._fact_json("f"),
+                     t=t, entity=self._entity)
+            boost_value = float(boost) if mode == "boost" else 0.0
+            return query, params + rparams + [boost_value, col._pk, n]
+
+        key = ("around", hops, mode, float(boost), n, tuple(keys.items()), col is None)
+        row = self._execute(self._statement(key, build), **values)
         return {"entity_found": row[0] > 0, "entities": row[0], "facts": row[1], "evidence_drawers": row[2],
-                "hits": _load(row[3])}
+                "hits": _load(row[3]) if len(row) > 3 else []}
 
     # -- 2. facts with evidence -------------------------------------------------------------------
     def facts_with_evidence(self, entity: str, query_embedding: Optional[Sequence[float]] = None, *,
@@ -254,47 +320,51 @@ class PalaceSearch:
         as_of_key = self._as_of(as_of)
         col = self.drawers()
         palace = self.kg._palace()
-        t = self._fn("kg_text")
-        q = None
+        values = {"entity": _entity_id(entity), "as_of": as_of_key, "limit": max(0, int(limit)), "q": None}
         if query_embedding is not None and col is not None:
-            q, _ = self._vector(col, query_embedding)
-        arms = []
-        if direction in ("outgoing", "both"):
-            arms.append(sql.SQL("SELECT 'outgoing' AS direction, f.* FROM {fact} f WHERE f.start_id IN (SELECT id FROM v)"
-                                ).format(fact=self._fact))
-        if direction in ("incoming", "both"):
-            arms.append(sql.SQL("SELECT 'incoming' AS direction, f.* FROM {fact} f WHERE f.end_id IN (SELECT id FROM v)"
-                                ).format(fact=self._fact))
-        drawer_table = col._table if col is not None else None
-        if drawer_table is not None:
-            drawer = sql.SQL(
-                "LEFT JOIN {rec} d ON d.collection_pk = %s AND d.id = {t}(f.properties, 'source_drawer_id')"
-            ).format(rec=drawer_table, t=t)
-            similarity = sql.SQL("CASE WHEN d.id IS NULL OR %s::vector IS NULL THEN NULL"
-                                 " ELSE 1 - (d.embedding <=> %s::vector) END")
-            dparams = [col._pk]
-            sparams = [q, q]
-            d_cols = sql.SQL("d.id AS drawer, d.document, d.wing, d.room")
-        else:
-            drawer, similarity, dparams, sparams = sql.SQL(""), sql.SQL("NULL::float8"), [], []
-            d_cols = sql.SQL("NULL AS drawer, NULL AS document, NULL AS wing, NULL AS room")
-        query = sql.SQL(
-            "WITH v AS MATERIALIZED (SELECT e.id FROM {entity} e WHERE {t}(e.properties, 'palace') = %s::text"
-            "  AND {t}(e.properties, 'entity_id') = %s),"
-            " f AS (SELECT * FROM ({arms}) AS a WHERE {valid}(a.properties, %s)),"
-            " rows AS (SELECT f.direction, {fact_json} AS fact, {d_cols}, {similarity} AS similarity,"
-            "  {t}(f.properties, 'seq')::bigint AS seq"
-            "  FROM f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id {drawer}"
-            "  ORDER BY similarity DESC NULLS LAST, ({t}(f.properties, 'confidence'))::float8 DESC NULLS LAST,"
-            "  seq LIMIT %s)"
-            " SELECT (SELECT count(*) FROM v), (SELECT coalesce(jsonb_agg(rows.fact || jsonb_build_object("
-            "  'direction', rows.direction, 'drawer_found', rows.drawer IS NOT NULL, 'document', rows.document,"
-            "  'wing', rows.wing, 'room', rows.room, 'similarity', rows.similarity)"
-            "  ORDER BY rows.similarity DESC NULLS LAST, (rows.fact ->> 'confidence')::float8 DESC NULLS LAST,"
-            "  rows.seq), '[]') FROM rows)"
-        ).format(entity=self._entity, t=t, arms=sql.SQL(" UNION ALL ").join(arms), valid=self._fn("kg_valid_at"),
-                 fact_json=self._fact_json("f"), d_cols=d_cols, similarity=similarity, drawer=drawer)
-        row = self._run(query, [palace, _entity_id(entity), as_of_key, *sparams, *dparams, max(0, int(limit))])
+            values["q"], _ = self._vector(col, query_embedding)
+
+        def build():
+            t = self._fn("kg_text")
+            arms = []
+            if direction in ("outgoing", "both"):
+                arms.append(sql.SQL("SELECT 'outgoing' AS direction, f.* FROM {fact} f WHERE f.start_id IN (SELECT id FROM v)"
+                                    ).format(fact=self._fact))
+            if direction in ("incoming", "both"):
+                arms.append(sql.SQL("SELECT 'incoming' AS direction, f.* FROM {fact} f WHERE f.end_id IN (SELECT id FROM v)"
+                                    ).format(fact=self._fact))
+            drawer_table = col._table if col is not None else None
+            if drawer_table is not None:
+                drawer = sql.SQL(
+                    "LEFT JOIN {rec} d ON d.collection_pk = %s AND d.id = {t}(f.properties, 'source_drawer_id')"
+                ).format(rec=drawer_table, t=t)
+                similarity = sql.SQL("CASE WHEN d.id IS NULL OR %s::vector IS NULL THEN NULL"
+                                     " ELSE 1 - (d.embedding <=> %s::vector) END")
+                dparams = [col._pk]
+                sparams = [Q, Q]
+                d_cols = sql.SQL("d.id AS drawer, d.document, d.wing, d.room")
+            else:
+                drawer, similarity, dparams, sparams = sql.SQL(""), sql.SQL("NULL::float8"), [], []
+                d_cols = sql.SQL("NULL AS drawer, NULL AS document, NULL AS wing, NULL AS room")
+            query = sql.SQL(
+                "WITH v AS MATERIALIZED (SELECT e.id FROM {entity} e WHERE {t}(e.properties, 'palace') = %s::text"
+                "  AND {t}(e.properties, 'entity_id') = %s),"
+                " f AS (SELECT * FROM ({arms}) AS a WHERE {valid}(a.properties, %s)),"
+                " rows AS (SELECT f.direction, {fact_json} AS fact, {d_cols}, {similarity} AS similarity,"
+                "  {t}(f.properties, 'seq')::bigint AS seq"
+                "  FROM f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id {drawer}"
+                "  ORDER BY similarity DESC NULLS LAST, ({t}(f.properties, 'confidence'))::float8 DESC NULLS LAST,"
+                "  seq LIMIT %s)"
+                " SELECT (SELECT count(*) FROM v), (SELECT coalesce(jsonb_agg(rows.fact || jsonb_build_object("
+                "  'direction', rows.direction, 'drawer_found', rows.drawer IS NOT NULL, 'document', rows.document,"
+                "  'wing', rows.wing, 'room', rows.room, 'similarity', rows.similarity)"
+                "  ORDER BY rows.similarity DESC NULLS LAST, (rows.fact ->> 'confidence')::float8 DESC NULLS LAST,"
+                "  rows.seq), '[]') FROM rows)"
+            ).format(entity=self._entity, t=t, arms=sql.SQL(" UNION ALL ").join(arms), valid=self._fn("kg_valid_at"),
+                     fact_json=self._fact_json("f"), d_cols=d_cols, similarity=similarity, drawer=drawer)
+            return query, [palace, ENTITY, AS_OF, *sparams, *dparams, LIMIT]
+
+        row = self._execute(self._statement(("facts", direction, col is None), build), **values)
         facts = _load(row[1])
         for fact in facts:
             fact["evidence"] = _evidence(fact)
@@ -318,30 +388,38 @@ class PalaceSearch:
         if col is None or n == 0:
             return []
         palace = self.kg._palace()
-        q, dim = self._vector(col, query_embedding)
-        where = self._where(wing, room)
-        condition, cparams = col._filters(where)
         keys = _keys(wing, room)
-        near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, q, max(1, int(drawers)), dim,
-                                       filtered=bool(keys), gate=col._wing_room_gate(keys))
-        t = self._fn("kg_text")
-        query = sql.SQL(
-            "WITH hits AS MATERIALIZED ({near}),"
-            " links AS MATERIALIZED (SELECT f.id AS edge, f.start_id, f.end_id, h.id AS drawer, 1 - h.distance AS similarity"
-            "  FROM hits h JOIN {fact} f ON {t}(f.properties, 'palace') = %s::text"
-            "  AND {t}(f.properties, 'source_drawer_id') = h.id WHERE {valid}(f.properties, %s)),"
-            " ends AS (SELECT start_id AS vertex, edge, drawer, similarity FROM links"
-            "  UNION SELECT end_id, edge, drawer, similarity FROM links),"
-            " ranked AS (SELECT vertex, max(similarity) AS score, count(DISTINCT drawer) AS drawers,"
-            "  count(DISTINCT edge) AS facts,"
-            "  (array_agg(drawer ORDER BY similarity DESC, drawer))[1] AS best_drawer FROM ends GROUP BY vertex),"
-            " top AS (SELECT {t}(e.properties, 'entity_id') AS entity_id, {t}(e.properties, 'name') AS name,"
-            "  {t}(e.properties, 'type') AS type, r.score, r.drawers, r.facts, r.best_drawer"
-            "  FROM ranked r JOIN {entity} e ON e.id = r.vertex WHERE {t}(e.properties, 'stub') IS NULL"
-            "  ORDER BY r.score DESC, r.drawers DESC, entity_id LIMIT %s)"
-            " SELECT coalesce(jsonb_agg(to_jsonb(top) ORDER BY score DESC, drawers DESC, entity_id), '[]') FROM top"
-        ).format(near=near, fact=self._fact, t=t, valid=self._fn("kg_valid_at"), entity=self._entity)
-        row = self._run(query, p_near + [palace, self._as_of(as_of), n])
+        values = {"as_of": self._as_of(as_of)}
+        values["q"], dim = self._vector(col, query_embedding)
+
+        def build():
+            where = self._where(wing, room)
+            condition, cparams = col._filters(where)
+            near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, Q, max(1, int(drawers)), dim,
+                                           filtered=bool(keys), gate=col._wing_room_gate(keys))
+            t = self._fn("kg_text")
+            query = sql.SQL(
+                "WITH hits AS MATERIALIZED ({near}),"
+                # per hit, its facts through the (palace, source_drawer_id) index
+                " links AS MATERIALIZED (SELECT f.id AS edge, f.start_id, f.end_id, h.id AS drawer, 1 - h.distance AS similarity"
+                "  FROM hits h CROSS JOIN LATERAL (SELECT * FROM {fact} f WHERE {t}(f.properties, 'palace') = %s::text"
+                "   AND {t}(f.properties, 'source_drawer_id') = h.id AND {t}(f.properties, 'source_drawer_id') IS NOT NULL"
+                "   AND {valid}(f.properties, %s)) AS f),"
+                " ends AS (SELECT start_id AS vertex, edge, drawer, similarity FROM links"
+                "  UNION SELECT end_id, edge, drawer, similarity FROM links),"
+                " ranked AS (SELECT vertex, max(similarity) AS score, count(DISTINCT drawer) AS drawers,"
+                "  count(DISTINCT edge) AS facts,"
+                "  (array_agg(drawer ORDER BY similarity DESC, drawer))[1] AS best_drawer FROM ends GROUP BY vertex),"
+                " top AS (SELECT {t}(e.properties, 'entity_id') AS entity_id, {t}(e.properties, 'name') AS name,"
+                "  {t}(e.properties, 'type') AS type, r.score, r.drawers, r.facts, r.best_drawer"
+                "  FROM ranked r JOIN {entity} e ON e.id = r.vertex WHERE {t}(e.properties, 'stub') IS NULL"
+                "  ORDER BY r.score DESC, r.drawers DESC, entity_id LIMIT %s)"
+                " SELECT coalesce(jsonb_agg(to_jsonb(top) ORDER BY score DESC, drawers DESC, entity_id), '[]') FROM top"
+            ).format(near=near, fact=self._fact, t=t, valid=self._fn("kg_valid_at"), entity=self._entity)
+            return query, p_near + [palace, AS_OF, n]
+
+        row = self._execute(self._statement(("entities", n, max(1, int(drawers)), tuple(keys.items())), build),
+                            **values)
         return _load(row[0])
 
     # -- 4. hybrid search -------------------------------------------------------------------------------
@@ -359,31 +437,47 @@ class PalaceSearch:
         n = max(0, int(n_results))
         if col is None or n == 0:
             return []
-        q, dim = self._vector(col, query_embedding)
-        where = self._where(wing, room)
-        condition, cparams = col._filters(where)
         keys = _keys(wing, room)
         depth = max(int(candidates), 4 * n)
-        near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, q, depth, dim, filtered=bool(keys),
-                                       gate=col._wing_room_gate(keys))
-        terms = col.lexical_terms(_text(query_text, "query_text") or "")
-        lexical, p_lex = col.lexical_sql(terms, condition, cparams, depth)
-        query = sql.SQL(
-            "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank"
-            "  FROM ({near}) AS v),"
-            " lex AS MATERIALIZED (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank"
-            "  FROM ({lexical}) AS l WHERE score > 0),"
-            " fused AS (SELECT id, sum(1.0 / (%s + rank))::float8 AS score FROM ("
-            "  SELECT id, rank FROM vec UNION ALL SELECT id, rank FROM lex) AS u GROUP BY id"
-            "  ORDER BY score DESC, id LIMIT %s)"
-            " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, 'metadata', d.metadata,"
-            "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', vec.distance,"
-            "  'text_score', lex.score) ORDER BY f.score DESC, f.id), '[]')"
-            " FROM fused f JOIN {rec} d ON d.collection_pk = %s AND d.id = f.id"
-            " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
-        ).format(near=near, lexical=lexical, rec=col._table)
-        row = self._run(query, p_near + p_lex + [int(k), n, col._pk])
+        values = {"terms": col.lexical_terms(_text(query_text, "query_text") or "")}
+        values["q"], dim = self._vector(col, query_embedding)
+
+        def build():
+            where = self._where(wing, room)
+            condition, cparams = col._filters(where)
+            near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, Q, depth, dim, filtered=bool(keys),
+                                           gate=col._wing_room_gate(keys))
+            lexical, p_lex = col.lexical_sql(TERMS, condition, cparams, depth)
+            query = sql.SQL(
+                "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank"
+                "  FROM ({near}) AS v),"
+                " lex AS MATERIALIZED (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank"
+                "  FROM ({lexical}) AS l WHERE score > 0),"
+                " fused AS (SELECT id, sum(1.0 / (%s + rank))::float8 AS score FROM ("
+                "  SELECT id, rank FROM vec UNION ALL SELECT id, rank FROM lex) AS u GROUP BY id"
+                "  ORDER BY score DESC, id LIMIT %s)"
+                " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, 'metadata', d.metadata,"
+                "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', vec.distance,"
+                "  'text_score', lex.score) ORDER BY f.score DESC, f.id), '[]')"
+                " FROM fused f JOIN {rec} d ON d.collection_pk = %s AND d.id = f.id"
+                " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
+            ).format(near=near, lexical=lexical, rec=col._table)
+            return query, p_near + p_lex + [int(k), n, col._pk]
+
+        row = self._execute(self._statement(("hybrid", n, depth, int(k), tuple(keys.items())), build), **values)
         return _load(row[0])
+
+
+class _Slot:
+    """A per-call value in a cached statement's parameter template."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+Q, ENTITY, AS_OF, TERMS, LIMIT = (_Slot(n) for n in ("q", "entity", "as_of", "terms", "limit"))
 
 
 def _keys(wing: Optional[str], room: Optional[str]) -> dict:

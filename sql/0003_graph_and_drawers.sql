@@ -12,10 +12,11 @@
 -- * views for people reading their memory in psql: kg_entities, kg_facts, kg_fact_evidence (0001 has drawers).
 
 -- ---------------------------------------------------------------------------------------------------
--- Facts by source drawer: "which facts came from this drawer", and the delete rule below.
+-- Facts by source drawer: "which facts came from this drawer", and the delete rule below. Not a partial
+-- index: the planner takes its expression statistics (how many facts per drawer) only from a
+-- non-partial index, and without them it estimates hundreds of facts per drawer and scans the table.
 CREATE INDEX fact_source_drawer ON :"graph"."Fact"
-    (kg_text(properties, 'palace'), kg_text(properties, 'source_drawer_id'))
-    WHERE kg_text(properties, 'source_drawer_id') IS NOT NULL;
+    (kg_text(properties, 'palace'), kg_text(properties, 'source_drawer_id'));
 
 -- A fact is valid at as_of when as_of falls in [valid_from, valid_to), date-only values expanded as
 -- MemPalace expands them (kg_start_key / kg_end_key); a NULL as_of means "any time" (every fact), as

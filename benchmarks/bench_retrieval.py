@@ -1,0 +1,373 @@
+"""Benchmark: graph + vector retrieval in one SQL statement (mempalace_pg.retrieval) against doing the
+same with two separate stores from Python, as MemPalace's own pieces allow.
+
+    python benchmarks/bench_retrieval.py                       # 100k drawers, 100k facts, writes RESULTS.md
+    python benchmarks/bench_retrieval.py --drawers 5000 --facts 5000 --no-write     # quick look
+
+The stores, all on this machine in one run:
+
+* ``postgres``: this package: drawers in pgvector, the graph in AGE, one statement per retrieval;
+* ``chroma+sqlite``: MemPalace's default Chroma backend and its SQLite knowledge graph;
+* ``pgvector+sqlite``: MemPalace's built-in ``pgvector`` backend (as shipped) and the SQLite graph.
+
+The two-store versions do the work in Python the straightforward way: the graph walk as one SQLite
+query per hop (``IN`` lists over MemPalace's subject/object indexes), the drawers by ``get(ids)`` and
+numpy, the nearest drawers by the backend's ``query``, full text by its ``lexical_search``, fusion in
+Python. Each answer is compared with ours (agreement of the top 10, reported).
+
+Data: drawers as in bench_backends.py (384-d vectors in 50 clusters, MemPalace metadata, ~60 words);
+facts between ENTITIES entities with endpoints drawn uniformly (a sparse graph: ~4 facts per entity at
+100k facts / 50k entities), each drawn from a random drawer (source_drawer_id), ~8% closed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import bench_backends as bb  # noqa: E402  (drawer data generator and backend openers)
+
+RRF_K = 60
+DEPTH = 50  # candidates per ranking (hybrid), nearest drawers (entities)
+
+
+# ----------------------------------------------------------------------------- data
+def make_facts(n_facts: int, n_entities: int, drawer_ids: list[str], seed: int = 11):
+    rng = random.Random(seed)
+    entities = [{"id": f"entity_{i}", "name": f"Entity {i}", "type": "thing", "properties": "{}",
+                 "created_at": "2026-01-01 00:00:00"} for i in range(n_entities)]
+    triples = []
+    for i in range(n_facts):
+        s, o = rng.randrange(n_entities), rng.randrange(n_entities)
+        year = 2015 + rng.randrange(11)
+        vf = f"{year}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}"
+        vt = f"{year + 1 + rng.randrange(3)}-06-30" if rng.random() < 0.08 else None
+        pred = f"rel_{i % 40}"
+        triples.append({"id": f"t_entity_{s}_{pred}_entity_{o}_{i:012x}", "subject": f"entity_{s}", "predicate": pred,
+                        "object": f"entity_{o}", "valid_from": vf, "valid_to": vt, "confidence": 1.0,
+                        "source_closet": None, "source_file": None,
+                        "source_drawer_id": drawer_ids[rng.randrange(len(drawer_ids))], "adapter_name": "bench",
+                        "extracted_at": "2026-01-01 00:00:00"})
+    return entities, triples
+
+
+def load_drawers(col, name: str, n: int, centers) -> float:
+    t0 = time.perf_counter()
+    if name == "postgres":
+        with col.bulk_load() as load:
+            for start in range(0, n, bb.BATCH):
+                ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
+                load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
+    else:
+        for start in range(0, n, bb.BATCH):
+            ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
+            col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
+    return time.perf_counter() - t0
+
+
+# ----------------------------------------------------------------------------- the two-store way
+class TwoStores:
+    """A vector backend of MemPalace plus MemPalace's SQLite knowledge graph, joined in Python."""
+
+    def __init__(self, col, sqlite_conn):
+        self.col = col
+        self.db = sqlite_conn
+
+    def _embeddings(self, ids):
+        got = self.col.get(ids=list(ids), include=["embeddings", "documents", "metadatas"])
+        return got.ids, np.asarray(got.embeddings, dtype=np.float32), got.documents
+
+    def around(self, entity_id, q, hops, n=10):
+        seen, frontier, drawers = {entity_id}, [entity_id], set()
+        for _ in range(hops):
+            marks = ",".join("?" * len(frontier))
+            rows = self.db.execute(
+                f"SELECT subject, object, source_drawer_id FROM triples WHERE subject IN ({marks}) "
+                f"UNION ALL SELECT subject, object, source_drawer_id FROM triples WHERE object IN ({marks})",
+                frontier + frontier).fetchall()
+            nxt = []
+            for s, o, drawer in rows:
+                if drawer:
+                    drawers.add(drawer)
+                for x in (s, o):
+                    if x not in seen:
+                        seen.add(x)
+                        nxt.append(x)
+            frontier = nxt
+            if not frontier:
+                break
+        if not drawers:
+            return []
+        ids, emb, _docs = self._embeddings(drawers)
+        dist = 1.0 - emb @ q
+        order = np.argsort(dist, kind="stable")[:n]
+        return [ids[i] for i in order]
+
+    def facts(self, entity_id, q):
+        rows = self.db.execute(
+            "SELECT s.name, t.predicate, o.name, t.valid_from, t.valid_to, t.source_drawer_id FROM triples t "
+            "JOIN entities s ON s.id = t.subject JOIN entities o ON o.id = t.object WHERE t.subject = ? "
+            "UNION ALL SELECT s.name, t.predicate, o.name, t.valid_from, t.valid_to, t.source_drawer_id FROM triples t "
+            "JOIN entities s ON s.id = t.subject JOIN entities o ON o.id = t.object WHERE t.object = ?",
+            (entity_id, entity_id)).fetchall()
+        drawer_ids = {r[5] for r in rows if r[5]}
+        sims = {}
+        if drawer_ids:
+            ids, emb, docs = self._embeddings(drawer_ids)
+            sims = dict(zip(ids, (1.0 - (1.0 - emb @ q)).tolist()))
+        out = [(sims.get(r[5]), r) for r in rows]
+        out.sort(key=lambda x: (x[0] is None, -(x[0] or 0)))
+        return [r[5] for _, r in out]
+
+    def entities(self, q, n=10, depth=DEPTH):
+        res = self.col.query(query_embeddings=[q.tolist()], n_results=depth, include=["distances"])
+        ids, dists = res.ids[0], res.distances[0]
+        sim = {i: 1 - d for i, d in zip(ids, dists)}
+        marks = ",".join("?" * len(ids))
+        rows = self.db.execute(f"SELECT subject, object, source_drawer_id FROM triples "
+                               f"WHERE source_drawer_id IN ({marks})", ids).fetchall()
+        score: dict = {}
+        for s, o, drawer in rows:
+            for e in {s, o}:
+                best, drawers = score.get(e, (-9.0, set()))
+                drawers.add(drawer)
+                score[e] = (max(best, sim[drawer]), drawers)
+        top = sorted(score.items(), key=lambda kv: (-kv[1][0], -len(kv[1][1]), kv[0]))[:n]
+        names = dict(self.db.execute(f"SELECT id, name FROM entities WHERE id IN ({','.join('?' * len(top))})",
+                                     [e for e, _ in top]).fetchall()) if top else {}
+        return [(e, names.get(e)) for e, _ in top]
+
+    def hybrid(self, q, text, n=10, wing=None, depth=DEPTH):
+        where = {"wing": wing} if wing else None
+        vec = self.col.query(query_embeddings=[q.tolist()], n_results=depth, where=where,
+                             include=["documents", "metadatas", "distances"])
+        lex = self.col.lexical_search(query=text, n_results=depth, where=where).hits
+        fused: dict = {}
+        for rank, did in enumerate(vec.ids[0], 1):
+            fused[did] = fused.get(did, 0.0) + 1.0 / (RRF_K + rank)
+        for rank, hit in enumerate(lex, 1):
+            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (RRF_K + rank)
+        return [d for d, _ in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+
+
+# ----------------------------------------------------------------------------- timing
+def timed(fn, args_list, budget_s=25.0, min_reps=5):
+    times, results = [], []
+    start = time.perf_counter()
+    fn(*args_list[0])  # warm-up
+    for i, args in enumerate(args_list):
+        t0 = time.perf_counter()
+        results.append(fn(*args))
+        times.append((time.perf_counter() - t0) * 1000)
+        if i + 1 >= min_reps and time.perf_counter() - start > budget_s:
+            break
+    return {"p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)), "n": len(times)}, results
+
+
+def agreement(ours, theirs):
+    """Mean share of the other store's top ids that ours also returned (1.0 = same answers)."""
+    scores = [len(set(a) & set(b)) / len(b) for a, b in zip(ours, theirs) if b]
+    return float(np.mean(scores)) if scores else None
+
+
+# ----------------------------------------------------------------------------- run
+def run(args) -> dict:
+    import psycopg
+
+    from mempalace_pg.routing import _sqlite_class
+
+    dsn = bb.provisioned_dsn()
+    n, n_facts = args.drawers, args.facts
+    centers = bb._centers()
+    tag = f"ret_{uuid.uuid4().hex[:6]}"
+    workdir = Path(tempfile.mkdtemp(prefix="mpbench_ret_"))
+    os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
+    out: dict = {"drawers": n, "facts": n_facts, "entities": args.entities, "load_s": {}}
+    stores = {}
+    backends = []
+    try:
+        # -- drawers into each vector store ------------------------------------------------------
+        for name in args.stores:
+            backend, col = bb.open_collection(name.split("+")[0], str(workdir / f"palace_{name}"), dsn, tag)
+            backends.append((name.split("+")[0], backend, col))
+            print(f"[bench_retrieval] loading {n} drawers into {name} ...", file=sys.stderr, flush=True)
+            out["load_s"][name] = round(load_drawers(col, name.split("+")[0], n, centers), 1)
+            stores[name] = col
+        drawer_ids = [f"drawer_{bb.WINGS[i % len(bb.WINGS)]}_{bb.ROOMS[(i // len(bb.WINGS)) % len(bb.ROOMS)]}_{i:08d}"
+                      for i in range(n)]
+        entities, triples = make_facts(n_facts, args.entities, drawer_ids)
+
+        # -- the facts: SQLite graph (MemPalace's) and the AGE graph --------------------------------
+        from bench_kg import load_age, load_sqlite
+
+        sqlite_kg = _sqlite_class()(str(workdir / "knowledge_graph.sqlite3"))
+        t0 = time.perf_counter()
+        load_sqlite(sqlite_kg, entities, triples)
+        out["load_s"]["sqlite graph"] = round(time.perf_counter() - t0, 1)
+        sqlite_conn = sqlite_kg._conn()
+        sqlite_conn.execute("ANALYZE")
+
+        from mempalace_pg.config import Settings
+        from mempalace_pg.graph import AgeKnowledgeGraph
+        from mempalace_pg.retrieval import PalaceSearch
+
+        pg_col = stores["postgres"]
+        settings = Settings.load()
+        kg = AgeKnowledgeGraph(palace_key=pg_col._palace.id, settings=settings)
+        t0 = time.perf_counter()
+        load_age(kg, entities, triples)
+        out["load_s"]["age graph"] = round(time.perf_counter() - t0, 1)
+        ours = PalaceSearch(palace_key=pg_col._palace.id, settings=settings)
+        two = {name: TwoStores(col, sqlite_conn) for name, col in stores.items() if name != "postgres"}
+
+        # -- inputs: query vectors near the data, entities that have facts ---------------------------
+        rng = random.Random(5)
+        queries = bb.query_vectors(60, 4242, centers)
+        with_facts = sorted({t["subject"] for t in triples})
+        picks = [with_facts[rng.randrange(len(with_facts))] for _ in range(60)]
+        names = {e["id"]: e["name"] for e in entities}
+        texts = [" ".join(rng.sample(bb.VOCAB[:4000], 1) + ["palace"]) for _ in range(60)]
+        out["ops"] = {}
+
+        def record(op, impl, stats, agree=None):
+            out["ops"].setdefault(op, {})[impl] = {**stats, "agreement": agree}
+            print(f"[bench_retrieval] {op:28s} {impl:16s} p50 {stats['p50']:9.2f} ms  p95 {stats['p95']:9.2f} ms"
+                  + (f"  agreement {agree:.3f}" if agree is not None else ""), file=sys.stderr, flush=True)
+
+        # 1. search around an entity, 1..3 hops (restrict)
+        for hops in (1, 2, 3):
+            op = f"around entity, {hops} hop{'s' if hops > 1 else ''}"
+            argl = [(names[picks[i]], queries[i]) for i in range(60)]
+            stats, mine = timed(lambda e, q, h=hops: [x["id"] for x in ours.around_entity(e, q.tolist(), hops=h)["hits"]],
+                                argl)
+            record(op, "postgres", stats)
+            for name, store in two.items():
+                argl2 = [(picks[i], queries[i]) for i in range(60)]
+                stats, theirs = timed(lambda e, q, h=hops, s=store: s.around(e, q, h), argl2)
+                record(op, name, stats, agreement(mine, theirs))
+        # 2. facts with evidence
+        argl = [(names[picks[i]], queries[i]) for i in range(60)]
+        stats, mine = timed(lambda e, q: [f["source_drawer_id"] for f in ours.facts_with_evidence(e, q.tolist())["facts"]],
+                            argl)
+        record("facts with evidence", "postgres", stats)
+        for name, store in two.items():
+            stats, theirs = timed(lambda e, q, s=store: s.facts(e, q), [(picks[i], queries[i]) for i in range(60)])
+            record("facts with evidence", name, stats, agreement(mine, theirs))
+        # 3. entities related to a query
+        stats, mine = timed(lambda q: [e["entity_id"] for e in ours.entities_for_query(q.tolist(), drawers=DEPTH)],
+                            [(q,) for q in queries])
+        record("entities for a query", "postgres", stats)
+        for name, store in two.items():
+            stats, theirs = timed(lambda q, s=store: [e for e, _ in s.entities(q)], [(q,) for q in queries])
+            record("entities for a query", name, stats, agreement(mine, theirs))
+        # 4. hybrid search, unfiltered and by wing
+        for wing in (None, "wing_3"):
+            op = "hybrid (RRF)" + (", wing" if wing else "")
+            argl = [(queries[i], texts[i]) for i in range(60)]
+            stats, mine = timed(lambda q, t, w=wing: [h["id"] for h in ours.hybrid(t, q.tolist(), wing=w)], argl)
+            record(op, "postgres", stats)
+            for name, store in two.items():
+                stats, theirs = timed(lambda q, t, w=wing, s=store: s.hybrid(q, t, wing=w), argl)
+                record(op, name, stats, agreement(mine, theirs))
+        sizes = [len(ours.around_entity(names[picks[i]], queries[i].tolist(), hops=h)["hits"]) and
+                 ours.around_entity(names[picks[i]], queries[i].tolist(), hops=h)["entities"]
+                 for h in (1, 2, 3) for i in range(10)]
+        out["neighbourhood_entities_mean"] = {h: float(np.mean(sizes[(h - 1) * 10:h * 10])) for h in (1, 2, 3)}
+        ours.close()
+        sqlite_kg.close()
+    finally:
+        for name, backend, col in backends:
+            try:
+                bb.cleanup(name, dsn, tag, col)
+            except Exception as exc:  # noqa: BLE001
+                print(f"[bench_retrieval] cleanup of {name}: {exc}", file=sys.stderr)
+            backend.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                         (f"bench_{tag}_kg",))
+        shutil.rmtree(workdir, ignore_errors=True)
+    return out
+
+
+def render(report: dict) -> str:
+    r = report["result"]
+    v = report["versions"]
+    lines = [f"## Graph + vector retrieval at {r['drawers']:,} drawers and {r['facts']:,} facts — {report['date']}", "",
+             f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, AGE {v['age']}, MemPalace {v['mempalace']}, "
+             f"chromadb {v['chromadb']}, Python {v['python']}, {v['cpus']} CPUs. Command: `{report['command']}`.",
+             f"Facts between {r['entities']:,} entities (endpoints uniform; mean entities reached from a picked entity: "
+             + ", ".join(f"{h} hop{'s' if int(h) > 1 else ''} {x:.0f}" for h, x in r["neighbourhood_entities_mean"].items())
+             + "), each drawn from a random drawer. Load times (s): "
+             + ", ".join(f"{k} {x}" for k, x in r["load_s"].items()) + ".", "",
+             "Latencies in ms, p50 / p95. Ratio: p50 of the faster two-store way over p50 of `postgres` "
+             "(target ≥ 5x). Agreement: share of that store's top ids that `postgres` also returned.", "",
+             "| retrieval | postgres | chroma+sqlite | pgvector+sqlite | ratio | agreement (chroma / pgvector) |",
+             "|---|---|---|---|---|---|"]
+    for op, impls in r["ops"].items():
+        pg = impls["postgres"]
+        others = {k: x for k, x in impls.items() if k != "postgres"}
+        best = min(x["p50"] for x in others.values()) if others else None
+
+        def cell(x):
+            return f"{x['p50']:.2f} / {x['p95']:.2f}" if x else "—"
+
+        agree = " / ".join("—" if x.get("agreement") is None else f"{x['agreement']:.2f}" for x in others.values())
+        lines.append(f"| {op} | {cell(pg)} | {cell(impls.get('chroma+sqlite'))} | {cell(impls.get('pgvector+sqlite'))} | "
+                     f"{best / pg['p50']:.1f}x | {agree} |")
+    ops = r["ops"]
+    one, three = ops["around entity, 1 hop"]["postgres"]["p50"], ops["around entity, 3 hops"]["postgres"]["p50"]
+    lines += ["", f"Search around an entity, 3 hops over 1 hop (postgres p50): {three / one:.2f}x (target ≤ 2.5x).", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--drawers", type=int, default=100_000)
+    ap.add_argument("--facts", type=int, default=100_000)
+    ap.add_argument("--entities", type=int, default=50_000)
+    ap.add_argument("--stores", default="postgres,chroma+sqlite,pgvector+sqlite")
+    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    ap.add_argument("--json", default=str(HERE / "out" / "bench_retrieval.json"))
+    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--from-json")
+    args = ap.parse_args()
+    args.stores = args.stores.split(",")
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        dsn = bb.provisioned_dsn()
+        report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
+                  "command": "python benchmarks/bench_retrieval.py " + " ".join(sys.argv[1:]), "result": run(args)}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    text = render(report)
+    if args.no_write:
+        print(text)
+    else:
+        results = Path(args.out)
+        old = results.read_text(encoding="utf-8")
+        head, _, rest = old.partition("\n## ")
+        results.write_text(head + "\n" + text + "\n## " + rest if rest else old + "\n" + text, encoding="utf-8")
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
