@@ -193,6 +193,7 @@ class PalaceSearch:
         The same walk as the kg_neighbourhood() SQL function, written into the statement so that it is
         planned with it rather than run as separate queries inside a function."""
         t, valid, fact = self._fn("kg_text"), self._fn("kg_valid_at"), self._fact
+        drawer = sql.SQL("{}(f.properties, 'source_drawer_id')").format(t)
         parts = [sql.SQL(
             "w0 AS MATERIALIZED (SELECT e.id AS vertex FROM {entity} e"
             " WHERE {t}(e.properties, 'palace') = %s::text AND {t}(e.properties, 'entity_id') = %s)"
@@ -203,24 +204,23 @@ class PalaceSearch:
                                                for k in range(d))
             parts.append(sql.SQL(
                 "{e} AS MATERIALIZED ("
-                " SELECT f.id, f.start_id, f.end_id, f.properties, f.end_id AS other FROM {prev} w"
+                " SELECT f.id, f.start_id, f.end_id, {drawer} AS drawer, f.end_id AS other FROM {prev} w"
                 "  JOIN {fact} f ON f.start_id = w.vertex WHERE {valid}(f.properties, %s)"
                 " UNION ALL"
-                " SELECT f.id, f.start_id, f.end_id, f.properties, f.start_id FROM {prev} w"
+                " SELECT f.id, f.start_id, f.end_id, {drawer}, f.start_id FROM {prev} w"
                 "  JOIN {fact} f ON f.end_id = w.vertex WHERE {valid}(f.properties, %s)),"
                 " {w} AS MATERIALIZED (SELECT DISTINCT other AS vertex FROM {e}"
                 "  WHERE other NOT IN ({seen}))"
             ).format(e=sql.Identifier(f"e{d}"), w=sql.Identifier(f"w{d}"), prev=sql.Identifier(f"w{d - 1}"),
-                     fact=fact, valid=valid, seen=seen))
+                     fact=fact, valid=valid, seen=seen, drawer=drawer))
             params += [as_of_key, as_of_key]
         hood = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT vertex, {} AS depth FROM {}").format(
             sql.Literal(d), sql.Identifier(f"w{d}")) for d in range(hops + 1))
-        crossed = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT id, start_id, end_id, properties FROM {}").format(
+        crossed = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT id, start_id, end_id, drawer FROM {}").format(
             sql.Identifier(f"e{d}")) for d in range(1, hops + 1))
         parts.append(sql.SQL(
             "hood AS MATERIALIZED ({hood}),"
-            " facts AS MATERIALIZED (SELECT DISTINCT ON (c.id) c.id, c.start_id, c.end_id, c.properties,"
-            "  {t}(c.properties, 'source_drawer_id') AS drawer, {t}(c.properties, 'seq')::bigint AS seq"
+            " facts AS MATERIALIZED (SELECT DISTINCT ON (c.id) c.id, c.start_id, c.end_id, c.drawer"
             "  FROM ({crossed}) AS c),"
             " evidence AS MATERIALIZED (SELECT DISTINCT drawer AS drawer_id FROM facts WHERE drawer IS NOT NULL)"
         ).format(hood=hood, crossed=crossed, t=t))
@@ -287,12 +287,13 @@ class PalaceSearch:
                 " SELECT {counts}, (SELECT coalesce(jsonb_agg(jsonb_build_object("
                 "  'id', h.id, 'document', h.document, 'metadata', h.metadata, 'distance', h.distance,"
                 "  'similarity', h.similarity, 'score', h.score, 'evidence', h.evidence,"
-                "  'facts', (SELECT coalesce(jsonb_agg({fact_json} ORDER BY f.seq), '[]')"
-                "    FROM facts f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id"
-                "    WHERE f.drawer = h.id))"
+                "  'facts', (SELECT coalesce(jsonb_agg({fact_json} ORDER BY {t}(f.properties, 'seq')::bigint), '[]')"
+                "    FROM facts c JOIN {fact} f ON f.id = c.id"
+                "    JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id"
+                "    WHERE c.drawer = h.id))"
                 "  ORDER BY h.score DESC, h.id), '[]') FROM hits h)"
             ).format(head=head, ranked=ranked, t_rec=col._table, counts=counts, fact_json=self._fact_json("f"),
-                     t=t, entity=self._entity)
+                     t=t, entity=self._entity, fact=self._fact)
             boost_value = float(boost) if mode == "boost" else 0.0
             return query, params + rparams + [boost_value, col._pk, n]
 

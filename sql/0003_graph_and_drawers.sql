@@ -18,6 +18,10 @@
 CREATE INDEX fact_source_drawer ON :"graph"."Fact"
     (kg_text(properties, 'palace'), kg_text(properties, 'source_drawer_id'));
 
+-- Facts by edge id (AGE indexes neither label table's id): the retrievals find a fact's properties again
+-- after walking the graph on narrow rows.
+CREATE INDEX fact_edge_id ON :"graph"."Fact" (id);
+
 -- A fact is valid at as_of when as_of falls in [valid_from, valid_to), date-only values expanded as
 -- MemPalace expands them (kg_start_key / kg_end_key); a NULL as_of means "any time" (every fact), as
 -- MemPalace's query_entity does without as_of. as_of must already be a start key (T00:00:00Z form for

@@ -318,3 +318,21 @@ def test_bad_input(world):
         assert search.facts_with_evidence(name)["entity_found"] is False
         assert search.hybrid(name, world["vecs"][0].tolist(), n_results=3)
     assert world["drawers"].count() == N_DRAWERS
+
+
+def test_kg_neighbourhood_sql_function_matches_the_slow_way(world, pg_dsn, pg_schema):
+    """The SQL function psql users call walks like the retrieval statements and like MemPalace's graph."""
+    import psycopg
+
+    palace_pk = world["search"].kg._palace()
+    r = random.Random(9)
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(f"SET search_path = {pg_schema}, public, ag_catalog")
+        for trial in range(12):
+            entity, hops, as_of = r.choice(world["names"]), r.choice([1, 2, 3]), AS_OFS[trial % len(AS_OFS)]
+            rows = conn.execute(
+                "SELECT kg_text(e.properties, 'name'), n.depth FROM kg_neighbourhood(%s, %s, %s, kg_start_key(%s)) n "
+                f'JOIN "{pg_schema}_kg"."Entity" e ON e.id = n.vertex', (palace_pk, entity_id(entity), hops, as_of)
+            ).fetchall()
+            depth, _ = slow_neighbourhood(world, entity, hops, as_of)
+            assert {entity_id(n): d for n, d in rows} == {entity_id(n): d for n, d in depth.items()}
