@@ -20,7 +20,7 @@ CREATE INDEX fact_source_drawer ON :"graph"."Fact"
 
 -- Facts by edge id (AGE indexes neither label table's id): the retrievals find a fact's properties again
 -- after walking the graph on narrow rows.
-CREATE INDEX fact_edge_id ON :"graph"."Fact" (id);
+CREATE INDEX IF NOT EXISTS fact_edge_id ON :"graph"."Fact" (id);  -- survives a DROP SCHEMA of ours; see 0002
 
 -- A fact is valid at as_of when as_of falls in [valid_from, valid_to), date-only values expanded as
 -- MemPalace expands them (kg_start_key / kg_end_key); a NULL as_of means "any time" (every fact), as

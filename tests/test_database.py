@@ -111,6 +111,8 @@ def test_fresh_schema_created_once_by_concurrent_first_users(pg_dsn):
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                         (f"{schema}_kg",))
 
 
 @pytest.fixture
@@ -122,6 +124,8 @@ def scratch_schema(pg_dsn, monkeypatch):
     database.close_all()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                     (f"{schema}_kg",))
 
 
 def test_schema_newer_than_code_is_refused(pg_dsn, scratch_schema):
