@@ -37,7 +37,7 @@ _SETTINGS: dict[str, tuple[str, str, Any, type]] = {
         "MEMPALACE_PG_STATEMENT_TIMEOUT_MS", "postgres_statement_timeout_ms", 60_000, int),
     "connect_timeout_s": ("MEMPALACE_PG_CONNECT_TIMEOUT_S", "postgres_connect_timeout_s", 10, int),
     "auto_upgrade": ("MEMPALACE_PG_AUTO_UPGRADE", "postgres_auto_upgrade", True, bool),
-    "ef_search": ("MEMPALACE_PG_EF_SEARCH", "postgres_ef_search", 200, int),
+    "ef_search": ("MEMPALACE_PG_EF_SEARCH", "postgres_ef_search", 150, int),
 }
 
 
@@ -151,7 +151,7 @@ class Settings:
     statement_timeout_ms: int = 60_000
     connect_timeout_s: int = 10
     auto_upgrade: bool = True
-    ef_search: int = 200
+    ef_search: int = 150
 
     @classmethod
     def load(cls, overrides: Optional[dict] = None) -> "Settings":
