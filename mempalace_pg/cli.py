@@ -2,6 +2,7 @@
 
     mempalace-pg db upgrade     apply the schema migrations (sql/ via Alembic) to the configured database
     mempalace-pg db current     show the schema revision of the database and of this code
+    mempalace-pg db bootstrap   as a superuser: the extensions and a least-privilege application role
     mempalace-pg kg import F    copy a MemPalace SQLite knowledge graph into the palace's AGE graph
     mempalace-pg kg query E     what the palace's knowledge graph knows about an entity
     mempalace-pg kg stats       counts of the palace's knowledge graph
@@ -9,6 +10,8 @@
     mempalace-pg search facts ENTITY          facts about an entity with their source drawers
     mempalace-pg search entities QUERY        entities ranked by their drawers' similarity to QUERY
     mempalace-pg search hybrid QUERY          vector + full-text search fused (RRF)
+    mempalace-pg export FILE    one palace to portable JSON lines;  mempalace-pg import FILE: and back
+    mempalace-pg doctor         what is wrong with this installation, and how to fix it (exit 1 if anything)
 
 Settings come from the same places as the plugin's (MEMPALACE_PG_* / config.json postgres_*),
 and ``--dsn`` / ``--schema`` override them. Errors print one line, never a password, and exit 2.
@@ -85,6 +88,26 @@ def _palace_target(args) -> dict:
     raise ConfigError(
         f"no postgres palace found (looked at {', '.join(candidates) or 'nothing'}): pass --palace DIR "
         "(a palace created with `mempalace --backend postgres ...`) or --palace-key KEY")
+
+
+def cmd_db_bootstrap(args) -> int:
+    import os
+
+    from .database import connect
+    from .schema import apply_bootstrap
+
+    settings = _settings(args)
+    password = None
+    if args.app_role:
+        password = os.environ.get(args.app_password_env or "")
+        if not password:
+            raise ConfigError(f"set the application role's password in ${args.app_password_env} "
+                              "(--app-password-env names the variable; never on the command line)")
+    with connect(settings, autocommit=True) as conn:
+        applied = apply_bootstrap(conn, app_role=args.app_role, app_password=password)
+        database = conn.info.dbname
+    print(f"applied {', '.join(applied)} to database {database!r} at {settings.redacted_dsn}")
+    return 0
 
 
 def _kg(args):
@@ -250,6 +273,67 @@ def cmd_search_hybrid(args) -> int:
     return 0
 
 
+def _palace_handles(args, *, create: bool):
+    """(drawers collection, knowledge graph) of the palace a command means; with ``create`` a palace
+    directory that is not one yet becomes a postgres palace."""
+    import os
+
+    from .atomic import open_drawers
+    from .routing import _has_marker
+
+    settings = _settings(args)
+    if create and getattr(args, "palace", None) and not _has_marker(os.path.expanduser(args.palace)):
+        from mempalace.backends import PalaceRef
+
+        from .backend import PostgresBackend
+
+        path = os.path.realpath(os.path.expanduser(args.palace))
+        PostgresBackend().get_collection(palace=PalaceRef(id=path, local_path=path),
+                                         collection_name="mempalace_drawers", create=True,
+                                         options={"dsn": settings.dsn, "schema": settings.schema})
+    target = _palace_target(args)
+    return open_drawers(target.get("palace_path"), palace_key=target.get("palace_key"),
+                        namespace=target.get("namespace"), settings=settings, create=create)
+
+
+def cmd_export(args) -> int:
+    import os
+
+    from .portable import export_palace
+
+    drawers, kg = _palace_handles(args, create=False)
+    tmp = args.file + ".partial"
+    with open(tmp, "w", encoding="utf-8") as out:
+        counts = export_palace(out, drawers, kg)
+    os.replace(tmp, args.file)  # a cut-short export never looks complete
+    print(json.dumps(counts) if args.json else
+          f"exported {', '.join(f'{v} {k}' for k, v in counts.items())} of {kg.palace_key!r} to {args.file}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from .portable import import_palace
+
+    drawers, kg = _palace_handles(args, create=True)
+    report = import_palace(args.file, drawers, kg)
+    if args.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        for key, expected in report.expected.items():
+            print(f"{key}: {expected} in {args.file}; {report.written.get(key, 0)} written; "
+                  f"{report.found.get(key, 0)} in the palace")
+        print(("OK" if report.ok else "MISMATCH") + f" ({kg.palace_key!r})")
+    return 0 if report.ok else 1
+
+
+def cmd_doctor(args) -> int:
+    from .doctor import render, run_checks
+
+    report = run_checks(_settings(args), palace_path=args.palace)
+    print(json.dumps(report.as_dict()) if args.json else render(report))
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mempalace-pg", description=__doc__.split("\n")[0])
     parser.add_argument("--dsn", help="PostgreSQL DSN (default: MEMPALACE_PG_DSN, config.json postgres_dsn)")
@@ -258,6 +342,11 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="the database schema").add_subparsers(dest="db_command", required=True)
     up = db.add_parser("upgrade", help="apply migrations up to the code's revision")
     up.set_defaults(func=cmd_db_upgrade)
+    boot = db.add_parser("bootstrap", help="as a superuser: create the extensions (and an application role)")
+    boot.add_argument("--app-role", help="also create/update this non-superuser role for MemPalace to connect as")
+    boot.add_argument("--app-password-env", default="MEMPALACE_APP_PASSWORD",
+                      help="environment variable holding the role's password (default MEMPALACE_APP_PASSWORD)")
+    boot.set_defaults(func=cmd_db_bootstrap)
     cur = db.add_parser("current", help="show the schema revision (exit 1 when behind)")
     cur.add_argument("--json", action="store_true", help="machine-readable output")
     cur.set_defaults(func=cmd_db_current)
@@ -286,6 +375,20 @@ def build_parser() -> argparse.ArgumentParser:
     st = kg.add_parser("stats", help="entity and fact counts")
     palace_args(st)
     st.set_defaults(func=cmd_kg_stats)
+
+    exp = sub.add_parser("export", help="one palace (records with embeddings, knowledge graph) to portable JSON lines")
+    exp.add_argument("file")
+    palace_args(exp)
+    exp.set_defaults(func=cmd_export)
+    imp2 = sub.add_parser("import", help="load an export into a palace (idempotent, verified)")
+    imp2.add_argument("file")
+    palace_args(imp2)
+    imp2.set_defaults(func=cmd_import)
+
+    doc = sub.add_parser("doctor", help="check the installation; each problem with the command that fixes it")
+    doc.add_argument("--palace", help="the palace directory to check (default: MemPalace's configured palace)")
+    doc.add_argument("--json", action="store_true", help="machine-readable output")
+    doc.set_defaults(func=cmd_doctor)
 
     search = sub.add_parser("search", help="the knowledge graph joined with the drawers, one SQL statement each"
                             ).add_subparsers(dest="search_command", required=True)

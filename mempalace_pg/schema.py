@@ -19,7 +19,7 @@ from typing import Optional
 import psycopg
 from psycopg import sql
 
-from .config import Settings
+from .config import Settings, validate_identifier
 from .errors import ExtensionMissingError, SchemaVersionError
 
 log = logging.getLogger(__name__)
@@ -264,6 +264,54 @@ def apply_sql_file(filename: str) -> None:
     conn: psycopg.Connection = _ACTIVE["conn"]
     text = render_sql((sql_dir() / filename).read_text(encoding="utf-8"), _ACTIVE["variables"])
     conn.execute(text.encode("utf-8"))  # no parameters: psycopg sends it as one simple query
+
+
+def bootstrap_statements(conn: psycopg.Connection, filename: str, variables: dict[str, str]) -> list[tuple[str, bool]]:
+    """The statements of a ``sql/bootstrap`` file, psql variables filled in as psql does (``:'v'`` a quoted
+    literal, ``:"v"`` a quoted identifier), each with whether it ends in ``\\gexec`` (run its result too)."""
+    import re
+
+    text = (sql_dir() / "bootstrap" / filename).read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    text = "\n".join(lines)
+
+    def fill(match: "re.Match") -> str:
+        quote, name = match.group(1), match.group(2)
+        if name not in variables:
+            raise ValueError(f"{filename} needs the variable {name!r}")
+        value = variables[name]
+        return (sql.Literal(value) if quote == "'" else sql.Identifier(value)).as_string(conn)
+
+    out = []
+    # split, keeping which separator ended each statement
+    pieces = re.split(r"(;[ \t]*(?:\n|$)|\\gexec[ \t]*(?:\n|$))", text + "\n")
+    for body, sep in zip(pieces[0::2], pieces[1::2] + [""]):
+        body = body.strip()
+        if body:
+            out.append((re.sub(r":(['\"])([a-z_][a-z0-9_]*)\1", fill, body), sep.strip().startswith("\\gexec")))
+    return out
+
+
+def apply_bootstrap(conn: psycopg.Connection, *, app_role: Optional[str] = None,
+                    app_password: Optional[str] = None) -> list[str]:
+    """Apply sql/bootstrap/ to the database ``conn`` is connected to (as a superuser, autocommit): the
+    extensions, and with ``app_role`` the application role. Returns the files applied."""
+    applied = []
+    files = ["01_extensions.sql"] + (["02_app_role.sql"] if app_role else [])
+    variables = {"app_role": app_role or "", "app_password": app_password or "", "app_db": conn.info.dbname}
+    if app_role:
+        validate_identifier(app_role, "application role")
+        if not app_password:
+            raise ValueError("the application role needs a password")
+    for filename in files:
+        for statement, gexec in bootstrap_statements(conn, filename, variables):
+            rows = conn.execute(statement).fetchall() if gexec else conn.execute(statement)
+            if gexec:
+                for row in rows:
+                    for cell in row:
+                        conn.execute(cell)
+        applied.append(filename)
+    return applied
 
 
 __all__ = ["ensure_schema", "upgrade", "head_revision", "current_revision", "apply_sql_file", "sql_dir"]

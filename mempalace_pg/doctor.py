@@ -1,0 +1,267 @@
+"""``mempalace-pg doctor``: what is wrong with this installation, and the command that fixes it.
+
+Each check gives ``ok``, ``warn`` (works, but worth knowing) or ``fail`` (something needs fixing), a
+one-line finding and, when not ok, a fix. The checks read; the only thing they change is a rolled-back
+``LOAD`` test. A failed connection stops the checks that need one. Passwords are never printed.
+
+    report = run_checks(Settings.load())
+    report.ok          # False when any check failed (the command then exits 1)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import psycopg
+
+from .config import Settings
+
+#: Versions with known problems that matter here (the code works around them; say so).
+KNOWN_ISSUES = {
+    ("age", "1.5.0"): "AGE 1.5.0 lacks MERGE ... ON CREATE SET, agtype_to_json, and loses a SET after a non-leading "
+                      "MERGE; mempalace-pg writes through SQL functions and is not affected, but your own Cypher is",
+    ("age", "1.8.0"): "a release candidate in Debian sid (1.8.0~rc0): fine for testing, prefer a release in production",
+}
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    finding: str
+    fix: Optional[str] = None
+
+
+@dataclass
+class Report:
+    target: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "fail" for c in self.checks)
+
+    def add(self, name: str, status: str, finding: str, fix: Optional[str] = None) -> Check:
+        check = Check(name, status, finding, fix)
+        self.checks.append(check)
+        return check
+
+    def as_dict(self) -> dict:
+        return {"target": self.target, "ok": self.ok, "checks": [asdict(c) for c in self.checks]}
+
+
+def _version(text: Optional[str]) -> tuple:
+    from .schema import _version_tuple
+
+    return _version_tuple(text) if text else ()
+
+
+def run_checks(settings: Settings, *, palace_path: Optional[str] = None) -> Report:
+    """Run every check against the configured database (and MemPalace's configured palace)."""
+    from .database import describe_connect_error
+
+    report = Report(target=settings.redacted_dsn)
+    try:
+        conn = psycopg.connect(settings.dsn, autocommit=True, connect_timeout=settings.connect_timeout_s,
+                               application_name="mempalace-pg doctor")
+    except psycopg.OperationalError as exc:
+        report.add("connect", "fail", " ".join(str(describe_connect_error(settings, exc)).split()),
+                   "start the server, or point MEMPALACE_PG_DSN (config.json: postgres_dsn) at it")
+        _check_palace(report, settings, palace_path)
+        return report
+    with conn:
+        info = conn.info
+        report.add("connect", "ok", f"connected to {info.host}:{info.port}/{info.dbname} as {info.user}")
+        for name, check in (("postgresql", _check_server), ("extensions", _check_extensions),
+                            ("age load", _check_age_load), ("schema", _check_schema),
+                            ("indexes", _check_indexes), ("pool", _check_pool)):
+            try:
+                check(report, conn, settings)
+            except psycopg.Error as exc:  # a check this role may not run says so instead of stopping
+                report.add(name, "warn", f"could not check: {' '.join(str(exc).split())}",
+                           "run `mempalace-pg doctor` as the database owner or a superuser for this check")
+    _check_palace(report, settings, palace_path)
+    return report
+
+
+def _check_server(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
+    from .schema import MIN_POSTGRES
+
+    major = conn.info.server_version // 10000
+    version = conn.execute("SHOW server_version").fetchone()[0]
+    if major < MIN_POSTGRES:
+        report.add("postgresql", "fail", f"PostgreSQL {version}: mempalace-pg needs {MIN_POSTGRES} or newer",
+                   "upgrade the server (e.g. pg_upgradecluster)")
+    else:
+        report.add("postgresql", "ok", f"PostgreSQL {version}")
+
+
+def _check_extensions(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
+    from .schema import MIN_PGVECTOR
+
+    major = conn.info.server_version // 10000
+    rows = conn.execute(
+        "SELECT a.name, a.default_version, e.extversion FROM pg_available_extensions a "
+        "LEFT JOIN pg_extension e ON e.extname = a.name WHERE a.name IN ('vector', 'age')").fetchall()
+    found = {name: (available, installed) for name, available, installed in rows}
+    for name, label, package in (("vector", "pgvector", f"postgresql-{major}-pgvector"),
+                                 ("age", "Apache AGE", f"postgresql-{major}-age")):
+        available, installed = found.get(name, (None, None))
+        if available is None:
+            report.add(name, "fail", f"{label} is not installed on the server",
+                       f"install the package {package} on the database server (Debian/PGDG naming), then "
+                       "`mempalace-pg db upgrade`")
+            continue
+        if installed is None:
+            report.add(name, "fail", f"{label} {available} is available but not created in database "
+                                     f"{conn.info.dbname!r}",
+                       f"as a superuser: psql -d {conn.info.dbname} -c 'CREATE EXTENSION {name};' "
+                       "(or `mempalace-pg db upgrade` as a superuser)")
+            continue
+        if name == "vector" and _version(installed) < MIN_PGVECTOR:
+            report.add(name, "fail", f"pgvector {installed}: mempalace-pg needs "
+                                     f"{'.'.join(map(str, MIN_PGVECTOR))} or newer (iterative index scans)",
+                       f"install a newer {package}, then `ALTER EXTENSION vector UPDATE;`")
+            continue
+        note = KNOWN_ISSUES.get((name, ".".join(str(p) for p in _version(installed)[:3])))
+        status = "warn" if note else "ok"
+        finding = f"{label} {installed}" + (f" (server has {available})" if available != installed else "")
+        report.add(name, status, finding + (f": {note}" if note else ""),
+                   "upgrade the package when a fixed release is available" if note else None)
+
+
+def _check_age_load(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
+    """Can this role load AGE for Cypher? (mempalace-pg itself needs no LOAD: it writes through SQL.)"""
+    if not conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'age'").fetchone():
+        return
+    # shared_preload_libraries is readable only with pg_read_all_settings; pg_settings then just omits it
+    preload = conn.execute(
+        "SELECT string_agg(setting, ' ') FROM pg_settings "
+        "WHERE name IN ('shared_preload_libraries', 'session_preload_libraries')").fetchone()[0] or ""
+    if "age" in preload:
+        report.add("age load", "ok", "AGE is preloaded (shared/session_preload_libraries)")
+        return
+    for statement in ("LOAD 'age'", "LOAD '$libdir/plugins/age'"):
+        try:
+            with conn.transaction():
+                conn.execute(statement)
+                raise _RollBack
+        except _RollBack:
+            report.add("age load", "ok", f"this role can `{statement}` (needed for Cypher in psql)")
+            return
+        except psycopg.Error:
+            continue
+    report.add("age load", "warn", f"role {conn.info.user!r} cannot LOAD AGE, so Cypher (cypher()) fails for it; "
+                                   "mempalace-pg itself does not need it",
+               "as root on the server: ln -s ../age.so \"$(pg_config --pkglibdir)/plugins/age.so\" "
+               "(then LOAD '$libdir/plugins/age'), or add age to session_preload_libraries")
+
+
+class _RollBack(Exception):
+    pass
+
+
+def _check_schema(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
+    from .schema import current_revision, head_revision, known_revisions
+
+    current, head = current_revision(conn, settings.schema), head_revision()
+    if current == head:
+        report.add("schema", "ok", f"schema {settings.schema!r} at revision {head}")
+    elif current is None:
+        report.add("schema", "warn", f"schema {settings.schema!r} not created yet (made on first use)",
+                   "mempalace-pg db upgrade")
+    elif current not in known_revisions():
+        report.add("schema", "fail", f"schema {settings.schema!r} is at {current}, newer than this code ({head})",
+                   "upgrade mempalace-pg (pip install -U mempalace-pg)")
+    else:
+        report.add("schema", "fail", f"schema {settings.schema!r} is at {current}; this code needs {head}",
+                   "mempalace-pg db upgrade")
+
+
+def _check_indexes(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
+    schemas = [settings.schema, settings.graph]
+    invalid = conn.execute(
+        "SELECT n.nspname || '.' || c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ANY(%s) AND NOT i.indisvalid",
+        (schemas,)).fetchall()
+    if invalid:
+        names = ", ".join(r[0] for r in invalid)
+        report.add("indexes", "fail", f"invalid indexes (an interrupted build): {names}",
+                   "; ".join(f"REINDEX INDEX {r[0]}" for r in invalid))
+    rows = conn.execute(
+        "SELECT c.relname, c.reltuples::bigint, s.idx_scan, pg_relation_size(c.oid), t.relname "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_index i ON i.indexrelid = c.oid "
+        "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am a ON a.oid = c.relam "
+        "LEFT JOIN pg_stat_user_indexes s ON s.indexrelid = c.oid "
+        "WHERE n.nspname = %s AND a.amname = 'hnsw' ORDER BY t.relname", (settings.schema,)).fetchall()
+    partitions = conn.execute(
+        "SELECT c.relname, c.reltuples::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname ~ '^records_c[0-9]+$' ORDER BY 1", (settings.schema,)).fetchall()
+    indexed = {r[4] for r in rows}
+    missing = [p for p, tuples in partitions if p not in indexed and tuples > 0]
+    if missing:
+        report.add("vector indexes", "warn", f"collections without an HNSW index (searched exactly): "
+                                             f"{', '.join(missing)}",
+                   "run MemPalace's maintenance (`run_maintenance('reindex')`) or write to the collection once")
+    if rows:
+        scans = sum(r[2] or 0 for r in rows)
+        report.add("vector indexes", "ok", f"{len(rows)} HNSW index(es), "
+                                           f"{sum(r[3] for r in rows) / 1e6:.1f} MB, {scans} scans since stats reset")
+    elif not missing and not invalid:
+        report.add("indexes", "ok", "no collections yet" if not partitions else "all indexes valid")
+
+
+def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
+    max_conn = int(conn.execute("SHOW max_connections").fetchone()[0])
+    used = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").fetchone()[0]
+    finding = (f"pool {settings.pool_min_size}-{settings.pool_max_size} connections per process, statement timeout "
+               f"{settings.statement_timeout_ms} ms, ef_search {settings.ef_search}; server max_connections "
+               f"{max_conn}, {used} in use")
+    if settings.pool_max_size * 4 > max_conn - used:
+        report.add("pool", "warn", finding + ": four processes at their pool maximum would not fit",
+                   "lower MEMPALACE_PG_POOL_MAX or raise max_connections on the server")
+    else:
+        report.add("pool", "ok", finding)
+
+
+def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]) -> None:
+    """What MemPalace will use for its configured palace (or --palace)."""
+    from .backend import MARKER_FILENAME, check_marker_target
+    from .routing import _configured_palace
+
+    palace = os.path.realpath(os.path.expanduser(palace_path)) if palace_path else _configured_palace()
+    if not palace:
+        report.add("palace", "warn", "no MemPalace palace configured", "mempalace init <dir> --backend postgres")
+        return
+    marker = os.path.join(palace, MARKER_FILENAME)
+    if not os.path.isfile(marker):
+        kind = "does not exist yet" if not os.path.exists(palace) else "is not a postgres palace (no marker)"
+        report.add("palace", "warn", f"MemPalace's palace {palace} {kind}: MemPalace will use its default backend "
+                                     "there", f"mempalace --backend postgres mine <dir>  (or migrate it: see README)")
+        return
+    try:
+        namespace, key = check_marker_target(palace, settings)
+    except Exception as exc:  # noqa: BLE001 - reported as the finding
+        report.add("palace", "fail", f"palace {palace}: {exc}",
+                   "point MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA at the database its marker names")
+        return
+    report.add("palace", "ok", f"MemPalace's palace {palace} uses the postgres backend here "
+                               f"(key {key!r}, namespace {namespace!r}); its knowledge graph is in AGE")
+
+
+def render(report: Report) -> str:
+    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+    lines = [f"mempalace-pg doctor: {report.target}"]
+    for c in report.checks:
+        lines.append(f"  [{marks[c.status]}] {c.name}: {c.finding}")
+        if c.fix and c.status != "ok":
+            lines.append(f"         fix: {c.fix}")
+    failed = sum(c.status == "fail" for c in report.checks)
+    warned = sum(c.status == "warn" for c in report.checks)
+    lines.append("all good" if not failed and not warned else f"{failed} to fix, {warned} warning(s)")
+    return "\n".join(lines)
+
+
+__all__ = ["run_checks", "render", "Report", "Check"]

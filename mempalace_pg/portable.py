@@ -1,0 +1,233 @@
+"""One palace as portable JSON lines: ``mempalace-pg export`` and ``mempalace-pg import``.
+
+The file is plain JSON, one object per line, readable by anything:
+
+    {"kind": "header", "format": "mempalace-pg-export", "version": 1, "palace_key": ..., "namespace": ...,
+     "exported_at": ..., "schema_revision": ..., "collections": [{"name", "dimension", "embedder_model",
+     "embedder_dimension"}, ...]}
+    {"kind": "record", "collection": "mempalace_drawers", "id": ..., "document": ..., "metadata": {...},
+     "embedding": [0.0123, ...]}                        # one per drawer, closet, asset
+    {"kind": "entity", "row": {"id": ..., "name": ..., "type": ..., "properties": ..., "created_at": ...}}
+    {"kind": "triple", "row": {"id": ..., "subject": ..., "predicate": ..., "object": ..., "valid_from": ...}}
+    {"kind": "footer", "counts": {"mempalace_drawers": n, ..., "entities": n, "triples": n}}
+
+Embeddings are written as the float32 values stored (JSON keeps them exactly). Knowledge-graph rows are
+MemPalace's replication rows (``dump_rows`` / ``apply_row``), so facts keep their ids and validity.
+
+Export streams (a server-side cursor; memory stays flat). Import is idempotent (records are upserted,
+graph rows applied by id, unchanged rows skipped), writes in batches each committed whole, checks the
+file first (header, the footer's counts, every line's shape), refuses a target collection of another
+dimension or embedder, and verifies the counts at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import IO, Callable, Optional
+
+from psycopg import sql
+
+FORMAT = "mempalace-pg-export"
+VERSION = 1
+COLLECTIONS = ("mempalace_drawers", "mempalace_closets", "mempalace_assets")
+BATCH = 500
+
+
+class ExportFormatError(ValueError):
+    """The file is not a mempalace-pg export this version can read (the message says where)."""
+
+
+@dataclass
+class ImportReport:
+    written: dict = field(default_factory=dict)
+    expected: dict = field(default_factory=dict)
+    found: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(self.found.get(k, 0) >= v for k, v in self.expected.items())
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "written": self.written, "expected": self.expected, "found": self.found}
+
+
+def _collections(backend, palace_ref) -> list:
+    from mempalace.backends import CollectionNotInitializedError
+
+    out = []
+    for name in COLLECTIONS:
+        try:
+            out.append(backend.get_collection(palace=palace_ref, collection_name=name, create=False))
+        except CollectionNotInitializedError:
+            continue
+    return out
+
+
+def export_palace(out: IO[str], drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
+                  ) -> dict:
+    """Write the palace of ``drawers_collection`` (all its collections) and its graph ``kg`` to ``out``."""
+    from .schema import head_revision
+
+    backend, ref = drawers_collection._backend, drawers_collection._palace
+    cols = _collections(backend, ref)
+    header = {"kind": "header", "format": FORMAT, "version": VERSION, "palace_key": kg.palace_key,
+              "namespace": kg.namespace, "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "schema_revision": head_revision(), "collections": []}
+    for col in cols:
+        identity = col.get_stored_embedder_identity()
+        header["collections"].append({"name": col.name, "dimension": col._dimension or col._fetch_dimension(),
+                                      "embedder_model": identity.model_name if identity else None,
+                                      "embedder_dimension": identity.dimension if identity else None})
+    out.write(json.dumps(header, ensure_ascii=False) + "\n")
+    counts: dict = {}
+    db = drawers_collection._open()
+    for col in cols:
+        n = 0
+        query = sql.SQL("SELECT id, document, metadata, embedding::real[] FROM {} WHERE collection_pk = %s "
+                        "ORDER BY id").format(col._table)
+        with db.connection() as conn, conn.transaction():
+            with conn.cursor(name="mempalace_pg_export") as cur:
+                cur.itersize = 2000
+                cur.execute(query, (col._pk,))
+                for rid, document, metadata, embedding in cur:
+                    out.write(json.dumps({"kind": "record", "collection": col.name, "id": rid, "document": document,
+                                          "metadata": metadata, "embedding": embedding}, ensure_ascii=False) + "\n")
+                    n += 1
+                    if progress and n % 5000 == 0:
+                        progress(col.name, n)
+        counts[col.name] = n
+    for table, kind in (("entities", "entity"), ("triples", "triple")):
+        n, cursor = 0, 0
+        while True:
+            rows = kg.dump_rows(table, after_rowid=cursor, limit=1000)
+            if not rows:
+                break
+            for row in rows:
+                cursor = row.pop("_rowid")
+                row.pop("rowid", None)
+                out.write(json.dumps({"kind": kind, "row": row}, ensure_ascii=False) + "\n")
+                n += 1
+        counts[table] = n
+    out.write(json.dumps({"kind": "footer", "counts": counts}) + "\n")
+    return counts
+
+
+def _lines(path: str):
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ExportFormatError(f"{path}:{number}: not JSON ({exc.msg})") from None
+
+
+def check_file(path: str) -> tuple[dict, dict]:
+    """Read the whole file once, checking every line; return (header, footer counts)."""
+    header, footer, seen = None, None, {}
+    for number, obj in _lines(path):
+        kind = obj.get("kind") if isinstance(obj, dict) else None
+        if number == 1 or header is None:
+            if kind != "header" or obj.get("format") != FORMAT:
+                raise ExportFormatError(f"{path}:{number}: not a {FORMAT} file (no header line)")
+            if obj.get("version") != VERSION:
+                raise ExportFormatError(f"{path}: format version {obj.get('version')}; this mempalace-pg reads {VERSION}")
+            header = obj
+            continue
+        if footer is not None:
+            raise ExportFormatError(f"{path}:{number}: data after the footer")
+        if kind == "record":
+            names = {c["name"] for c in header["collections"]}
+            emb = obj.get("embedding")
+            if obj.get("collection") not in names or not isinstance(obj.get("id"), str) \
+                    or not isinstance(emb, list) or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in emb):
+                raise ExportFormatError(f"{path}:{number}: malformed record")
+            seen[obj["collection"]] = seen.get(obj["collection"], 0) + 1
+        elif kind in ("entity", "triple"):
+            if not isinstance(obj.get("row"), dict) or not isinstance(obj["row"].get("id"), str):
+                raise ExportFormatError(f"{path}:{number}: {kind} without an id")
+            key = "entities" if kind == "entity" else "triples"
+            seen[key] = seen.get(key, 0) + 1
+        elif kind == "footer":
+            footer = obj.get("counts") or {}
+        else:
+            raise ExportFormatError(f"{path}:{number}: unknown line type {kind!r}")
+    if header is None:
+        raise ExportFormatError(f"{path}: empty file")
+    if footer is None:
+        raise ExportFormatError(f"{path}: no footer line: the export was cut short")
+    if {k: v for k, v in footer.items() if v} != seen:
+        raise ExportFormatError(f"{path}: the footer counts {footer} but the file holds {seen}")
+    return header, footer
+
+
+def import_palace(path: str, drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
+                  ) -> ImportReport:
+    """Load an export into the palace of ``drawers_collection`` / ``kg`` (idempotent; see the module doc)."""
+    from mempalace.backends.base import EmbedderIdentity
+
+    from .kg_import import _write_batch
+
+    header, footer = check_file(path)
+    backend, ref = drawers_collection._backend, drawers_collection._palace
+    report = ImportReport(expected={k: v for k, v in footer.items() if v})
+    targets = {}
+    for spec in header["collections"]:
+        col = backend.get_collection(palace=ref, collection_name=spec["name"], create=True)
+        stored = col.get_stored_embedder_identity()
+        if stored and spec.get("embedder_model") and stored.model_name != spec["embedder_model"]:
+            raise ExportFormatError(f"collection {spec['name']} of the target palace was written by embedder "
+                                    f"{stored.model_name!r}; the export by {spec['embedder_model']!r}: refusing to mix")
+        dim = col._dimension or col._fetch_dimension()
+        if dim and spec.get("dimension") and dim != spec["dimension"]:
+            raise ExportFormatError(f"collection {spec['name']} of the target palace holds {dim}-d vectors; the "
+                                    f"export {spec['dimension']}-d: refusing to mix")
+        if not stored and spec.get("embedder_model"):
+            col.set_embedder_identity(EmbedderIdentity(model_name=spec["embedder_model"],
+                                                       dimension=int(spec.get("embedder_dimension") or 0)))
+        targets[spec["name"]] = col
+    pending: dict = {}
+    graph_rows: dict = {"entities": [], "triples": []}
+
+    def flush_records(name):
+        batch = pending.pop(name, [])
+        if batch:
+            targets[name].upsert(ids=[r["id"] for r in batch], documents=[r["document"] for r in batch],
+                                 metadatas=[r.get("metadata") or {} for r in batch],
+                                 embeddings=[r["embedding"] for r in batch])
+            report.written[name] = report.written.get(name, 0) + len(batch)
+            if progress:
+                progress(name, report.written[name])
+
+    def flush_graph(table):
+        batch, graph_rows[table] = graph_rows[table], []
+        if batch:
+            _write_batch(kg, table, batch)
+            report.written[table] = report.written.get(table, 0) + len(batch)
+
+    for _, obj in _lines(path):
+        kind = obj["kind"]
+        if kind == "record":
+            pending.setdefault(obj["collection"], []).append(obj)
+            if len(pending[obj["collection"]]) >= BATCH:
+                flush_records(obj["collection"])
+        elif kind in ("entity", "triple"):
+            table = "entities" if kind == "entity" else "triples"
+            graph_rows[table].append(obj["row"])
+            if len(graph_rows[table]) >= BATCH:
+                flush_graph(table)
+    for name in list(pending):
+        flush_records(name)
+    flush_graph("entities")
+    flush_graph("triples")
+    for name, col in targets.items():
+        report.found[name] = col.count()
+    stats = kg.stats()
+    report.found["entities"], report.found["triples"] = stats["entities"], stats["triples"]
+    return report
+
+
+__all__ = ["export_palace", "import_palace", "check_file", "ExportFormatError", "ImportReport", "FORMAT"]

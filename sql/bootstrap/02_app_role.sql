@@ -1,0 +1,19 @@
+-- mempalace-pg bootstrap, step 2: a least-privilege application role. Run as a superuser, after step 1.
+--
+-- psql variables (docker/initdb/10-mempalace.sh sets them from the container's environment):
+--   app_role      the role MemPalace connects as          (e.g. mempalace)
+--   app_password  its password                            (any text; psql quotes it)
+--   app_db        the database                            (e.g. mempalace)
+--
+-- The role is no superuser and cannot create databases or roles. It may create schemas in its database
+-- (mempalace-pg makes its schema and the AGE graph's on first use, and owns them), use AGE's catalog and
+-- register graphs in it, and it gets AGE loaded at connection start (session_preload_libraries), so Cypher
+-- works in its psql sessions without LOAD. Idempotent: rerunning it updates the password and grants.
+SELECT format('CREATE ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE', :'app_role')
+WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'app_role') \gexec
+ALTER ROLE :"app_role" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD :'app_password';
+GRANT CONNECT, CREATE ON DATABASE :"app_db" TO :"app_role";
+GRANT USAGE ON SCHEMA ag_catalog TO :"app_role";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ag_catalog.ag_graph, ag_catalog.ag_label TO :"app_role";
+ALTER ROLE :"app_role" SET session_preload_libraries = 'age';
+ALTER ROLE :"app_role" SET search_path = "$user", public, ag_catalog;

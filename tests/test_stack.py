@@ -1,0 +1,137 @@
+"""The homelab stack (docker/) without a Docker engine: the bootstrap SQL it runs, applied to a fresh
+database on the test server, then normal work as its least-privilege role; and the compose file and
+Dockerfile checked for what the stack promises."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = ROOT / "docker"
+
+
+@pytest.fixture
+def fresh_database(pg_dsn):
+    name = f"stack_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    params = conninfo_to_dict(pg_dsn)
+    params["dbname"] = name
+    yield make_conninfo(**params)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def _as(dsn: str, **changes) -> str:
+    params = conninfo_to_dict(dsn)
+    params.update(changes)
+    return make_conninfo(**params)
+
+
+def test_bootstrap_then_normal_work_as_the_app_role(fresh_database, tmp_path, monkeypatch):
+    role, password = f"mp_app_{uuid.uuid4().hex[:6]}", "pa'ss \"word\" $1 ;--"  # quoting is psql's job
+    env = {**os.environ, "MEMPALACE_PG_DSN": fresh_database, "MEMPALACE_APP_PASSWORD": password}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "mempalace_pg.cli", *a], env=env, capture_output=True,
+                                    text=True, timeout=120)
+    try:
+        for _ in range(2):  # idempotent
+            proc = run("db", "bootstrap", "--app-role", role)
+            assert proc.returncode == 0, proc.stderr
+            assert "01_extensions.sql, 02_app_role.sql" in proc.stdout and password not in proc.stdout + proc.stderr
+        app = _as(fresh_database, user=role, password=password)
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert conn.execute("SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles "
+                                "WHERE rolname = current_user").fetchone() == (False, False, False)
+            assert {r[0] for r in conn.execute("SELECT extname FROM pg_extension")} >= {"vector", "age"}
+            # AGE is preloaded for the role: the Cypher query below runs on a connection that never LOADs it
+            settings = conn.execute("SELECT setconfig FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole "
+                                    "WHERE r.rolname = current_user").fetchone()[0]
+            assert "session_preload_libraries=age" in settings
+
+        # normal work as the application role: schema and graph made on first use, drawers, facts, Cypher
+        monkeypatch.setenv("MEMPALACE_PG_DSN", app)
+        monkeypatch.setenv("MEMPALACE_PG_SCHEMA", "mempalace")
+        from mempalace_pg import database, unit_of_work
+        from mempalace_pg.retrieval import PalaceSearch
+
+        database.close_all()
+        with unit_of_work(palace_key="homelab") as uow:
+            uow.add_drawers(ids=["d1"], documents=["the NAS runs PostgreSQL"], embeddings=[[1.0, 0.0]])
+            uow.add_triple("NAS", "runs", "PostgreSQL", source_drawer_id="d1")
+        [hit] = PalaceSearch(palace_key="homelab").around_entity("NAS", [1.0, 0.0])["hits"]
+        assert hit["id"] == "d1"
+        database.close_all()
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert conn.execute("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'mempalace'"
+                                ).fetchone()[0] == role
+            rows = conn.execute("SELECT * FROM ag_catalog.cypher('mempalace_kg', $$ MATCH (s:Entity)-[f:Fact]->(o) "
+                                "RETURN s.name, f.predicate, o.name $$) AS (s agtype, p agtype, o agtype)").fetchall()
+            assert rows == [('"NAS"', '"runs"', '"PostgreSQL"')]
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("CREATE DATABASE not_allowed")
+    finally:
+        from mempalace_pg import database
+
+        database.close_all()
+        with psycopg.connect(fresh_database, autocommit=True) as conn:
+            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph")
+            conn.execute(f"DROP OWNED BY {role} CASCADE")
+        with psycopg.connect(_as(fresh_database, dbname="postgres"), autocommit=True) as conn:
+            conn.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_bootstrap_refuses_bad_input(fresh_database):
+    env = {**os.environ, "MEMPALACE_PG_DSN": fresh_database}
+    env.pop("MEMPALACE_APP_PASSWORD", None)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "mempalace_pg.cli", *a], env=env, capture_output=True,
+                                    text=True, timeout=120)
+    proc = run("db", "bootstrap", "--app-role", "mempalace_x")
+    assert proc.returncode == 2 and "MEMPALACE_APP_PASSWORD" in proc.stderr
+    env["MEMPALACE_APP_PASSWORD"] = "x"
+    proc = run("db", "bootstrap", "--app-role", 'bad"; DROP ROLE postgres; --')
+    assert proc.returncode == 2 and "not a valid" in proc.stderr.lower()
+    proc = run("db", "bootstrap")  # extensions only
+    assert proc.returncode == 0 and "02_app_role" not in proc.stdout
+
+
+def test_compose_file_promises(pg_dsn):
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    db = compose["services"]["db"]
+    assert db["build"]["context"] == ".." and (ROOT / db["build"]["dockerfile"]).is_file()  # context: the repo
+    assert "pg_isready" in " ".join(db["healthcheck"]["test"])
+    assert any(v.endswith(":/var/lib/postgresql/data") for v in db["volumes"]) and "pgdata" in compose["volumes"]
+    assert db["shm_size"] in ("1gb", "1g") and db["ports"] == ["127.0.0.1:5432:5432"]
+    assert (DOCKER / ".env.example").is_file() and db["env_file"] == ".env"
+    # every -c setting is a real PostgreSQL setting with a value this server accepts for its kind
+    settings = dict(arg.split("=", 1) for arg in db["command"][1:] if arg != "-c")
+    assert {"maintenance_work_mem", "shared_buffers"} <= set(settings)
+    with psycopg.connect(pg_dsn) as conn:
+        for name, value in settings.items():
+            row = conn.execute("SELECT vartype, unit FROM pg_settings WHERE name = %s", (name,)).fetchone()
+            assert row, f"{name} is not a PostgreSQL setting"
+            if row[1] in ("kB", "8kB", "MB"):
+                assert conn.execute("SELECT pg_size_bytes(%s) > 0", (value,)).fetchone()[0]
+            else:
+                int(value)
+
+
+def test_dockerfile_pins_versions_and_ships_the_bootstrap():
+    text = (DOCKER / "Dockerfile").read_text()
+    assert "ARG AGE_IMAGE=apache/age:release_PG17_1.6.0" in text and ":latest" not in text
+    assert "ARG PGVECTOR_VERSION=0.8.0" in text
+    assert "COPY sql/bootstrap/ /mempalace-pg/sql/bootstrap/" in text and "HEALTHCHECK" in text
+    script = (DOCKER / "initdb" / "10-mempalace.sh").read_text()
+    for name in ("01_extensions.sql", "02_app_role.sql"):
+        assert f"/mempalace-pg/sql/bootstrap/{name}" in script and (ROOT / "sql" / "bootstrap" / name).is_file()
+    assert os.access(DOCKER / "initdb" / "10-mempalace.sh", os.X_OK)
+    proc = subprocess.run(["sh", "-n", str(DOCKER / "initdb" / "10-mempalace.sh")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
