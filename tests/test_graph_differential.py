@@ -11,11 +11,15 @@ import re
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 TRIPLE_ID = re.compile(r"^t_.*_[0-9a-f]{12}$", re.DOTALL)
 
+
+
+def _canon(row: dict) -> tuple:
+    return tuple((k, str(row[k])) for k in sorted(row))
 
 class Pair:
     """Runs each operation on the SQLite reference and on the AGE graph and checks they agree."""
@@ -67,6 +71,19 @@ class Pair:
         ref_value, age_value = ref_rest[0], age_rest[0]
         if method in ("add_triple", "supersede", "rewrite"):
             self._learn(ref_value, age_value)
+        if method == "timeline":
+            # Both order by (valid_from, triple id); the ids carry a hash of the write time, so rows with
+            # the same valid_from tie-break differently in the two stores. Same valid_from sequence, and
+            # within each valid_from the same rows (a page may cut a tie group differently: then the
+            # rows must at least be facts the reference has).
+            age_value = self._translate(age_value)
+            assert [r["valid_from"] for r in age_value] == [r["valid_from"] for r in ref_value], (method, args, kwargs)
+            if not kwargs:
+                assert sorted(age_value, key=_canon) == sorted(ref_value, key=_canon), (method, args)
+            else:
+                full = self.ref.timeline(*ref_args, limit=10_000)
+                assert all(r in full for r in age_value), (method, args, kwargs)
+            return ref_value
         assert self._translate(age_value) == ref_value, f"{method}{args} {kwargs}: SQLite {ref_value!r} vs AGE {age_value!r}"
         return ref_value
 
@@ -265,6 +282,8 @@ OPS = st.one_of(
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, min_size=1, max_size=14))
+# found by this test: two facts with the same valid_from, whose order depends on their (time-hashed) ids
+@example(ops=[("supersede", "Bob Smith", "loves", "bob", "bob", "2021-06-15")] * 2)
 def test_generated_sequences(tmp_path_factory, pg_env, ops):
     from mempalace_pg.graph import AgeKnowledgeGraph
     from mempalace_pg.routing import _sqlite_class
