@@ -10,6 +10,7 @@
     mempalace-pg search facts ENTITY          facts about an entity with their source drawers
     mempalace-pg search entities QUERY        entities ranked by their drawers' similarity to QUERY
     mempalace-pg search hybrid QUERY          vector + full-text search fused (RRF)
+    mempalace-pg migrate --from DIR --to DIR   a Chroma/sqlite_exact/pgvector palace into PostgreSQL
     mempalace-pg export FILE    one palace to portable JSON lines;  mempalace-pg import FILE: and back
     mempalace-pg doctor         what is wrong with this installation, and how to fix it (exit 1 if anything)
 
@@ -326,6 +327,37 @@ def cmd_import(args) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_migrate(args) -> int:
+    from .migrate import migrate, print_progress
+
+    show = print_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
+    report = migrate(args.source, args.target, settings=_settings(args), dry_run=args.dry_run, page=args.batch,
+                     progress=show)
+    if args.json:
+        print(json.dumps(report.as_dict()))
+        return 0 if report.ok else 1
+    verb = "would copy" if report.dry_run else "copied"
+    print(f"{report.source} ({report.source_backend}) -> {report.target} (postgres)")
+    for name, c in report.collections.items():
+        extra = "" if report.dry_run else (f": {c['written']} written, {c['skipped']} already there, "
+                                             f"{c['target']} in the target")
+        print(f"  {name}: {verb} {c['source']} records{extra}")
+    if report.graph is not None:
+        g = report.graph
+        done = "" if report.dry_run else f" ({'verified' if g.get('ok') else 'NOT verified'})"
+        print(f"  knowledge graph: {verb} {g['entities']} entities, {g['triples']} triples into AGE{done}")
+    if report.dry_run:
+        print("dry run: nothing was written")
+        return 0
+    print(f"read back {report.sampled} sampled records: "
+          + ("identical" if not report.mismatches else f"{len(report.mismatches)} differences: {report.mismatches[:3]}"))
+    if report.ok:
+        print(f"done in {report.seconds:.0f} s. Switch MemPalace over: `mempalace --palace {report.target} status`, "
+              f"or set \"palace_path\": \"{report.target}\" in MemPalace's config.json (with MEMPALACE_PG_DSN "
+              "set wherever MemPalace runs). The source palace is unchanged.")
+    return 0 if report.ok else 1
+
+
 def cmd_doctor(args) -> int:
     from .doctor import render, run_checks
 
@@ -384,6 +416,15 @@ def build_parser() -> argparse.ArgumentParser:
     imp2.add_argument("file")
     palace_args(imp2)
     imp2.set_defaults(func=cmd_import)
+
+    mig = sub.add_parser("migrate", help="copy a Chroma / sqlite_exact / pgvector palace (and its graph) in")
+    mig.add_argument("--from", dest="source", required=True, help="the existing palace directory (read only)")
+    mig.add_argument("--to", dest="target", required=True, help="the new postgres palace directory")
+    mig.add_argument("--dry-run", action="store_true", help="say what would be copied; write nothing")
+    mig.add_argument("--batch", type=int, default=1000, help="records per batch (default 1000)")
+    mig.add_argument("--progress", action="store_true", help="show progress even when not on a terminal")
+    mig.add_argument("--json", action="store_true", help="machine-readable output")
+    mig.set_defaults(func=cmd_migrate)
 
     doc = sub.add_parser("doctor", help="check the installation; each problem with the command that fixes it")
     doc.add_argument("--palace", help="the palace directory to check (default: MemPalace's configured palace)")

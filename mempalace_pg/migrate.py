@@ -1,0 +1,272 @@
+"""``mempalace-pg migrate --from <palace dir> --to <new palace dir>``: move a palace into PostgreSQL.
+
+The source is read through MemPalace's own backend (Chroma, ``sqlite_exact`` or the built-in
+``pgvector``, whichever the directory holds), read-only, page by page: its drawers, closets and assets
+with their stored embeddings (no embedding model is loaded: nothing is re-embedded), metadata and
+embedder identity, then its SQLite knowledge graph (``mempalace-pg kg import``).
+
+* **Never changes the source.** A file-based palace (Chroma, ``sqlite_exact``) is read from a temporary
+  snapshot copy (Chroma rewrites its files when a palace is opened, even to read); the graph file is
+  opened read-only. The snapshot needs as much free space as the palace, in the system temp directory.
+* **Resumable.** Every batch commits; a rerun skips the ids the target already holds, so a stopped
+  migration picks up where it stopped, and running it twice writes nothing the second time.
+* **Refusals.** A target palace that holds records but was not migrated from this source is refused, as
+  is a target collection written by another embedder or of another vector width.
+* **Checked.** Counts are compared per collection, and a reservoir sample of records is read back from
+  both sides and compared field by field (embeddings to float32 precision).
+* Memory stays flat: one page of the source at a time, written by the bulk loader (binary COPY, the
+  vector index built once at the end).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from .config import ConfigError, Settings
+
+COLLECTIONS = ("mempalace_drawers", "mempalace_closets", "mempalace_assets")
+#: Backends whose palace is a directory of files: read from a snapshot copy (temporary; needs the space).
+FILE_BACKENDS = ("chroma", "sqlite_exact")
+PAGE = 1000
+SAMPLE = 25
+
+
+@dataclass
+class MigrationReport:
+    source: str
+    source_backend: str
+    target: str
+    dry_run: bool = False
+    collections: dict = field(default_factory=dict)   # name -> {source, skipped, written, target}
+    graph: Optional[dict] = None
+    sampled: int = 0
+    mismatches: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        counts_ok = all(c.get("target") == c["source"] for c in self.collections.values()) if not self.dry_run else True
+        return counts_ok and not self.mismatches and (self.graph is None or self.graph.get("ok", True))
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "source": self.source, "source_backend": self.source_backend, "target": self.target,
+                "dry_run": self.dry_run, "collections": self.collections, "graph": self.graph,
+                "sampled": self.sampled, "mismatches": self.mismatches[:20], "seconds": round(self.seconds, 1)}
+
+
+def _source_backend(path: str) -> str:
+    from mempalace.backends.registry import detect_backends_for_path
+
+    found = [b for b in detect_backends_for_path(path) if b != "postgres"]
+    if not found:
+        raise ConfigError(f"{path}: no MemPalace palace found there (no Chroma, sqlite_exact or pgvector palace)")
+    return found[0]
+
+
+def _open_source(path: str, backend_name: str):
+    from mempalace.backends import CollectionNotInitializedError, PalaceRef
+    from mempalace.backends.registry import get_backend_class
+
+    backend = get_backend_class(backend_name)()  # our own instance: closing it touches nobody else's
+    ref = PalaceRef(id=path, local_path=path)
+    out = {}
+    for name in COLLECTIONS:
+        try:
+            out[name] = backend.get_collection(palace=ref, collection_name=name, create=False,
+                                               options={"read_only": True})
+        except CollectionNotInitializedError:
+            continue
+    return backend, out
+
+
+def _provenance(target_dir: str) -> Optional[dict]:
+    from .backend import marker_path
+
+    try:
+        with open(marker_path(target_dir), encoding="utf-8") as f:
+            return json.load(f).get("migrated_from")
+    except (OSError, ValueError):
+        return None
+
+
+def _record_provenance(target_dir: str, source: str, backend_name: str) -> None:
+    from .backend import marker_path
+
+    path = marker_path(target_dir)
+    with open(path, encoding="utf-8") as f:
+        marker = json.load(f)
+    marker["migrated_from"] = {"path": source, "backend": backend_name}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(marker, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dry_run: bool = False,
+            page: int = PAGE, progress: Optional[Callable[[str, int, int, float], None]] = None) -> MigrationReport:
+    """Copy the palace at ``source`` into a postgres palace at ``target`` (see the module doc)."""
+    from mempalace.backends import PalaceRef
+
+    from .backend import PostgresBackend
+
+    started = time.perf_counter()
+    settings = settings or Settings.load()
+    source = os.path.realpath(os.path.expanduser(source))
+    target = os.path.realpath(os.path.expanduser(target))
+    if source == target:
+        raise ConfigError("--to must be a new palace directory, not the source")
+    backend_name = _source_backend(source)
+    report = MigrationReport(source=source, source_backend=backend_name, target=target, dry_run=dry_run)
+    kg_path = os.path.join(source, "knowledge_graph.sqlite3")
+    # File-based palaces are read from a snapshot copy: opening a Chroma palace lets Chroma rewrite its
+    # files (it folds its log into the index on load), and a snapshot also cannot change under us.
+    # The SQLite graph too (with its -wal/-shm if a writer left them): even a read-only open of a WAL
+    # database creates files beside it.
+    snapshot = tempfile.mkdtemp(prefix="mempalace-pg-migrate-")
+    if backend_name in FILE_BACKENDS:
+        shutil.copytree(source, os.path.join(snapshot, "palace"), dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("knowledge_graph.sqlite3*"))
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.isfile(kg_path + suffix):
+            shutil.copy2(kg_path + suffix, os.path.join(snapshot, "knowledge_graph.sqlite3" + suffix))
+    has_graph = os.path.isfile(kg_path)
+    kg_path = os.path.join(snapshot, "knowledge_graph.sqlite3")
+    read_from = os.path.join(snapshot, "palace") if backend_name in FILE_BACKENDS else source
+    src_backend, sources = _open_source(read_from, backend_name)
+    try:
+        pg = PostgresBackend()
+        ref = PalaceRef(id=target, local_path=target)
+        opts = {"dsn": settings.dsn, "schema": settings.schema}
+        existing = {}
+        if os.path.isdir(target) and os.path.isfile(os.path.join(target, "mempalace_pg.json")):
+            for name in sources:
+                try:
+                    existing[name] = pg.get_collection(palace=ref, collection_name=name, create=False, options=opts)
+                except Exception:  # noqa: BLE001 - not created yet
+                    continue
+            held = sum(c.count() for c in existing.values())
+            origin = _provenance(target)
+            if held and (origin or {}).get("path") != source:
+                raise ConfigError(f"the target palace {target} already holds {held} records that were not migrated "
+                                  f"from {source}: refusing to mix palaces (choose a new --to directory)")
+        elif os.path.exists(target) and os.listdir(target):
+            raise ConfigError(f"{target} exists and is not empty: --to must be a new (or empty) directory")
+        for name, col in sources.items():
+            report.collections[name] = {"source": col.count()}
+        if has_graph:
+            import sqlite3
+
+            src = sqlite3.connect(f"file:{kg_path}?mode=ro", uri=True)
+            try:
+                report.graph = {t: src.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                                for t in ("entities", "triples")}
+            finally:
+                src.close()
+        if dry_run:
+            report.seconds = time.perf_counter() - started
+            return report
+
+        for name, src_col in sources.items():
+            identity = src_col.get_stored_embedder_identity() if hasattr(src_col, "get_stored_embedder_identity") else None
+            col = pg.get_collection(palace=ref, collection_name=name, create=True, options=opts)
+            stored = col.get_stored_embedder_identity()
+            if identity and stored and stored.model_name != identity.model_name:
+                raise ConfigError(f"target collection {name} was written by embedder {stored.model_name!r}, the "
+                                  f"source by {identity.model_name!r}: refusing to mix")
+            _record_provenance(target, source, backend_name)
+            if identity and not stored:
+                col.set_embedder_identity(identity)
+            stats = report.collections[name]
+            stats.update(skipped=0, written=0)
+            total, seen = stats["source"], 0
+            sample: list = []
+            rng = random.Random(7)
+            t0 = time.perf_counter()
+            with col.bulk_load() as load:
+                offset = 0
+                while True:
+                    got = src_col.get(limit=page, offset=offset, include=["documents", "metadatas", "embeddings"])
+                    ids = list(got.ids)
+                    if not ids:
+                        break
+                    offset += len(ids)
+                    for i, rid in enumerate(ids):  # reservoir sample for the read-back check
+                        seen += 1
+                        if len(sample) < SAMPLE:
+                            sample.append(rid)
+                        elif rng.random() < SAMPLE / seen:
+                            sample[rng.randrange(SAMPLE)] = rid
+                    have = set(col.get(ids=ids, include=[]).ids)
+                    keep = [i for i, rid in enumerate(ids) if rid not in have]
+                    stats["skipped"] += len(ids) - len(keep)
+                    if keep:
+                        emb = np.asarray(got.embeddings, dtype=np.float32)[keep]
+                        load(ids=[ids[i] for i in keep], documents=[got.documents[i] or "" for i in keep],
+                             metadatas=[(got.metadatas[i] or {}) for i in keep], embeddings=emb)
+                        stats["written"] += len(keep)
+                    if progress:
+                        progress(name, offset, total, time.perf_counter() - t0)
+            stats["target"] = col.count()
+            stats["seconds"] = round(time.perf_counter() - t0, 1)
+            _compare(report, name, src_col, col, sample)
+        if report.graph is not None:
+            from .graph import AgeKnowledgeGraph
+            from .kg_import import import_sqlite
+
+            kg = AgeKnowledgeGraph(palace_path=target, settings=settings)
+            result = import_sqlite(kg_path, kg)
+            report.graph.update(ok=result.ok, written=result.written, verified=result.verified,
+                                seconds=round(result.seconds, 1))
+    finally:
+        try:
+            src_backend.close()
+        except Exception:  # noqa: BLE001
+            pass
+        shutil.rmtree(snapshot, ignore_errors=True)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _compare(report: MigrationReport, name: str, src_col, col, sample: list) -> None:
+    if not sample:
+        return
+    a = src_col.get(ids=sample, include=["documents", "metadatas", "embeddings"])
+    b = col.get(ids=sample, include=["documents", "metadatas", "embeddings"])
+    theirs = {rid: (d, m, e) for rid, d, m, e in zip(a.ids, a.documents, a.metadatas, a.embeddings)}
+    ours = {rid: (d, m, e) for rid, d, m, e in zip(b.ids, b.documents, b.metadatas, b.embeddings)}
+    for rid in sample:
+        report.sampled += 1
+        if rid not in ours:
+            report.mismatches.append(f"{name}/{rid}: missing in the target")
+            continue
+        (d1, m1, e1), (d2, m2, e2) = theirs[rid], ours[rid]
+        if (d1 or "") != d2:
+            report.mismatches.append(f"{name}/{rid}: document differs")
+        if (m1 or {}) != m2:
+            report.mismatches.append(f"{name}/{rid}: metadata differs")
+        if not np.allclose(np.asarray(e1, dtype=np.float32), np.asarray(e2, dtype=np.float32), atol=1e-6):
+            report.mismatches.append(f"{name}/{rid}: embedding differs")
+
+
+def print_progress(name: str, done: int, total: int, seconds: float) -> None:
+    rate = done / seconds if seconds > 0 else 0.0
+    width = 30
+    filled = int(width * done / total) if total else width
+    sys.stderr.write(f"\r{name:18s} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} ({rate:,.0f}/s)")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+__all__ = ["migrate", "MigrationReport", "print_progress"]
