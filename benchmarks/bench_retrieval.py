@@ -337,6 +337,13 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+def write_newest_first(results: Path, text: str) -> None:
+    """Put a report section at the top of RESULTS.md (after its title paragraph): newest first."""
+    old = results.read_text(encoding="utf-8")
+    head, _, rest = old.partition("\n## ")
+    results.write_text(head + "\n" + text + "\n## " + rest if rest else old + "\n" + text, encoding="utf-8")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--drawers", type=int, default=100_000)
@@ -358,14 +365,9 @@ def main() -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1))
     text = render(report)
-    if args.no_write:
-        print(text)
-    else:
-        results = Path(args.out)
-        old = results.read_text(encoding="utf-8")
-        head, _, rest = old.partition("\n## ")
-        results.write_text(head + "\n" + text + "\n## " + rest if rest else old + "\n" + text, encoding="utf-8")
-        print(text)
+    if not args.no_write:
+        write_newest_first(Path(args.out), text)
+    print(text)
     return 0
 
 

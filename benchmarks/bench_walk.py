@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import bench_backends as bb  # noqa: E402
-from bench_retrieval import make_facts  # noqa: E402
+from bench_retrieval import make_facts, write_newest_first  # noqa: E402
 
 TIMEOUT_MS = 10_000
 
@@ -180,14 +180,9 @@ def main() -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1))
     text = render(report)
-    if args.no_write:
-        print(text)
-    else:
-        results = Path(args.out)
-        old = results.read_text(encoding="utf-8")
-        head, _, rest = old.partition("\n## ")
-        results.write_text(head + "\n" + text + "\n## " + rest if rest else old + "\n" + text, encoding="utf-8")
-        print(text)
+    if not args.no_write:
+        write_newest_first(Path(args.out), text)
+    print(text)
     return 0
 
 

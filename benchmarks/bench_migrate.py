@@ -1,0 +1,165 @@
+"""Benchmark: `mempalace-pg migrate` of a Chroma palace with its SQLite graph, against this backend's own
+bulk ingest of the same drawers, in one run; memory of the migrating process at two palace sizes.
+
+    python benchmarks/bench_migrate.py                     # 25k and 100k drawers (50k triples at 100k)
+    python benchmarks/bench_migrate.py --sizes 5000 --no-write
+
+Each migration runs `mempalace-pg migrate` in its own process (peak RSS from the kernel). The baseline
+is `bulk_load` of the same generated drawers (bench_backends.py's data) into a fresh postgres palace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import bench_backends as bb  # noqa: E402
+from bench_retrieval import make_facts, write_newest_first  # noqa: E402
+
+
+def build_chroma(path: Path, n: int, triples: int) -> float:
+    from mempalace.backends import PalaceRef
+    from mempalace.backends.chroma import ChromaBackend
+
+    from bench_kg import load_sqlite
+    from mempalace_pg.routing import _sqlite_class
+
+    t0 = time.perf_counter()
+    backend = ChromaBackend()
+    col = backend.get_collection(palace=PalaceRef(id=str(path), local_path=str(path)),
+                                 collection_name="mempalace_drawers", create=True)
+    centers = bb._centers()
+    for start in range(0, n, bb.BATCH):
+        ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
+        col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
+    backend.close()
+    ids = [f"drawer_{bb.WINGS[i % len(bb.WINGS)]}_{bb.ROOMS[(i // len(bb.WINGS)) % len(bb.ROOMS)]}_{i:08d}"
+           for i in range(n)]
+    entities, facts = make_facts(triples, max(1000, triples // 2), ids)
+    kg = _sqlite_class()(str(path / "knowledge_graph.sqlite3"))
+    load_sqlite(kg, entities, facts)
+    kg.close()
+    return time.perf_counter() - t0
+
+
+def bulk_baseline(n: int, dsn: str) -> float:
+    """Seconds for this backend's own bulk load of the same n drawers (index build included)."""
+    code = f"""
+import os, sys, time
+sys.path.insert(0, {str(HERE)!r}); sys.path.insert(0, {str(HERE.parent)!r})
+import bench_backends as bb
+backend, col = bb.open_collection("postgres", {tempfile.mkdtemp(prefix="mpbench_bulk_")!r} + "/p", {dsn!r}, "mig_bulk_{uuid.uuid4().hex[:6]}")
+centers = bb._centers()
+t0 = time.perf_counter()
+with col.bulk_load() as load:
+    for start in range(0, {n}, bb.BATCH):
+        ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, {n} - start), centers)
+        load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
+print(time.perf_counter() - t0)
+bb.cleanup("postgres", {dsn!r}, os.environ["MEMPALACE_PG_SCHEMA"][6:], col)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "MEMPALACE_CONFIG_DIR": tempfile.mkdtemp()})
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def run_size(n: int, triples: int, dsn: str) -> dict:
+    import psycopg
+
+    work = Path(tempfile.mkdtemp(prefix="mpbench_mig_"))
+    schema = f"mig_{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, "MEMPALACE_PG_DSN": dsn, "MEMPALACE_PG_SCHEMA": schema,
+           "MEMPALACE_CONFIG_DIR": str(work / "config")}
+    try:
+        print(f"[bench_migrate] building a {n:,}-drawer Chroma palace with {triples:,} triples ...", file=sys.stderr,
+              flush=True)
+        build_s = build_chroma(work / "chroma", n, triples)
+        wrapper = ("import resource, sys, runpy; sys.argv = ['mempalace-pg'] + sys.argv[1:];\n"
+                   "try:\n    runpy.run_module('mempalace_pg.cli', run_name='__main__')\n"
+                   "finally:\n    print('RSS_MB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "
+                   "file=sys.stderr)")
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", wrapper, "migrate", "--from", str(work / "chroma"),
+                               "--to", str(work / "pg"), "--json"], capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr[-2000:])
+        report = json.loads(proc.stdout)
+        rss = float([line for line in proc.stderr.splitlines() if line.startswith("RSS_MB")][-1].split()[1])
+        drawers_s = report["collections"]["mempalace_drawers"]["seconds"]
+        graph_s = report["graph"]["seconds"]
+        print(f"[bench_migrate] migrated in {wall:.1f} s; baseline bulk load ...", file=sys.stderr, flush=True)
+        bulk_s = bulk_baseline(n, dsn)
+        return {"drawers": n, "triples": triples, "chroma_build_s": round(build_s, 1), "wall_s": round(wall, 1),
+                "drawers_s": drawers_s, "drawers_per_s": n / drawers_s, "graph_s": graph_s,
+                "triples_per_s": triples / graph_s if graph_s else None, "bulk_s": round(bulk_s, 1),
+                "bulk_per_s": n / bulk_s, "rss_mb": rss, "ok": report["ok"], "sampled": report["sampled"]}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                         (f"{schema}_kg",))
+
+
+def render(report: dict) -> str:
+    v = report["versions"]
+    lines = [f"## Migrating a Chroma palace into PostgreSQL — {report['date']}", "",
+             f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, AGE {v['age']}, MemPalace {v['mempalace']}, "
+             f"chromadb {v['chromadb']}, {v['cpus']} CPUs. Command: `{report['command']}`. `mempalace-pg migrate` in "
+             "its own process (its peak RSS), against this backend's own bulk load of the same drawers in the same "
+             "run (target: migration drawer throughput at least half of it; memory flat as the palace grows). The whole "
+             "command also copies the Chroma files to a snapshot, imports the graph and verifies.", "",
+             "| drawers | triples | migrate: drawers/s (s) | triples/s (s) | whole command, s | bulk load: drawers/s (s) "
+             "| ratio | peak RSS MB | verified |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in report["runs"]:
+        lines.append(f"| {r['drawers']:,} | {r['triples']:,} | {r['drawers_per_s']:,.0f} ({r['drawers_s']}) | "
+                     f"{r['triples_per_s']:,.0f} ({r['graph_s']}) | {r['wall_s']} | "
+                     f"{r['bulk_per_s']:,.0f} ({r['bulk_s']}) | "
+                     f"{r['drawers_per_s'] / r['bulk_per_s']:.2f} | {r['rss_mb']:.0f} | "
+                     f"{'yes' if r['ok'] else 'NO'} ({r['sampled']} sampled) |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="25000,100000")
+    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    ap.add_argument("--json", default=str(HERE / "out" / "bench_migrate.json"))
+    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--from-json")
+    args = ap.parse_args()
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        dsn = bb.provisioned_dsn()
+        sizes = [int(x) for x in args.sizes.split(",")]
+        report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
+                  "command": "python benchmarks/bench_migrate.py " + " ".join(sys.argv[1:]),
+                  "runs": [run_size(n, n // 2, dsn) for n in sizes]}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    text = render(report)
+    if not args.no_write:
+        write_newest_first(Path(args.out), text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
