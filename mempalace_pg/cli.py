@@ -12,6 +12,7 @@
     mempalace-pg search hybrid QUERY          vector + full-text search fused (RRF)
     mempalace-pg migrate --from DIR --to DIR   a Chroma/sqlite_exact/pgvector palace into PostgreSQL
     mempalace-pg export FILE    one palace to portable JSON lines;  mempalace-pg import FILE: and back
+    mempalace-pg backup FILE    pg_dump of schema + graph;  mempalace-pg restore FILE: pg_restore + the AGE fix-up
     mempalace-pg doctor         what is wrong with this installation, and how to fix it (exit 1 if anything)
 
 Settings come from the same places as the plugin's (MEMPALACE_PG_* / config.json postgres_*),
@@ -358,6 +359,26 @@ def cmd_migrate(args) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_backup(args) -> int:
+    from .backup import backup
+
+    result = backup(args.file, _settings(args), pg_dump=args.pg_dump)
+    print(json.dumps(result) if args.json else
+          f"backed up schema {result['schema']} and graph {result['graph']} to {result['file']} "
+          f"({result['bytes'] / 1e6:.1f} MB); restore with `mempalace-pg restore {result['file']}`")
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from .backup import restore
+
+    result = restore(args.file, _settings(args), pg_restore=args.pg_restore)
+    print(json.dumps(result) if args.json else
+          f"restored schema {result['schema']} and graph {result['graph']} from {result['file']}; "
+          f"AGE sees {result['facts_seen_by_cypher']} facts. Check with `mempalace-pg doctor`.")
+    return 0
+
+
 def cmd_doctor(args) -> int:
     from .doctor import render, run_checks
 
@@ -425,6 +446,18 @@ def build_parser() -> argparse.ArgumentParser:
     mig.add_argument("--progress", action="store_true", help="show progress even when not on a terminal")
     mig.add_argument("--json", action="store_true", help="machine-readable output")
     mig.set_defaults(func=cmd_migrate)
+
+    bak = sub.add_parser("backup", help="pg_dump of the schema and its AGE graph (restorable with `restore`)")
+    bak.add_argument("file")
+    bak.add_argument("--pg-dump", default="pg_dump",
+                     help="the pg_dump command, of the server's major version (default: pg_dump on PATH)")
+    bak.add_argument("--json", action="store_true", help="machine-readable output")
+    bak.set_defaults(func=cmd_backup)
+    res = sub.add_parser("restore", help="pg_restore a backup, then re-register its graph with AGE")
+    res.add_argument("file")
+    res.add_argument("--pg-restore", default="pg_restore", help="the pg_restore command (default: on PATH)")
+    res.add_argument("--json", action="store_true", help="machine-readable output")
+    res.set_defaults(func=cmd_restore)
 
     doc = sub.add_parser("doctor", help="check the installation; each problem with the command that fixes it")
     doc.add_argument("--palace", help="the palace directory to check (default: MemPalace's configured palace)")

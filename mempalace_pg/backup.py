@@ -1,0 +1,153 @@
+"""``mempalace-pg backup`` / ``restore``: ``pg_dump`` of mempalace-pg's schema and AGE graph, and the
+fix-up that makes the graph work again after ``pg_restore``.
+
+Why a fix-up: AGE keeps its catalog (``ag_catalog.ag_graph``, ``ag_catalog.ag_label``) as rows keyed by
+OIDs (the graph's schema, each label's table). A dump restored elsewhere gets new OIDs, so the catalog rows
+either are missing (a schema-only dump does not carry them) or point at nothing (AGE issue #2503), and every
+Cypher call fails. So:
+
+* **backup** writes the graph's label catalog (name, id, kind, sequence) into the comment of the graph's
+  schema, then runs ``pg_dump --format=custom`` of our schema and the graph's schema only (no
+  ``ag_catalog``): one file, restorable with the stock ``pg_restore`` too;
+* **restore** runs ``pg_restore`` into a database that has the extensions (``mempalace-pg db bootstrap``)
+  and none of our objects yet, then re-registers the graph in ``ag_catalog`` from that comment, with the new
+  OIDs, and checks the graph with a Cypher count.
+
+``pg_dump``/``pg_restore`` must match the server's major version: ``--pg-dump`` / ``--pg-restore`` take the
+command to run (e.g. ``"docker compose -f docker/compose.yaml exec -T db pg_dump"``). Credentials reach
+them through libpq's environment (PGPASSWORD, ...), never the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from typing import Optional
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from .config import ConfigError, Settings, validate_identifier
+
+CATALOG_MARK = "mempalace-pg AGE label catalog (used by mempalace-pg restore): "
+
+
+def _libpq_env(dsn: str) -> dict:
+    params = conninfo_to_dict(dsn)
+    mapping = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "password": "PGPASSWORD",
+               "dbname": "PGDATABASE", "sslmode": "PGSSLMODE"}
+    env = dict(os.environ)
+    for key, var in mapping.items():
+        if params.get(key):
+            env[var] = str(params[key])
+    return env
+
+
+def _run(command: str, args: list[str], settings: Settings, *, stdin=None, stdout=None) -> None:
+    argv = shlex.split(command) + args
+    try:
+        proc = subprocess.run(argv, env=_libpq_env(settings.dsn), stdin=stdin, stdout=stdout,
+                              stderr=subprocess.PIPE, check=False)
+    except FileNotFoundError:
+        raise ConfigError(f"{argv[0]!r} not found: install the PostgreSQL client of the server's version, or pass "
+                          "the command to run with --pg-dump / --pg-restore") from None
+    if proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip()
+        password = conninfo_to_dict(settings.dsn).get("password")
+        if password:
+            message = message.replace(password, "***")
+        hint = (" (pg_dump must be the server's major version or newer: pass --pg-dump)"
+                if "version mismatch" in message else "")
+        raise ConfigError(f"{argv[0]} failed: {message[-800:]}{hint}")
+
+
+def _label_catalog(conn: psycopg.Connection, graph: str) -> list[dict]:
+    rows = conn.execute(
+        "SELECT l.name, l.id, l.kind, l.seq_name FROM ag_catalog.ag_label l "
+        "JOIN ag_catalog.ag_graph g ON g.graphid = l.graph WHERE g.name = %s ORDER BY l.id", (graph,)).fetchall()
+    return [{"name": n, "id": i, "kind": k, "seq_name": s} for n, i, k, s in rows]
+
+
+def backup(path: str, settings: Settings, *, pg_dump: str = "pg_dump") -> dict:
+    """Dump our schema and graph to ``path`` (pg_dump custom format). Returns what was written."""
+    from .database import connect
+
+    schema, graph = validate_identifier(settings.schema, "schema"), validate_identifier(settings.graph, "graph")
+    with connect(settings, autocommit=True) as conn:
+        labels = _label_catalog(conn, graph)
+        if not labels:
+            raise ConfigError(f"no AGE graph {graph!r} in this database: nothing to back up (wrong schema?)")
+        catalog = {"graph": graph, "schema": schema, "labels": labels}
+        conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
+            sql.Identifier(graph), sql.Literal(CATALOG_MARK + json.dumps(catalog))))
+    tmp = path + ".partial"
+    with open(tmp, "wb") as out:
+        _run(pg_dump, ["--format=custom", "--no-password", f"--schema={schema}", f"--schema={graph}"], settings,
+             stdout=out)
+    os.replace(tmp, path)  # a failed dump never leaves a file that looks complete
+    return {"file": path, "bytes": os.path.getsize(path), "schema": schema, "graph": graph, "labels": len(labels)}
+
+
+def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore") -> dict:
+    """Restore a backup into the configured database, then re-register its graph with AGE."""
+    from .database import connect
+
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path}: no such file")
+    schema, graph = validate_identifier(settings.schema, "schema"), validate_identifier(settings.graph, "graph")
+    with connect(settings, autocommit=True) as conn:
+        have = {r[0] for r in conn.execute("SELECT extname FROM pg_extension")}
+        missing = {"vector", "age"} - have
+        if missing:
+            raise ConfigError(f"the database lacks the extension(s) {', '.join(sorted(missing))}: run "
+                              "`mempalace-pg db bootstrap` as a superuser first")
+        taken = [n for n in (schema, graph) if conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (n,)).fetchone()]
+        if taken or conn.execute("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (graph,)).fetchone():
+            raise ConfigError(f"schema(s) {', '.join(taken) or graph} already exist in this database: restore into a "
+                              "database without them (or another MEMPALACE_PG_SCHEMA)")
+    with open(path, "rb") as f:
+        _run(pg_restore, ["--no-password", "--no-owner", "--exit-on-error", "--single-transaction",
+                          f"--dbname={conninfo_to_dict(settings.dsn).get('dbname') or 'postgres'}"], settings, stdin=f)
+    with connect(settings, autocommit=True) as conn, conn.transaction():
+        comment = conn.execute("SELECT obj_description(%s::regnamespace, 'pg_namespace')", (graph,)).fetchone()[0]
+        if not comment or not comment.startswith(CATALOG_MARK):
+            raise ConfigError(f"the backup has no AGE label catalog for {graph!r} (not made by mempalace-pg backup, "
+                              "or made for another schema)")
+        catalog = json.loads(comment[len(CATALOG_MARK):])
+        conn.execute("INSERT INTO ag_catalog.ag_graph (graphid, name, namespace) "
+                     "VALUES (%s::regnamespace::oid, %s, %s::regnamespace)", (graph, graph, graph))
+        for label in catalog["labels"]:
+            relation = sql.SQL("{}.{}").format(sql.Identifier(graph), sql.Identifier(label["name"])).as_string(conn)
+            conn.execute("INSERT INTO ag_catalog.ag_label (name, graph, id, kind, relation, seq_name) "
+                         "VALUES (%s, %s::regnamespace::oid, %s, %s, %s::regclass, %s)",
+                         (label["name"], graph, label["id"], label["kind"], relation, label["seq_name"]))
+    with connect(settings, autocommit=True) as conn:
+        if _is_superuser(conn):
+            conn.execute("LOAD 'age'")
+        else:
+            _load_age_plugin(conn)
+        conn.execute("SET search_path = ag_catalog, public")
+        edges = conn.execute(sql.SQL("SELECT * FROM cypher({}, $$ MATCH ()-[f:Fact]->() RETURN count(f) $$) "
+                                     "AS (n agtype)").format(sql.Literal(graph))).fetchone()[0]
+        conn.execute(sql.SQL("ANALYZE {}.{}, {}.{}").format(sql.Identifier(graph), sql.Identifier("Entity"),
+                                                           sql.Identifier(graph), sql.Identifier("Fact")))
+    return {"file": path, "schema": schema, "graph": graph, "labels": len(catalog["labels"]),
+            "facts_seen_by_cypher": int(str(edges))}
+
+
+def _is_superuser(conn: psycopg.Connection) -> bool:
+    return bool(conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0])
+
+
+def _load_age_plugin(conn: psycopg.Connection) -> None:
+    try:
+        conn.execute("LOAD '$libdir/plugins/age'")
+    except psycopg.Error:
+        pass  # preloaded (session_preload_libraries), or Cypher below says what is wrong
+
+
+__all__ = ["backup", "restore"]

@@ -1,0 +1,160 @@
+"""`mempalace-pg backup` / `restore`: pg_dump of the schema and its AGE graph, and the fix-up that makes
+the graph work after pg_restore (AGE's catalog is keyed by OIDs). Backs up, drops, restores (in place and
+into an empty database) and asks the same questions of both."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+
+def server_tool(dsn: str, tool: str) -> str:
+    """The server's own pg_dump / pg_restore: from the provisioned Debian root, else from PATH."""
+    stack = os.environ.get("MEMPALACE_PG_TEST_STACK", "")
+    with psycopg.connect(dsn) as conn:
+        major = conn.info.server_version // 10000
+    if stack in ("trixie", "sid"):
+        root = Path(os.environ.get("MEMPALACE_PG_ROOT_BASE", "/var/tmp/mempalace-pg")) / stack
+        return f"chroot {root} /usr/lib/postgresql/{major}/bin/{tool}"
+    version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    assert f") {major}." in version, f"{tool} on PATH is {version.strip()}; the server is {major}: put a matching one first"
+    return tool
+
+
+def cli(*args, env):
+    proc = subprocess.run([sys.executable, "-m", "mempalace_pg.cli", *args], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **env})
+    return proc
+
+
+def answers(env: dict, palace: str) -> dict:
+    """The same questions, asked through a fresh process (its own pool) against ``env``'s database."""
+    code = f"""
+import json, numpy as np
+from mempalace_pg.atomic import open_drawers
+from mempalace_pg.retrieval import PalaceSearch
+import psycopg, os
+drawers, kg = open_drawers(palace_key={palace!r}, create=False)
+q = np.random.default_rng(5).normal(size=16).tolist()
+out = {{
+  "count": drawers.count(),
+  "query": drawers.query(query_embeddings=[q], n_results=5).ids,
+  "wing": drawers.query(query_embeddings=[q], n_results=5, where={{"wing": "w1"}}).ids,
+  "lexical": [h.id for h in drawers.lexical_search(query="basil", n_results=5).hits],
+  "facts": kg.query_entity("Alice", direction="both"),
+  "as_of": kg.query_entity("Alice", as_of="2024-06-01"),
+  "stats": kg.stats(),
+  "around": [h["id"] for h in PalaceSearch(palace_key={palace!r}).around_entity("Alice", q, hops=2)["hits"]],
+}}
+with psycopg.connect(os.environ["MEMPALACE_PG_DSN"], autocommit=True) as conn:
+    conn.execute("LOAD 'age'")
+    conn.execute("SET search_path = ag_catalog, public")
+    g = os.environ["MEMPALACE_PG_SCHEMA"] + "_kg"
+    out["cypher"] = conn.execute("SELECT * FROM cypher('" + g + "', $$ MATCH (s:Entity)-[f:Fact]->(o:Entity) "
+                                 "RETURN s.name, f.predicate, o.name ORDER BY s.name, f.predicate, o.name $$) "
+                                 "AS (s agtype, p agtype, o agtype)").fetchall()
+print(json.dumps(out))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def seeded(pg_dsn):
+    schema = f"bk_{uuid.uuid4().hex[:8]}"
+    env = {"MEMPALACE_PG_DSN": pg_dsn, "MEMPALACE_PG_SCHEMA": schema}
+    code = """
+import numpy as np
+from mempalace_pg import unit_of_work
+v = np.random.default_rng(2).normal(size=(500, 16))
+with unit_of_work(palace_key="home") as uow:
+    uow.add_drawers(ids=[f"d{i}" for i in range(500)], embeddings=v.tolist(),
+                    documents=[("basil and tomatoes " if i % 50 == 0 else "") + f"note {i}" for i in range(500)],
+                    metadatas=[{"wing": f"w{i % 3}", "room": "r"} for i in range(500)])
+    uow.add_triple("Alice", "grows", "Basil", valid_from="2020-01-01", source_drawer_id="d0")
+    uow.add_triple("Basil", "needs", "Water", source_drawer_id="d50")
+    uow.add_triple("Alice", "lives_in", "Porto", valid_from="2019-01-01", valid_to="2023-12-31", source_drawer_id="d100")
+    uow.supersede("Alice", "lives_in", "Porto", "Lisbon", at="2024-01-01")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    yield env
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                     (f"{schema}_kg",))
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}_kg" CASCADE')
+
+
+def drop_palace(dsn: str, schema: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        conn.execute("SELECT ag_catalog.drop_graph(%s, true)", (f"{schema}_kg",))
+
+
+def test_backup_drop_restore_in_place(seeded, pg_dsn, tmp_path):
+    before = answers(seeded, "home")
+    assert before["facts"] and before["around"] and before["cypher"] and before["lexical"]
+    path = tmp_path / "palace.dump"
+    proc = cli("backup", str(path), "--pg-dump", server_tool(pg_dsn, "pg_dump"), "--json", env=seeded)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["labels"] == 4 and path.stat().st_size > 0
+    assert conninfo_to_dict(pg_dsn)["password"] not in proc.stdout + proc.stderr
+    drop_palace(pg_dsn, seeded["MEMPALACE_PG_SCHEMA"])
+    proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), "--json", env=seeded)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["facts_seen_by_cypher"] == 4
+    assert answers(seeded, "home") == before
+    # restoring over an existing palace is refused, and says why
+    proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), env=seeded)
+    assert proc.returncode == 2 and "already exist" in proc.stderr
+
+
+def test_restore_into_an_empty_database(seeded, pg_dsn, tmp_path):
+    before = answers(seeded, "home")
+    path = tmp_path / "palace.dump"
+    assert cli("backup", str(path), "--pg-dump", server_tool(pg_dsn, "pg_dump"), env=seeded).returncode == 0
+    name = f"restore_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    params = conninfo_to_dict(pg_dsn)
+    params["dbname"] = name
+    target = {**seeded, "MEMPALACE_PG_DSN": make_conninfo(**params)}
+    try:
+        proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), env=target)
+        assert proc.returncode == 2 and "mempalace-pg db bootstrap" in proc.stderr  # no extensions yet
+        assert cli("db", "bootstrap", env=target).returncode == 0
+        proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), env=target)
+        assert proc.returncode == 0, proc.stderr
+        assert answers(target, "home") == before
+        # and the restored palace takes writes: a new fact through the write functions, seen by Cypher
+        code = ("from mempalace_pg.graph import AgeKnowledgeGraph\n"
+                "kg = AgeKnowledgeGraph(palace_key='home'); kg.add_triple('Alice', 'knows', 'Bob')\n"
+                "print(kg.stats()['triples'])")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **target})
+        assert out.returncode == 0 and out.stdout.strip() == "5", out.stderr[-2000:]
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_backup_errors_are_clear(seeded, pg_dsn, tmp_path):
+    proc = cli("backup", str(tmp_path / "x.dump"), "--pg-dump", "no-such-pg-dump", env=seeded)
+    assert proc.returncode == 2 and "not found" in proc.stderr and not (tmp_path / "x.dump").exists()
+    proc = cli("backup", str(tmp_path / "y.dump"), "--pg-dump", server_tool(pg_dsn, "pg_dump"),
+               env={**seeded, "MEMPALACE_PG_SCHEMA": "no_palace_here"})
+    assert proc.returncode == 2 and "nothing to back up" in proc.stderr
+    proc = cli("restore", str(tmp_path / "missing.dump"), env=seeded)
+    assert proc.returncode == 2 and "no such file" in proc.stderr
