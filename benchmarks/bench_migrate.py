@@ -4,7 +4,7 @@ bulk ingest of the same drawers, in one run; memory of the migrating process at 
     python benchmarks/bench_migrate.py                     # 25k and 100k drawers (50k triples at 100k)
     python benchmarks/bench_migrate.py --sizes 5000 --no-write
 
-Each migration runs `mempalace-pg migrate` in its own process (peak RSS from the kernel). The baseline
+Each migration runs `mempalace-pg migrate` in its own process (peak RSS: its VmHWM). The baseline
 is `bulk_load` of the same generated drawers (bench_backends.py's data) into a fresh postgres palace.
 """
 
@@ -77,6 +77,23 @@ bb.cleanup("postgres", {dsn!r}, os.environ["MEMPALACE_PG_SCHEMA"][6:], col)
     return float(proc.stdout.strip().splitlines()[-1])
 
 
+def chroma_reader_rss(path: Path) -> float:
+    """Peak RSS (MB) of a process that only opens the Chroma palace through MemPalace and reads one page:
+    the share of migration memory that is Chroma's own reader."""
+    code = ("from mempalace.backends.chroma import ChromaBackend\nfrom mempalace.backends import PalaceRef\n"
+            f"col = ChromaBackend().get_collection(palace=PalaceRef(id={str(path)!r}, local_path={str(path)!r}), "
+            "collection_name='mempalace_drawers', create=False, options={'read_only': True})\n"
+            "col.get(limit=1000, offset=0, include=['documents', 'metadatas', 'embeddings'])\n"
+            "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])")
+    snapshot = Path(tempfile.mkdtemp(prefix="mpbench_chroma_")) / "p"
+    shutil.copytree(path, snapshot)  # Chroma rewrites files it opens: read a copy, as migrate does
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        return int(out.strip().splitlines()[-1]) / 1024
+    finally:
+        shutil.rmtree(snapshot.parent, ignore_errors=True)
+
+
 def run_size(n: int, triples: int, dsn: str) -> dict:
     import psycopg
 
@@ -88,10 +105,12 @@ def run_size(n: int, triples: int, dsn: str) -> dict:
         print(f"[bench_migrate] building a {n:,}-drawer Chroma palace with {triples:,} triples ...", file=sys.stderr,
               flush=True)
         build_s = build_chroma(work / "chroma", n, triples)
-        wrapper = ("import resource, sys, runpy; sys.argv = ['mempalace-pg'] + sys.argv[1:];\n"
+        # Peak RSS from /proc (VmHWM), not getrusage: ru_maxrss survives exec, so a child would inherit
+        # the parent's peak (this script's own, which grows with the palace it built).
+        wrapper = ("import sys, runpy; sys.argv = ['mempalace-pg'] + sys.argv[1:];\n"
                    "try:\n    runpy.run_module('mempalace_pg.cli', run_name='__main__')\n"
-                   "finally:\n    print('RSS_MB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "
-                   "file=sys.stderr)")
+                   "finally:\n    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+                   "    print('RSS_MB', int(hwm.split()[1]) / 1024, file=sys.stderr)")
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", wrapper, "migrate", "--from", str(work / "chroma"),
                                "--to", str(work / "pg"), "--json"], capture_output=True, text=True, env=env)
@@ -107,7 +126,8 @@ def run_size(n: int, triples: int, dsn: str) -> dict:
         return {"drawers": n, "triples": triples, "chroma_build_s": round(build_s, 1), "wall_s": round(wall, 1),
                 "drawers_s": drawers_s, "drawers_per_s": n / drawers_s, "graph_s": graph_s,
                 "triples_per_s": triples / graph_s if graph_s else None, "bulk_s": round(bulk_s, 1),
-                "bulk_per_s": n / bulk_s, "rss_mb": rss, "ok": report["ok"], "sampled": report["sampled"]}
+                "bulk_per_s": n / bulk_s, "rss_mb": rss, "chroma_reader_rss_mb": chroma_reader_rss(work / "chroma"),
+                "ok": report["ok"], "sampled": report["sampled"]}
     finally:
         shutil.rmtree(work, ignore_errors=True)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -125,12 +145,13 @@ def render(report: dict) -> str:
              "run (target: migration drawer throughput at least half of it; memory flat as the palace grows). The whole "
              "command also copies the Chroma files to a snapshot, imports the graph and verifies.", "",
              "| drawers | triples | migrate: drawers/s (s) | triples/s (s) | whole command, s | bulk load: drawers/s (s) "
-             "| ratio | peak RSS MB | verified |", "|---|---|---|---|---|---|---|---|---|"]
+             "| ratio | peak RSS MB | of which Chroma's reader, MB | verified |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["runs"]:
         lines.append(f"| {r['drawers']:,} | {r['triples']:,} | {r['drawers_per_s']:,.0f} ({r['drawers_s']}) | "
                      f"{r['triples_per_s']:,.0f} ({r['graph_s']}) | {r['wall_s']} | "
                      f"{r['bulk_per_s']:,.0f} ({r['bulk_s']}) | "
                      f"{r['drawers_per_s'] / r['bulk_per_s']:.2f} | {r['rss_mb']:.0f} | "
+                     f"{r.get('chroma_reader_rss_mb', float('nan')):.0f} | "
                      f"{'yes' if r['ok'] else 'NO'} ({r['sampled']} sampled) |")
     lines.append("")
     return "\n".join(lines)

@@ -164,3 +164,38 @@ def test_migrate_sqlite_exact_palace(pg_env, tmp_path):
     drawers, _ = open_drawers(str(dst), create=False)
     got = drawers.get(ids=["drawer_00003"], include=["embeddings"])
     assert np.allclose(np.asarray(got.embeddings[0]), vecs[3], atol=1e-6)
+
+
+def test_migrate_builtin_pgvector_palace(pg_env, pg_dsn, tmp_path, monkeypatch):
+    """MemPalace's built-in pgvector backend as the source (it reads its DSN from MEMPALACE_PGVECTOR_DSN,
+    as it does for MemPalace itself)."""
+    import psycopg
+
+    from mempalace_pg.atomic import open_drawers
+
+    namespace = f"mig{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("MEMPALACE_PGVECTOR_DSN", pg_dsn)
+    monkeypatch.setenv("MEMPALACE_PGVECTOR_NAMESPACE", namespace)
+    src, dst = tmp_path / "pgvector_palace", tmp_path / "pg_palace"
+    from mempalace.backends.registry import get_backend_class
+
+    backend = get_backend_class("pgvector")()
+    from mempalace.backends import PalaceRef
+
+    col = backend.get_collection(palace=PalaceRef(id=str(src), local_path=str(src)),
+                                 collection_name="mempalace_drawers", create=True, options={"namespace": namespace})
+    table = col._table
+    try:
+        vecs = np.random.default_rng(4).normal(size=(300, 16)).astype("float32")
+        col.add(ids=[f"p{i}" for i in range(300)], documents=[f"pg note {i}" for i in range(300)],
+                metadatas=[{"wing": "w", "room": f"r{i % 2}"} for i in range(300)], embeddings=vecs.tolist())
+        backend.close()
+        report = json.loads(run("--from", str(src), "--to", str(dst), "--json").stdout)
+        assert report["source_backend"] == "pgvector" and report["ok"]
+        assert report["collections"]["mempalace_drawers"]["target"] == 300 and report["sampled"] == 25
+        drawers, _ = open_drawers(str(dst), create=False)
+        got = drawers.get(ids=["p9"], include=["documents", "embeddings"])
+        assert got.documents == ["pg note 9"] and np.allclose(got.embeddings[0], vecs[9], atol=1e-6)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
