@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -28,7 +27,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import bench_backends as bb  # noqa: E402
-from bench_retrieval import make_facts, write_newest_first  # noqa: E402
+from bench_retrieval import make_facts, save_and_report  # noqa: E402
 
 
 def build_chroma(path: Path, n: int, triples: int) -> float:
@@ -165,21 +164,15 @@ def main() -> int:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--from-json")
     args = ap.parse_args()
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
+
+    def make_report():
         dsn = bb.provisioned_dsn()
         sizes = [int(x) for x in args.sizes.split(",")]
-        report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
-                  "command": "python benchmarks/bench_migrate.py " + " ".join(sys.argv[1:]),
-                  "runs": [run_size(n, n // 2, dsn) for n in sizes]}
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=1))
-    text = render(report)
-    if not args.no_write:
-        write_newest_first(Path(args.out), text)
-    print(text)
-    return 0
+        return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
+                "command": "python benchmarks/bench_migrate.py " + " ".join(sys.argv[1:]),
+                "runs": [run_size(n, n // 2, dsn) for n in sizes]}
+
+    return save_and_report(args, make_report, render)
 
 
 if __name__ == "__main__":

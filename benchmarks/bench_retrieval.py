@@ -25,10 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -344,6 +342,22 @@ def write_newest_first(results: Path, text: str) -> None:
     results.write_text(head + "\n" + text + "\n## " + rest if rest else old + "\n" + text, encoding="utf-8")
 
 
+def save_and_report(args, make_report, render_report) -> int:
+    """The end of every benchmark here: take the report (``--from-json``, or run it and keep its JSON),
+    render it, put it at the top of RESULTS.md unless ``--no-write``, print it."""
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        report = make_report()
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    text = render_report(report)
+    if not args.no_write:
+        write_newest_first(Path(args.out), text)
+    print(text)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--drawers", type=int, default=100_000)
@@ -356,19 +370,12 @@ def main() -> int:
     ap.add_argument("--from-json")
     args = ap.parse_args()
     args.stores = args.stores.split(",")
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
+    def make_report():
         dsn = bb.provisioned_dsn()
-        report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
-                  "command": "python benchmarks/bench_retrieval.py " + " ".join(sys.argv[1:]), "result": run(args)}
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=1))
-    text = render(report)
-    if not args.no_write:
-        write_newest_first(Path(args.out), text)
-    print(text)
-    return 0
+        return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
+                "command": "python benchmarks/bench_retrieval.py " + " ".join(sys.argv[1:]), "result": run(args)}
+
+    return save_and_report(args, make_report, render)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import json
 import os
 import shlex
 import subprocess
-from typing import Optional
 
 import psycopg
 from psycopg import sql

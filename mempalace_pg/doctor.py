@@ -239,7 +239,7 @@ def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]
     if not os.path.isfile(marker):
         kind = "does not exist yet" if not os.path.exists(palace) else "is not a postgres palace (no marker)"
         report.add("palace", "warn", f"MemPalace's palace {palace} {kind}: MemPalace will use its default backend "
-                                     "there", f"mempalace --backend postgres mine <dir>  (or migrate it: see README)")
+                                     "there", "mempalace --backend postgres mine <dir>  (or: mempalace-pg migrate --from <it> --to <new dir>)")
         return
     try:
         namespace, key = check_marker_target(palace, settings)

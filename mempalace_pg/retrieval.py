@@ -34,7 +34,7 @@ from typing import Any, Optional, Sequence
 from mempalace.backends import CollectionNotInitializedError
 from psycopg import sql
 
-from .collection import DRAWERS_COLLECTION, PostgresCollection, as_matrix
+from .collection import PostgresCollection, as_matrix
 from .config import Settings
 from .graph import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
 

@@ -11,7 +11,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import numpy as np
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -75,7 +74,6 @@ def seeded(pg_dsn):
     schema = f"bk_{uuid.uuid4().hex[:8]}"
     env = {"MEMPALACE_PG_DSN": pg_dsn, "MEMPALACE_PG_SCHEMA": schema}
     code = """
-import numpy as np
 from mempalace_pg import unit_of_work
 v = np.random.default_rng(2).normal(size=(500, 16))
 with unit_of_work(palace_key="home") as uow:

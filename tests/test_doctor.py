@@ -10,7 +10,6 @@ import sys
 import uuid
 
 import psycopg
-import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 

@@ -14,7 +14,6 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 N = 3000
 
