@@ -74,6 +74,7 @@ def seeded(pg_dsn):
     schema = f"bk_{uuid.uuid4().hex[:8]}"
     env = {"MEMPALACE_PG_DSN": pg_dsn, "MEMPALACE_PG_SCHEMA": schema}
     code = """
+import numpy as np
 from mempalace_pg import unit_of_work
 v = np.random.default_rng(2).normal(size=(500, 16))
 with unit_of_work(palace_key="home") as uow:
