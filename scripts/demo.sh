@@ -62,13 +62,20 @@ PALACE="$work/palace" "$py" - <<'PY'
 import os
 import mempalace.palace   # what MemPalace's CLI and MCP server import first: it loads the installed plugins
 from mempalace.knowledge_graph import KnowledgeGraph   # now routed: a postgres palace gets the AGE graph
+import psycopg
 kg = KnowledgeGraph(db_path=os.path.join(os.environ["PALACE"], "knowledge_graph.sqlite3"))
 print("graph:", kg)
 assert not os.path.exists(os.path.join(os.environ["PALACE"], "knowledge_graph.sqlite3"))
-kg.add_triple("Homelab NAS", "runs", "ZFS", valid_from="2023-02-01")
-kg.add_triple("Homelab NAS", "backs_up_to", "USB disk", valid_from="2023-02-01")
-kg.supersede("Homelab NAS", "backs_up_to", "USB disk", "Offsite B2 bucket", at="2025-09-01")
-kg.add_triple("Basil", "planted_in", "Balcony box", valid_from="2026-05-10")
+with psycopg.connect(os.environ["MEMPALACE_PG_DSN"]) as conn:   # the drawers each fact was drawn from
+    drawer = dict(conn.execute("SELECT DISTINCT ON (source_file) regexp_replace(source_file, '^.*/', ''), id "
+                               "FROM demo.drawers ORDER BY source_file, id").fetchall())
+kg.add_triple("Homelab NAS", "runs", "ZFS", valid_from="2023-02-01", source_drawer_id=drawer.get("network.md"))
+kg.add_triple("Homelab NAS", "backs_up_to", "USB disk", valid_from="2023-02-01", source_drawer_id=drawer.get("backups.md"))
+kg.supersede("Homelab NAS", "backs_up_to", "USB disk", "Offsite B2 bucket", at="2025-09-01",
+             source_drawer_id=drawer.get("backups.md"))
+kg.add_triple("Offsite B2 bucket", "holds", "pg_dump archives", source_drawer_id=drawer.get("backups.md"))
+kg.add_triple("Homelab NAS", "powered_by", "UPS", source_drawer_id=drawer.get("power.md"))
+kg.add_triple("Basil", "planted_in", "Balcony box", valid_from="2026-05-10", source_drawer_id=drawer.get("garden.md"))
 print("stats:", kg.stats())
 PY
 echo; echo "== mempalace-pg kg query 'Homelab NAS' --as-of 2024-06-01   (what was true then)"
@@ -87,3 +94,8 @@ with psycopg.connect(os.environ["MEMPALACE_PG_DSN"], autocommit=True) as conn:
             "AS (s agtype, p agtype, o agtype, vf agtype, vt agtype)"):
         print(" | ".join("-" if v is None else v for v in row))
 PY
+echo; echo "== mempalace-pg search around 'Homelab NAS' \"what happens when the power goes out\" --hops 2"
+echo "   (drawers that facts within 2 hops of the NAS were drawn from, ranked by similarity: one SQL statement)"
+"$bin/mempalace-pg" search around "Homelab NAS" "what happens when the power goes out" --hops 2 -n 3 --palace "$work/palace"
+echo; echo "== mempalace-pg search hybrid \"pg_dump restore\"   (vector + full-text ranks fused)"
+"$bin/mempalace-pg" search hybrid "pg_dump restore" -n 3 --palace "$work/palace"
