@@ -167,6 +167,15 @@ def _check_schema(report: Report, conn: psycopg.Connection, settings: Settings) 
     from .schema import current_revision, head_revision, known_revisions
 
     current, head = current_revision(conn, settings.schema), head_revision()
+    if current is None and conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'age'").fetchone():
+        # A graph left behind by a dropped schema makes the next schema creation fail half way.
+        leftover = conn.execute("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (settings.graph,)).fetchone()
+        if leftover:
+            report.add("schema", "fail", f"schema {settings.schema!r} is gone but its AGE graph {settings.graph!r} "
+                                         "is still there: creating the schema again would fail",
+                       f"psql -c \"SELECT ag_catalog.drop_graph('{settings.graph}', true);\" (it only holds the "
+                       "old palace's graph), or restore the schema from a backup")
+            return
     if current == head:
         report.add("schema", "ok", f"schema {settings.schema!r} at revision {head}")
     elif current is None:

@@ -115,3 +115,30 @@ def test_palace_marker_pointing_elsewhere(pg_env, make_collection, tmp_path):
     assert checks(out)["palace"]["status"] == "ok" and code == 0
     code, out = doctor("--json", "--palace", palace, env={"MEMPALACE_PG_SCHEMA": "some_other_schema"})
     assert code == 1 and checks(out)["palace"]["status"] == "fail"
+
+
+def test_graph_left_behind_by_a_dropped_schema(pg_dsn, pg_env):
+    schema = f"doc_left_{uuid.uuid4().hex[:6]}"
+    env = {"MEMPALACE_PG_SCHEMA": schema}
+    subprocess.run([sys.executable, "-m", "mempalace_pg.cli", "db", "upgrade"], check=True, capture_output=True,
+                   env={**os.environ, **env})
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')  # the graph's own schema and AGE's catalog row stay
+    try:
+        code, out = doctor("--json", env=env)
+        found = checks(out)
+        assert code == 1 and found["schema"]["status"] == "fail"
+        assert f"drop_graph('{schema}_kg', true)" in found["schema"]["fix"]
+        # following the fix makes the schema creatable again
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("SELECT ag_catalog.drop_graph(%s, true)", (f"{schema}_kg",))
+        subprocess.run([sys.executable, "-m", "mempalace_pg.cli", "db", "upgrade"], check=True, capture_output=True,
+                       env={**os.environ, **env})
+        code, out = doctor("--json", env=env)
+        assert checks(out)["schema"]["status"] == "ok"
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                         (f"{schema}_kg",))
+
