@@ -230,7 +230,7 @@ def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) ->
                f"{max_conn}, {used} in use")
     if settings.pool_max_size * 4 > max_conn - used:
         report.add("pool", "warn", finding + ": four processes at their pool maximum would not fit",
-                   "lower MEMPALACE_PG_POOL_MAX or raise max_connections on the server")
+                   "lower MEMPALACE_PG_POOL_MAX_SIZE or raise max_connections on the server")
     else:
         report.add("pool", "ok", finding)
 
