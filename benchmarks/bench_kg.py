@@ -33,20 +33,25 @@ ENTITIES = 5000
 PREDICATES = [f"rel_{i}" for i in range(40)]
 
 
-def make_rows(n: int, seed: int = 7):
+def make_rows(n: int, seed: int = 7, *, n_entities: int = ENTITIES, entity_type: str = "unknown",
+              first_year: int = 2010, years: int = 16, drawer_ids: list | None = None,
+              adapter_name: str | None = None):
+    """Entities and ``n`` triples between uniformly drawn endpoints, ~8% of them closed; with
+    ``drawer_ids``, each drawn from a random one of those drawers (bench_retrieval.py's data)."""
     rng = random.Random(seed)
-    entities = [{"id": f"entity_{i}", "name": f"Entity {i}", "type": "unknown", "properties": "{}",
-                 "created_at": "2026-01-01 00:00:00"} for i in range(ENTITIES)]
+    entities = [{"id": f"entity_{i}", "name": f"Entity {i}", "type": entity_type, "properties": "{}",
+                 "created_at": "2026-01-01 00:00:00"} for i in range(n_entities)]
     triples = []
     for i in range(n):
-        s, o = rng.randrange(ENTITIES), rng.randrange(ENTITIES)
-        year = 2010 + rng.randrange(16)
+        s, o = rng.randrange(n_entities), rng.randrange(n_entities)
+        year = first_year + rng.randrange(years)
         vf = f"{year}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}"
         vt = f"{year + 1 + rng.randrange(3)}-06-30" if rng.random() < 0.08 else None
+        drawer = drawer_ids[rng.randrange(len(drawer_ids))] if drawer_ids else None
         triples.append({"id": f"t_entity_{s}_{PREDICATES[i % 40]}_entity_{o}_{i:012x}", "subject": f"entity_{s}",
                         "predicate": PREDICATES[i % 40], "object": f"entity_{o}", "valid_from": vf, "valid_to": vt,
-                        "confidence": 1.0, "source_closet": None, "source_file": None, "source_drawer_id": None,
-                        "adapter_name": None, "extracted_at": "2026-01-01 00:00:00"})
+                        "confidence": 1.0, "source_closet": None, "source_file": None, "source_drawer_id": drawer,
+                        "adapter_name": adapter_name, "extracted_at": "2026-01-01 00:00:00"})
     return entities, triples
 
 

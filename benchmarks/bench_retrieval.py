@@ -48,22 +48,11 @@ DEPTH = 50  # candidates per ranking (hybrid), nearest drawers (entities)
 
 # ----------------------------------------------------------------------------- data
 def make_facts(n_facts: int, n_entities: int, drawer_ids: list[str], seed: int = 11):
-    rng = random.Random(seed)
-    entities = [{"id": f"entity_{i}", "name": f"Entity {i}", "type": "thing", "properties": "{}",
-                 "created_at": "2026-01-01 00:00:00"} for i in range(n_entities)]
-    triples = []
-    for i in range(n_facts):
-        s, o = rng.randrange(n_entities), rng.randrange(n_entities)
-        year = 2015 + rng.randrange(11)
-        vf = f"{year}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}"
-        vt = f"{year + 1 + rng.randrange(3)}-06-30" if rng.random() < 0.08 else None
-        pred = f"rel_{i % 40}"
-        triples.append({"id": f"t_entity_{s}_{pred}_entity_{o}_{i:012x}", "subject": f"entity_{s}", "predicate": pred,
-                        "object": f"entity_{o}", "valid_from": vf, "valid_to": vt, "confidence": 1.0,
-                        "source_closet": None, "source_file": None,
-                        "source_drawer_id": drawer_ids[rng.randrange(len(drawer_ids))], "adapter_name": "bench",
-                        "extracted_at": "2026-01-01 00:00:00"})
-    return entities, triples
+    """bench_kg.py's triples over ``n_entities`` entities, each drawn from one of ``drawer_ids``."""
+    from bench_kg import make_rows
+
+    return make_rows(n_facts, seed, n_entities=n_entities, entity_type="thing", first_year=2015, years=11,
+                     drawer_ids=drawer_ids, adapter_name="bench")
 
 
 def load_drawers(col, name: str, n: int, centers) -> float:
