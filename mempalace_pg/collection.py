@@ -46,9 +46,41 @@ if TYPE_CHECKING:
 
 #: The collection whose records are drawers (facts name them as their source_drawer_id).
 DRAWERS_COLLECTION = "mempalace_drawers"
+#: Every collection MemPalace keeps in a palace.
+COLLECTIONS = (DRAWERS_COLLECTION, "mempalace_closets", "mempalace_assets")
+
+
+def existing_collections(backend, palace, options: Optional[dict] = None) -> dict:
+    """``{name: collection}`` of the MemPalace collections ``palace`` already has in ``backend`` (any
+    MemPalace backend), opened without creating any."""
+    from mempalace.backends import CollectionNotInitializedError
+
+    out = {}
+    for name in COLLECTIONS:
+        try:
+            out[name] = backend.get_collection(palace=palace, collection_name=name, create=False, options=options)
+        except CollectionNotInitializedError:
+            continue
+    return out
 #: Batches at least this large go through COPY into a staging table instead of one INSERT.
 COPY_THRESHOLD = 2000
-_QUERY_VECTOR = object()  # stands for the query vector in a statement's parameter template
+
+
+class Slot:
+    """A per-call value in a statement's parameter template (the statement is built once, filled per call)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def fill(template: list, **values) -> list:
+    """The parameters of one call: ``template`` with each :class:`Slot` replaced by its value."""
+    return [values[p.name] if isinstance(p, Slot) else p for p in template]
+
+
+QUERY_VECTOR = Slot("q")  # the query vector, in nearest_sql templates
 _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
 # The HNSW index holds half-precision copies of the vectors (halfvec), each node linked to 16 neighbours,
 # built with ef_construction 48: at 100k 384-d vectors it builds in ~14 s on 2 cores and answers at
@@ -703,12 +735,12 @@ class PostgresCollection(BaseCollection):
         filtered = bool(where or where_document)
         out: dict[str, list] = {"ids": [], "documents": [], "metadatas": [], "distances": [], "embeddings": []}
 
-        query, template = self.nearest_sql(columns, condition, fparams, _QUERY_VECTOR, n, dim,
+        query, template = self.nearest_sql(columns, condition, fparams, QUERY_VECTOR, n, dim,
                                            filtered=filtered, gate=self._wing_room_gate(keys))
 
         def work(conn: psycopg.Connection) -> None:
             for q in queries:
-                rows = conn.execute(query, [q if p is _QUERY_VECTOR else p for p in template]).fetchall()
+                rows = conn.execute(query, fill(template, q=q)).fetchall()
                 res = self._to_result(rows, names, spec)
                 out["ids"].append(res.ids)
                 out["documents"].append(res.documents)

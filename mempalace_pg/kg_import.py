@@ -125,11 +125,17 @@ def _verify(kg: AgeKnowledgeGraph, src: sqlite3.Connection) -> dict:
     return found
 
 
-def print_progress(table: str, done: int, total: int) -> None:
-    """A one-line progress bar on stderr."""
+def progress_bar(label: str, done: int, total: int, counts: str) -> None:
+    """A one-line progress bar on stderr (``counts`` is the text after it), ended by a newline when
+    ``done`` reaches ``total``."""
     width = 30
     filled = int(width * done / total) if total else width
-    sys.stderr.write(f"\r  {table:<8} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {counts}")
     if done >= total:
         sys.stderr.write("\n")
     sys.stderr.flush()
+
+
+def print_progress(table: str, done: int, total: int) -> None:
+    """``kg import``'s progress: per table."""
+    progress_bar(f"  {table:<8}", done, total, f"{done}/{total}")

@@ -24,7 +24,6 @@ import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -34,7 +33,6 @@ import numpy as np
 
 from .config import ConfigError, Settings
 
-COLLECTIONS = ("mempalace_drawers", "mempalace_closets", "mempalace_assets")
 #: Backends whose palace is a directory of files: read from a snapshot copy (temporary; needs the space).
 FILE_BACKENDS = ("chroma", "sqlite_exact")
 PAGE = 1000
@@ -74,19 +72,13 @@ def _source_backend(path: str) -> str:
 
 
 def _open_source(path: str, backend_name: str):
-    from mempalace.backends import CollectionNotInitializedError, PalaceRef
+    from mempalace.backends import PalaceRef
     from mempalace.backends.registry import get_backend_class
 
+    from .collection import existing_collections
+
     backend = get_backend_class(backend_name)()  # our own instance: closing it touches nobody else's
-    ref = PalaceRef(id=path, local_path=path)
-    out = {}
-    for name in COLLECTIONS:
-        try:
-            out[name] = backend.get_collection(palace=ref, collection_name=name, create=False,
-                                               options={"read_only": True})
-        except CollectionNotInitializedError:
-            continue
-    return backend, out
+    return backend, existing_collections(backend, PalaceRef(id=path, local_path=path), {"read_only": True})
 
 
 def _provenance(target_dir: str) -> Optional[dict]:
@@ -118,7 +110,8 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
     """Copy the palace at ``source`` into a postgres palace at ``target`` (see the module doc)."""
     from mempalace.backends import PalaceRef
 
-    from .backend import PostgresBackend
+    from .backend import PostgresBackend, marker_path
+    from .collection import existing_collections
 
     started = time.perf_counter()
     settings = settings or Settings.load()
@@ -148,14 +141,8 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
         pg = PostgresBackend()
         ref = PalaceRef(id=target, local_path=target)
         opts = {"dsn": settings.dsn, "schema": settings.schema}
-        existing = {}
-        if os.path.isdir(target) and os.path.isfile(os.path.join(target, "mempalace_pg.json")):
-            for name in sources:
-                try:
-                    existing[name] = pg.get_collection(palace=ref, collection_name=name, create=False, options=opts)
-                except Exception:  # noqa: BLE001 - not created yet
-                    continue
-            held = sum(c.count() for c in existing.values())
+        if os.path.isfile(marker_path(target)):
+            held = sum(c.count() for c in existing_collections(pg, ref, opts).values())
             origin = _provenance(target)
             if held and (origin or {}).get("path") != source:
                 raise ConfigError(f"the target palace {target} already holds {held} records that were not migrated "
@@ -260,13 +247,11 @@ def _compare(report: MigrationReport, name: str, src_col, col, sample: list) -> 
 
 
 def print_progress(name: str, done: int, total: int, seconds: float) -> None:
+    """``migrate``'s progress: per collection, with the rate."""
+    from .kg_import import progress_bar
+
     rate = done / seconds if seconds > 0 else 0.0
-    width = 30
-    filled = int(width * done / total) if total else width
-    sys.stderr.write(f"\r{name:18s} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} ({rate:,.0f}/s)")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+    progress_bar(f"{name:18s}", done, total, f"{done:,}/{total:,} ({rate:,.0f}/s)")
 
 
 __all__ = ["migrate", "MigrationReport", "print_progress"]

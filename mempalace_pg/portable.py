@@ -30,9 +30,10 @@ from typing import IO, Callable, Optional
 
 from psycopg import sql
 
+from .collection import existing_collections
+
 FORMAT = "mempalace-pg-export"
 VERSION = 1
-COLLECTIONS = ("mempalace_drawers", "mempalace_closets", "mempalace_assets")
 BATCH = 500
 
 
@@ -54,25 +55,13 @@ class ImportReport:
         return {"ok": self.ok, "written": self.written, "expected": self.expected, "found": self.found}
 
 
-def _collections(backend, palace_ref) -> list:
-    from mempalace.backends import CollectionNotInitializedError
-
-    out = []
-    for name in COLLECTIONS:
-        try:
-            out.append(backend.get_collection(palace=palace_ref, collection_name=name, create=False))
-        except CollectionNotInitializedError:
-            continue
-    return out
-
-
 def export_palace(out: IO[str], drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
                   ) -> dict:
     """Write the palace of ``drawers_collection`` (all its collections) and its graph ``kg`` to ``out``."""
     from .schema import head_revision
 
     backend, ref = drawers_collection._backend, drawers_collection._palace
-    cols = _collections(backend, ref)
+    cols = list(existing_collections(backend, ref).values())
     header = {"kind": "header", "format": FORMAT, "version": VERSION, "palace_key": kg.palace_key,
               "namespace": kg.namespace, "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "schema_revision": head_revision(), "collections": []}

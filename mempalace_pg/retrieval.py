@@ -34,7 +34,7 @@ from typing import Any, Optional, Sequence
 from mempalace.backends import CollectionNotInitializedError
 from psycopg import sql
 
-from .collection import PostgresCollection, as_matrix
+from .collection import QUERY_VECTOR, PostgresCollection, Slot, as_matrix, fill
 from .config import Settings
 from .graph import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
 
@@ -120,12 +120,9 @@ class PalaceSearch:
                 f"query embedding has {matrix.shape[1]} dimensions; the palace's drawers have {dim}")
         return matrix[0], dim
 
-    def _run(self, query: sql.Composable, params: list) -> tuple:
-        return self.kg._database().run(lambda conn: conn.execute(query, params).fetchone())
-
     def _statement(self, key: tuple, build) -> list:
         """The statement of one query shape, built once: ``build()`` returns the composed SQL and its
-        parameter template, where :class:`_Slot` stands for a per-call value. Cached as SQL bytes, so a
+        parameter template, where a :class:`~mempalace_pg.collection.Slot` stands for a per-call value. Cached as SQL bytes, so a
         repeated call neither composes nor renders SQL (and psycopg prepares it after a few uses)."""
         entry = self._cache.get(key)
         if entry is None:
@@ -137,7 +134,7 @@ class PalaceSearch:
 
     def _execute(self, entry: list, **values) -> tuple:
         """Run a cached statement with this call's values; one round trip."""
-        params = [values[p.name] if isinstance(p, _Slot) else p for p in entry[1]]
+        params = fill(entry[1], **values)
 
         def work(conn):
             if not isinstance(entry[0], bytes):
@@ -469,16 +466,9 @@ class PalaceSearch:
         return _load(row[0])
 
 
-class _Slot:
-    """A per-call value in a cached statement's parameter template."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-Q, ENTITY, AS_OF, TERMS, LIMIT = (_Slot(n) for n in ("q", "entity", "as_of", "terms", "limit"))
+# per-call values of the cached statements (Q is the query vector, as in the collection's own templates)
+Q = QUERY_VECTOR
+ENTITY, AS_OF, TERMS, LIMIT = (Slot(n) for n in ("entity", "as_of", "terms", "limit"))
 
 
 def _keys(wing: Optional[str], room: Optional[str]) -> dict:
