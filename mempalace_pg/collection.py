@@ -83,10 +83,10 @@ def fill(template: list, **values) -> list:
 QUERY_VECTOR = Slot("q")  # the query vector, in nearest_sql templates
 _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
 # The HNSW index holds half-precision copies of the vectors (halfvec), each node linked to 16 neighbours,
-# built with ef_construction 48: at 100k 384-d vectors it builds in ~14 s on 2 cores and answers at
-# recall@10 0.971 unfiltered / 0.982 in a wing with ef_search 150 (m=12 built 20% faster but its recall
-# varied from build to build, down to 0.941). Candidates are re-ranked by their exact distance
-# (benchmarks/RESULTS.md, "Index parameters" and the backend runs).
+# built with ef_construction 48: at 100k 384-d vectors it built in 12.5 s on 2 cores with recall@10 0.983 at
+# ef_search 150 ("Index parameters" in benchmarks/RESULTS.md), and answered at 0.965 unfiltered / 0.978 in a
+# wing in the backend benchmark. m=12, ef_construction 64 built in 11.2 s, but its recall varied from build
+# to build, down to 0.941 in one backend run. Candidates are re-ranked by their exact distance.
 _HNSW_OPTIONS = "m = 16, ef_construction = 48"
 #: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
 HNSW_MAX_DIM = 4000
