@@ -34,7 +34,7 @@ from typing import Any, Optional, Sequence
 from mempalace.backends import CollectionNotInitializedError
 from psycopg import sql
 
-from .collection import QUERY_VECTOR, PostgresCollection, Slot, as_matrix, fill
+from .collection import MAX_ROW_COUNT, QUERY_VECTOR, PostgresCollection, Slot, as_matrix, fill, row_count
 from .config import Settings
 from .graph import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
 
@@ -241,7 +241,7 @@ class PalaceSearch:
         if mode not in ("restrict", "boost"):
             raise ValueError("mode must be 'restrict' or 'boost'")
         entity = _text(entity, "entity", required=True)
-        hops, as_of_key, n = self._hops(hops), self._as_of(as_of), max(0, int(n_results))
+        hops, as_of_key, n = self._hops(hops), self._as_of(as_of), min(MAX_ROW_COUNT, max(0, int(n_results)))
         col = self.drawers()
         palace = self.kg._palace()
         keys = _keys(wing, room)
@@ -280,7 +280,7 @@ class PalaceSearch:
                 "  1 - r.distance + CASE WHEN r.evidence THEN %s ELSE 0 END AS score, r.evidence"
                 "  FROM ranked r JOIN {t_rec} d ON d.collection_pk = %s AND d.id = r.id"
                 "  WHERE (SELECT count(*) FROM hood) > 0"
-                "  ORDER BY score DESC, r.id LIMIT %s)"
+                "  ORDER BY score DESC, r.id LIMIT {n})"
                 " SELECT {counts}, (SELECT coalesce(jsonb_agg(jsonb_build_object("
                 "  'id', h.id, 'document', h.document, 'metadata', h.metadata, 'distance', h.distance,"
                 "  'similarity', h.similarity, 'score', h.score, 'evidence', h.evidence,"
@@ -290,9 +290,9 @@ class PalaceSearch:
                 "    WHERE c.drawer = h.id))"
                 "  ORDER BY h.score DESC, h.id), '[]') FROM hits h)"
             ).format(head=head, ranked=ranked, t_rec=col._table, counts=counts, fact_json=self._fact_json("f"),
-                     t=t, entity=self._entity, fact=self._fact)
+                     t=t, entity=self._entity, fact=self._fact, n=row_count(n))
             boost_value = float(boost) if mode == "boost" else 0.0
-            return query, params + rparams + [boost_value, col._pk, n]
+            return query, params + rparams + [boost_value, col._pk]
 
         key = ("around", hops, mode, float(boost), n, tuple(keys.items()), col is None)
         row = self._execute(self._statement(key, build), **values)
@@ -318,7 +318,8 @@ class PalaceSearch:
         as_of_key = self._as_of(as_of)
         col = self.drawers()
         palace = self.kg._palace()
-        values = {"entity": _entity_id(entity), "as_of": as_of_key, "limit": max(0, int(limit)), "q": None}
+        limit = min(MAX_ROW_COUNT, max(0, int(limit)))
+        values = {"entity": _entity_id(entity), "as_of": as_of_key, "q": None}
         if query_embedding is not None and col is not None:
             values["q"], _ = self._vector(col, query_embedding)
 
@@ -352,17 +353,18 @@ class PalaceSearch:
                 "  {t}(f.properties, 'seq')::bigint AS seq"
                 "  FROM f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id {drawer}"
                 "  ORDER BY similarity DESC NULLS LAST, ({t}(f.properties, 'confidence'))::float8 DESC NULLS LAST,"
-                "  seq LIMIT %s)"
+                "  seq LIMIT {limit})"
                 " SELECT (SELECT count(*) FROM v), (SELECT coalesce(jsonb_agg(rows.fact || jsonb_build_object("
                 "  'direction', rows.direction, 'drawer_found', rows.drawer IS NOT NULL, 'document', rows.document,"
                 "  'wing', rows.wing, 'room', rows.room, 'similarity', rows.similarity)"
                 "  ORDER BY rows.similarity DESC NULLS LAST, (rows.fact ->> 'confidence')::float8 DESC NULLS LAST,"
                 "  rows.seq), '[]') FROM rows)"
             ).format(entity=self._entity, t=t, arms=sql.SQL(" UNION ALL ").join(arms), valid=self._fn("kg_valid_at"),
-                     fact_json=self._fact_json("f"), d_cols=d_cols, similarity=similarity, drawer=drawer)
-            return query, [palace, ENTITY, AS_OF, *sparams, *dparams, LIMIT]
+                     fact_json=self._fact_json("f"), d_cols=d_cols, similarity=similarity, drawer=drawer,
+                     limit=row_count(limit))
+            return query, [palace, ENTITY, AS_OF, *sparams, *dparams]
 
-        row = self._execute(self._statement(("facts", direction, col is None), build), **values)
+        row = self._execute(self._statement(("facts", direction, col is None, limit), build), **values)
         facts = _load(row[1])
         for fact in facts:
             fact["evidence"] = _evidence(fact)
@@ -382,7 +384,7 @@ class PalaceSearch:
         drawers. Each result: ``{"entity_id", "name", "type", "score", "drawers", "facts", "best_drawer"}``.
         """
         col = self.drawers()
-        n = max(0, int(n_results))
+        n = min(MAX_ROW_COUNT, max(0, int(n_results)))
         if col is None or n == 0:
             return []
         palace = self.kg._palace()
@@ -411,10 +413,11 @@ class PalaceSearch:
                 " top AS (SELECT {t}(e.properties, 'entity_id') AS entity_id, {t}(e.properties, 'name') AS name,"
                 "  {t}(e.properties, 'type') AS type, r.score, r.drawers, r.facts, r.best_drawer"
                 "  FROM ranked r JOIN {entity} e ON e.id = r.vertex WHERE {t}(e.properties, 'stub') IS NULL"
-                "  ORDER BY r.score DESC, r.drawers DESC, entity_id LIMIT %s)"
+                "  ORDER BY r.score DESC, r.drawers DESC, entity_id LIMIT {n})"
                 " SELECT coalesce(jsonb_agg(to_jsonb(top) ORDER BY score DESC, drawers DESC, entity_id), '[]') FROM top"
-            ).format(near=near, fact=self._fact, t=t, valid=self._fn("kg_valid_at"), entity=self._entity)
-            return query, p_near + [palace, AS_OF, n]
+            ).format(near=near, fact=self._fact, t=t, valid=self._fn("kg_valid_at"), entity=self._entity,
+                     n=row_count(n))
+            return query, p_near + [palace, AS_OF]
 
         row = self._execute(self._statement(("entities", n, max(1, int(drawers)), tuple(keys.items())), build),
                             **values)
@@ -432,7 +435,7 @@ class PalaceSearch:
         "metadata", "score", "vector_rank", "text_rank", "distance", "text_score"}``, best first.
         """
         col = self.drawers()
-        n = max(0, int(n_results))
+        n = min(MAX_ROW_COUNT, max(0, int(n_results)))
         if col is None or n == 0:
             return []
         keys = _keys(wing, room)
@@ -453,14 +456,14 @@ class PalaceSearch:
                 "  FROM ({lexical}) AS l WHERE score > 0),"
                 " fused AS (SELECT id, sum(1.0 / (%s + rank))::float8 AS score FROM ("
                 "  SELECT id, rank FROM vec UNION ALL SELECT id, rank FROM lex) AS u GROUP BY id"
-                "  ORDER BY score DESC, id LIMIT %s)"
+                "  ORDER BY score DESC, id LIMIT {n})"
                 " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, 'metadata', d.metadata,"
                 "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', vec.distance,"
                 "  'text_score', lex.score) ORDER BY f.score DESC, f.id), '[]')"
                 " FROM fused f JOIN {rec} d ON d.collection_pk = %s AND d.id = f.id"
                 " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
-            ).format(near=near, lexical=lexical, rec=col._table)
-            return query, p_near + p_lex + [int(k), n, col._pk]
+            ).format(near=near, lexical=lexical, rec=col._table, n=row_count(n))
+            return query, p_near + p_lex + [int(k), col._pk]
 
         row = self._execute(self._statement(("hybrid", n, depth, int(k), tuple(keys.items())), build), **values)
         return _load(row[0])
@@ -468,7 +471,7 @@ class PalaceSearch:
 
 # per-call values of the cached statements (Q is the query vector, as in the collection's own templates)
 Q = QUERY_VECTOR
-ENTITY, AS_OF, TERMS, LIMIT = (Slot(n) for n in ("entity", "as_of", "terms", "limit"))
+ENTITY, AS_OF, TERMS = (Slot(n) for n in ("entity", "as_of", "terms"))
 
 
 def _keys(wing: Optional[str], room: Optional[str]) -> dict:

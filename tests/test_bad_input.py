@@ -70,6 +70,23 @@ def test_nan_query_vector(make_collection):
         col.query(query_embeddings=[[math.nan, 0.0]])
 
 
+@pytest.mark.parametrize("count", ["10", "10; DROP TABLE records", True, -1, 10.0, 2**31])
+def test_row_counts_in_statement_text_are_plain_ints_only(count):
+    """Row counts are the one thing written into statement text; anything but an int in range is refused."""
+    from mempalace_pg.collection import row_count
+
+    with pytest.raises(ValueError, match="row count"):
+        row_count(count)
+
+
+def test_query_row_counts_any_size(make_collection):
+    col = make_collection()
+    col.add(ids=["a", "b"], documents=["a", "b"], metadatas=[{"wing": "w"}] * 2, embeddings=[[1.0, 0.0], [0.0, 1.0]])
+    for n in (1, 2, 10**12):  # larger than the statement may spell: capped, every record returned
+        got = col.query(query_embeddings=[[1.0, 0.1]], n_results=n, where={"wing": "w"})
+        assert got.ids == [["a", "b"][:n]]
+
+
 def test_quotes_and_sql_metacharacters_are_stored_verbatim(make_collection):
     col = make_collection()
     nasty = "Robert'); DROP TABLE records;-- $1 %s %(x)s \\ \" ' $$ {}"

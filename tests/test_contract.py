@@ -20,6 +20,7 @@ from mempalace.backends import (
 from mempalace.backends.base import EmbedderIdentity, UnsupportedMaintenanceKindError
 
 from mempalace_pg.backend import MARKER_FILENAME, PostgresBackend
+from mempalace_pg import bulk
 
 
 def seed(col):
@@ -300,6 +301,14 @@ def test_capabilities_reach_mempalace_through_backend_attribute(make_collection)
     assert not math.isnan(col.estimated_count())
 
 
+def gin_pending_limits(col) -> list:
+    """The pending-list limits of a collection's GIN indexes, as stored in their reloptions."""
+    return col._db.run(lambda conn: [r[0] for r in conn.execute(
+        "SELECT o FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam, "
+        "unnest(c.reloptions) o WHERE i.indrelid = %s::regclass AND a.amname = 'gin' "
+        "AND o LIKE 'gin_pending_list_limit=%%' ORDER BY c.relname", (col._relname,)).fetchall()])
+
+
 def test_bulk_load_then_index_and_query(make_collection):
     import numpy as np
 
@@ -315,7 +324,12 @@ def test_bulk_load_then_index_and_query(make_collection):
         # mid-load: no vector index, yet queries answer exactly
         assert col.maintenance_state()["vector_index"] is None
         assert col.query(query_embeddings=[vectors[5].tolist()], n_results=1).ids == [["b5"]]
+        # the GIN indexes buffer the load in their pending lists, and still answer from them
+        assert gin_pending_limits(col) == [f"gin_pending_list_limit={bulk.BULK_GIN_PENDING_KB}"] * 2
+        assert [h.id for h in col.lexical_search(query="doc 2345", n_results=3).hits][:1] == ["b2345"]
     state = col.maintenance_state()
+    assert gin_pending_limits(col) == ["gin_pending_list_limit=512"] * 2  # the schema's limit, put back
+    assert [h.id for h in col.lexical_search(query="doc 2345", n_results=3).hits][:1] == ["b2345"]
     assert state["rows"] == 3000 and state["vector_index"] and state["vector_index_valid"]
     assert col.query(query_embeddings=[vectors[2999].tolist()], n_results=1, where={"wing": "w2"}).ids == [["b2999"]]
     with pytest.raises(ValueError):
