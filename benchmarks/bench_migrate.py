@@ -126,7 +126,8 @@ def run_size(n: int, triples: int, dsn: str) -> dict:
                 "drawers_s": drawers_s, "drawers_per_s": n / drawers_s, "graph_s": graph_s,
                 "triples_per_s": triples / graph_s if graph_s else None, "bulk_s": round(bulk_s, 1),
                 "bulk_per_s": n / bulk_s, "rss_mb": rss, "chroma_reader_rss_mb": chroma_reader_rss(work / "chroma"),
-                "ok": report["ok"], "sampled": report["sampled"]}
+                "ok": report["ok"], "sampled": report["sampled"],
+                "reader": report.get("reader", {}).get("mempalace_drawers", "chroma")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -144,12 +145,14 @@ def render(report: dict) -> str:
              "run (target: migration drawer throughput at least half of it; memory flat as the palace grows). The whole "
              "command also copies the Chroma files to a snapshot, imports the graph and verifies.", "",
              "| drawers | triples | migrate: drawers/s (s) | triples/s (s) | whole command, s | bulk load: drawers/s (s) "
-             "| ratio | peak RSS MB | of which Chroma's reader, MB | verified |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| ratio | peak RSS MB | read from | Chroma's own reader alone, MB | verified |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["runs"]:
         lines.append(f"| {r['drawers']:,} | {r['triples']:,} | {r['drawers_per_s']:,.0f} ({r['drawers_s']}) | "
                      f"{r['triples_per_s']:,.0f} ({r['graph_s']}) | {r['wall_s']} | "
                      f"{r['bulk_per_s']:,.0f} ({r['bulk_s']}) | "
                      f"{r['drawers_per_s'] / r['bulk_per_s']:.2f} | {r['rss_mb']:.0f} | "
+                     f"{'Chroma files' if r.get('reader', 'chroma') == 'files' else 'Chroma reader'} | "
                      f"{r.get('chroma_reader_rss_mb', float('nan')):.0f} | "
                      f"{'yes' if r['ok'] else 'NO'} ({r['sampled']} sampled) |")
     lines.append("")

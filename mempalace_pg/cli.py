@@ -342,7 +342,9 @@ def cmd_migrate(args) -> int:
     for name, c in report.collections.items():
         extra = "" if report.dry_run else (f": {c['written']} written, {c['skipped']} already there, "
                                              f"{c['target']} in the target")
-        print(f"  {name}: {verb} {c['source']} records{extra}")
+        read = report.reader.get(name)
+        via = f", read from {'its files' if read == 'files' else read}" if read else ""
+        print(f"  {name}: {verb} {c['source']} records{extra}{via}")
     if report.graph is not None:
         g = report.graph
         done = "" if report.dry_run else f" ({'verified' if g.get('ok') else 'NOT verified'})"

@@ -1,9 +1,12 @@
 """``mempalace-pg migrate --from <palace dir> --to <new palace dir>``: move a palace into PostgreSQL.
 
-The source is read through MemPalace's own backend (Chroma, ``sqlite_exact`` or the built-in
-``pgvector``, whichever the directory holds), read-only, page by page: its drawers, closets and assets
-with their stored embeddings (no embedding model is loaded: nothing is re-embedded), metadata and
-embedder identity, then its SQLite knowledge graph (``mempalace-pg kg import``).
+The source is read page by page, read-only: its drawers, closets and assets with their stored
+embeddings (no embedding model is loaded: nothing is re-embedded), metadata and embedder identity, then
+its SQLite knowledge graph (``mempalace-pg kg import``). A Chroma palace's records are read from its
+files (:mod:`mempalace_pg.chroma_files`), because Chroma's own reader loads a collection's whole vector
+index into memory first; a layout that reader does not know falls back to Chroma's reader, as the report
+says. Every other palace is read through MemPalace's own backend (``sqlite_exact``, the built-in
+``pgvector``).
 
 * **Never changes the source.** A file-based palace (Chroma, ``sqlite_exact``) is read from a temporary
   snapshot copy (Chroma rewrites its files when a palace is opened, even to read); the graph file is
@@ -49,6 +52,7 @@ class MigrationReport:
     graph: Optional[dict] = None
     sampled: int = 0
     mismatches: list = field(default_factory=list)
+    reader: dict = field(default_factory=dict)        # collection name -> "files" / "chroma: <why>" / backend
     seconds: float = 0.0
 
     @property
@@ -59,7 +63,8 @@ class MigrationReport:
     def as_dict(self) -> dict:
         return {"ok": self.ok, "source": self.source, "source_backend": self.source_backend, "target": self.target,
                 "dry_run": self.dry_run, "collections": self.collections, "graph": self.graph,
-                "sampled": self.sampled, "mismatches": self.mismatches[:20], "seconds": round(self.seconds, 1)}
+                "sampled": self.sampled, "mismatches": self.mismatches[:20], "reader": self.reader,
+                "seconds": round(self.seconds, 1)}
 
 
 def _source_backend(path: str) -> str:
@@ -136,7 +141,10 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
     has_graph = os.path.isfile(kg_path)
     kg_path = os.path.join(snapshot, "knowledge_graph.sqlite3")
     read_from = os.path.join(snapshot, "palace") if backend_name in FILE_BACKENDS else source
-    src_backend, sources = _open_source(read_from, backend_name)
+    files, sources, why_not = _open_chroma_files(read_from) if backend_name == "chroma" else (None, None, None)
+    src_backend = None
+    if sources is None:
+        src_backend, sources = _open_source(read_from, backend_name)
     try:
         pg = PostgresBackend()
         ref = PalaceRef(id=target, local_path=target)
@@ -180,13 +188,14 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
             sample: list = []
             rng = random.Random(7)
             t0 = time.perf_counter()
+            if files is not None:
+                reader, report.reader[name] = src_col.pages(page), "files"
+            else:
+                reader = _pages_through_backend(src_col, page)
+                report.reader[name] = f"{backend_name} (its files: {why_not})" if why_not else backend_name
             with col.bulk_load() as load:
                 offset = 0
-                while True:
-                    got = src_col.get(limit=page, offset=offset, include=["documents", "metadatas", "embeddings"])
-                    ids = list(got.ids)
-                    if not ids:
-                        break
+                for ids, documents, metadatas, embeddings in reader:
                     offset += len(ids)
                     for i, rid in enumerate(ids):  # reservoir sample for the read-back check
                         seen += 1
@@ -198,9 +207,9 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
                     keep = [i for i, rid in enumerate(ids) if rid not in have]
                     stats["skipped"] += len(ids) - len(keep)
                     if keep:
-                        emb = np.asarray(got.embeddings, dtype=np.float32)[keep]
-                        load(ids=[ids[i] for i in keep], documents=[got.documents[i] or "" for i in keep],
-                             metadatas=[(got.metadatas[i] or {}) for i in keep], embeddings=emb)
+                        emb = np.asarray(embeddings, dtype=np.float32)[keep]
+                        load(ids=[ids[i] for i in keep], documents=[documents[i] or "" for i in keep],
+                             metadatas=[(metadatas[i] or {}) for i in keep], embeddings=emb)
                         stats["written"] += len(keep)
                     if progress:
                         progress(name, offset, total, time.perf_counter() - t0)
@@ -216,8 +225,11 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
             report.graph.update(ok=result.ok, written=result.written, verified=result.verified,
                                 seconds=round(result.seconds, 1))
     finally:
+        if files is not None:
+            files.close()
         try:
-            src_backend.close()
+            if src_backend is not None:
+                src_backend.close()
         except Exception:  # noqa: BLE001
             pass
         shutil.rmtree(snapshot, ignore_errors=True)
@@ -225,12 +237,44 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
     return report
 
 
+def _open_chroma_files(palace_dir: str):
+    """A Chroma palace's collections read from its files: ``(palace files, {name: collection}, None)``,
+    or ``(None, None, why not)`` when a file is in a layout :mod:`.chroma_files` does not know."""
+    from .chroma_files import ChromaFormatError, ChromaPalaceFiles
+    from .collection import COLLECTIONS
+
+    files = None
+    try:
+        files = ChromaPalaceFiles(palace_dir)
+        return files, {name: files.collection(name) for name in COLLECTIONS if files.has_collection(name)}, None
+    except ChromaFormatError as exc:
+        if files is not None:
+            files.close()
+        return None, None, str(exc)
+
+
+def _pages_through_backend(src_col, page: int):
+    """The pages of a collection read through its MemPalace backend."""
+    offset = 0
+    while True:
+        got = src_col.get(limit=page, offset=offset, include=["documents", "metadatas", "embeddings"])
+        if not got.ids:
+            return
+        offset += len(got.ids)
+        yield list(got.ids), got.documents, got.metadatas, got.embeddings
+
+
 def _compare(report: MigrationReport, name: str, src_col, col, sample: list) -> None:
+    """Read the sampled records back from the source and from the target and compare them field by field."""
     if not sample:
         return
-    a = src_col.get(ids=sample, include=["documents", "metadatas", "embeddings"])
+    if hasattr(src_col, "records"):  # Chroma's files
+        got = src_col.records(sample)
+    else:
+        page = src_col.get(ids=sample, include=["documents", "metadatas", "embeddings"])
+        got = (page.ids, page.documents, page.metadatas, page.embeddings)
+    theirs = {rid: (d, m, e) for rid, d, m, e in zip(*got)}
     b = col.get(ids=sample, include=["documents", "metadatas", "embeddings"])
-    theirs = {rid: (d, m, e) for rid, d, m, e in zip(a.ids, a.documents, a.metadatas, a.embeddings)}
     ours = {rid: (d, m, e) for rid, d, m, e in zip(b.ids, b.documents, b.metadatas, b.embeddings)}
     for rid in sample:
         report.sampled += 1

@@ -86,9 +86,28 @@ def test_migrate_chroma_palace(pg_env, tmp_path):
         ref.close()
     # twice: nothing new is written
     again = json.loads(run("--from", str(src), "--to", str(dst), "--json").stdout)
+    assert again["reader"] == {"mempalace_drawers": "files", "mempalace_closets": "files"}  # not Chroma's reader
     assert again["ok"] and again["collections"]["mempalace_drawers"]["written"] == 0
     assert again["collections"]["mempalace_drawers"]["skipped"] == N
     assert again["graph"]["written"]["triples"]["inserted"] == 0
+
+
+def test_migrate_falls_back_to_chromas_reader_for_a_layout_it_does_not_know(pg_env, tmp_path, monkeypatch):
+    from mempalace_pg import chroma_files
+    from mempalace_pg.atomic import open_drawers
+    from mempalace_pg.migrate import migrate
+
+    def unknown_layout(self, name):  # as for a palace written by a Chroma whose files it cannot read
+        raise chroma_files.ChromaFormatError("a layout from another Chroma")
+
+    monkeypatch.setattr(chroma_files.ChromaPalaceFiles, "collection", unknown_layout)
+    src, dst = tmp_path / "chroma_palace", tmp_path / "pg_palace"
+    vecs = make_source(src)
+    report = migrate(str(src), str(dst)).as_dict()
+    assert report["ok"] and report["reader"]["mempalace_drawers"] == "chroma (its files: a layout from another Chroma)"
+    drawers, _kg = open_drawers(str(dst), create=False)
+    got = drawers.get(ids=["drawer_00042"], include=["embeddings"])
+    assert drawers.count() == N and np.allclose(np.asarray(got.embeddings[0]), vecs[42], atol=1e-6)
 
 
 def test_migrate_interrupted_half_way_then_rerun(pg_env, tmp_path):
