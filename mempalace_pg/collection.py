@@ -99,18 +99,22 @@ def row_count(n: int) -> sql.Composable:
     if type(n) is not int or not 0 <= n <= MAX_ROW_COUNT:  # bool and numpy ints are refused too
         raise ValueError(f"a row count must be an int between 0 and {MAX_ROW_COUNT}, not {n!r}")
     return sql.Literal(n)
+
+
 _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
 # The HNSW index holds half-precision copies of the vectors (halfvec), each node linked to 16 neighbours,
-# built with ef_construction 48: at 100k 384-d vectors it built in 12.5 s on 2 cores with recall@10 0.983 at
-# ef_search 150 ("Index parameters" in benchmarks/RESULTS.md), and answered at 0.965 unfiltered / 0.978 in a
-# wing in the backend benchmark. m=12, ef_construction 64 built in 11.2 s, but its recall varied from build
-# to build, down to 0.941 in one backend run. Candidates are re-ranked by their exact distance.
-_HNSW_OPTIONS = "m = 16, ef_construction = 48"
+# built with ef_construction 64 and searched with ef_search 150. A parallel build is not deterministic: at
+# 100k 384-d vectors three builds each gave recall@10 0.972-0.976 with ef_construction 64 (16.2-16.5 s), but
+# 0.941-0.964 with 48 (14.2-14.4 s): "Index parameters" in benchmarks/RESULTS.md. Candidates are re-ranked by
+# their exact distance.
+_HNSW_OPTIONS = "m = 16, ef_construction = 64"
 #: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
 HNSW_MAX_DIM = 4000
-#: A filtered query takes this many times n_results candidates from the index before re-ranking
-#: (3: recall@10 0.964 for a wing at 100k drawers, 4 measured 0.965 and slower).
-FILTERED_OVERSAMPLE = 3
+#: A filtered query takes this many times n_results candidates from the index before re-ranking: the
+#: iterative scan returns batches out of order, and a few more candidates put the best ones back in.
+#: 2 kept recall@10 above 0.95 for a wing of 12.5k drawers in 100k, at about a fifth less time than 3
+#: (the backend benchmark in benchmarks/RESULTS.md has the figures).
+FILTERED_OVERSAMPLE = 2
 #: A query whose filter matches at most this many records is answered by an exact scan.
 EXACT_SCAN_MAX = 3000
 #: Lexical search: a word in at least LEXICAL_DF_CAP documents is common: its documents are not
