@@ -91,9 +91,10 @@ def row_count(n: int) -> sql.Composable:
     """A LIMIT row count as part of the statement's text, not as a bound parameter.
 
     A bound LIMIT makes PostgreSQL cost the reusable (generic) plan of a nearest-neighbour
-    statement as if it fetched a tenth of the table, so it plans the statement afresh on every call;
-    measured at 100k drawers, that planning was 0.45 ms of a 1.7 ms unfiltered k=10 query. Counts are
-    therefore written in: only a Python ``int`` in 0..MAX_ROW_COUNT is accepted (never text, never a
+    statement as if it fetched a tenth of the table, so it plans the statement afresh on every call.
+    With counts written in (and query()'s statements kept per filter), the unfiltered k=10 query at
+    100k drawers went from 2.49 to 1.78 ms p50 (backend runs of 13:30 and 14:58 UTC in
+    benchmarks/RESULTS.md). Counts are therefore written in: only a Python ``int`` in 0..MAX_ROW_COUNT is accepted (never text, never a
     caller's string), and each count gets its own prepared statement. Everything else stays bound.
     """
     if type(n) is not int or not 0 <= n <= MAX_ROW_COUNT:  # bool and numpy ints are refused too
