@@ -131,6 +131,9 @@ def cleanup(name: str, dsn: str, tag: str, col) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         if name == "postgres":
             conn.execute(f"DROP SCHEMA IF EXISTS bench_{tag} CASCADE")
+            # the palace's AGE graph lives in its own schema, registered in ag_catalog: drop it through AGE
+            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                         (f"bench_{tag}_kg",))
         elif name.startswith("pgvector"):
             conn.execute(f'DROP TABLE IF EXISTS "{col._table}"')
 
