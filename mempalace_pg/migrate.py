@@ -52,7 +52,7 @@ class MigrationReport:
     graph: Optional[dict] = None
     sampled: int = 0
     mismatches: list = field(default_factory=list)
-    reader: dict = field(default_factory=dict)        # collection name -> "files" / "chroma: <why>" / backend
+    reader: dict = field(default_factory=dict)        # name -> "files", or the backend ("chroma (its files: why)")
     seconds: float = 0.0
 
     @property
