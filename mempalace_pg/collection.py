@@ -81,8 +81,36 @@ def fill(template: list, **values) -> list:
 
 
 QUERY_VECTOR = Slot("q")  # the query vector, in nearest_sql templates
-#: How many query() statements (one per filter and shape) a collection keeps ready.
+#: How many statements (one per filter and shape) a collection, or a PalaceSearch, keeps ready.
 STATEMENT_CACHE_SIZE = 256
+
+
+class StatementCache:
+    """Statements built once per key and rendered to SQL bytes on first use, so a repeated call
+    neither composes nor renders SQL (and psycopg prepares it after a few uses). Holds at most
+    STATEMENT_CACHE_SIZE; the oldest goes first."""
+
+    def __init__(self):
+        self._entries: dict = {}
+
+    def get(self, key, build) -> list:
+        """``[statement, parameter template]`` for ``key``; ``build()`` makes them on a miss. A ``None``
+        key is built every time and never kept."""
+        entry = self._entries.get(key) if key is not None else None
+        if entry is None:
+            entry = list(build())
+            if key is not None:
+                if len(self._entries) >= STATEMENT_CACHE_SIZE:
+                    self._entries.pop(next(iter(self._entries)))
+                self._entries[key] = entry
+        return entry
+
+    @staticmethod
+    def sql(entry: list, conn: psycopg.Connection) -> bytes:
+        """The entry's statement as SQL bytes (rendered once, on this first use)."""
+        if not isinstance(entry[0], bytes):
+            entry[0] = entry[0].as_bytes(conn)
+        return entry[0]
 #: The largest row count a statement may carry in its text (see row_count).
 MAX_ROW_COUNT = 2**31 - 1
 
@@ -206,7 +234,7 @@ class PostgresCollection(BaseCollection):
         self._closed = False
         self._table = db.ident(f"records_c{collection_pk}")
         self._relname = f"{db.schema}.records_c{collection_pk}"  # for ::regclass and advisory-lock keys
-        self._statements: dict = {}  # query()'s statements by filter and shape
+        self._statements = StatementCache()  # query()'s statements by filter and shape
 
     def __repr__(self) -> str:
         return f"<PostgresCollection {self.name} of {self._palace.id!r} (records_c{self._pk})>"
@@ -765,9 +793,7 @@ class PostgresCollection(BaseCollection):
         entry = self._nearest_statement(spec, columns, condition, fparams, where, where_document, n, dim)
 
         def work(conn: psycopg.Connection) -> None:
-            if not isinstance(entry[0], bytes):
-                entry[0] = entry[0].as_bytes(conn)
-            query, template = entry
+            query, template = StatementCache.sql(entry, conn), entry[1]
             for q in queries:
                 rows = conn.execute(query, fill(template, q=q)).fetchall()
                 res = self._to_result(rows, names, spec)
@@ -785,23 +811,19 @@ class PostgresCollection(BaseCollection):
 
     def _nearest_statement(self, spec: _IncludeSpec, columns: sql.Composable, condition: sql.Composable,
                            fparams: list, where, where_document, n: int, dim: int) -> list:
-        """query()'s statement and parameter template, kept per filter and shape (up to
-        STATEMENT_CACHE_SIZE of them), so a repeated search neither composes nor renders SQL."""
+        """query()'s statement and parameter template, kept per filter and shape."""
         try:
             key = (json.dumps([where, where_document], sort_keys=True, allow_nan=False),
                    spec.documents, spec.metadatas, spec.embeddings, n, dim)
         except (TypeError, ValueError):
             key = None  # a filter value JSON cannot spell exactly: build it, don't keep it
-        entry = self._statements.get(key) if key is not None else None
-        if entry is None:
+
+        def build():
             keys = wing_room_equalities(where) if not where_document else None
-            entry = list(self.nearest_sql(columns, condition, fparams, QUERY_VECTOR, n, dim,
-                                          filtered=bool(where or where_document), gate=self._wing_room_gate(keys)))
-            if key is not None:
-                if len(self._statements) >= STATEMENT_CACHE_SIZE:
-                    self._statements.pop(next(iter(self._statements)))
-                self._statements[key] = entry
-        return entry
+            return self.nearest_sql(columns, condition, fparams, QUERY_VECTOR, n, dim,
+                                    filtered=bool(where or where_document), gate=self._wing_room_gate(keys))
+
+        return self._statements.get(key, build)
 
     @staticmethod
     def lexical_terms(query: Optional[str]) -> list[str]:

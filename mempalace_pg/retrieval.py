@@ -34,7 +34,8 @@ from typing import Any, Optional, Sequence
 from mempalace.backends import CollectionNotInitializedError
 from psycopg import sql
 
-from .collection import MAX_ROW_COUNT, QUERY_VECTOR, PostgresCollection, Slot, as_matrix, fill, row_count
+from .collection import (MAX_ROW_COUNT, QUERY_VECTOR, PostgresCollection, Slot, StatementCache, as_matrix, fill,
+                         row_count)
 from .config import Settings
 from .graph import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
 
@@ -75,7 +76,8 @@ class PalaceSearch:
         self.palace_path = palace_path
         self._collection: Optional[PostgresCollection] = None
         self._backend = None
-        self._cache: dict[tuple, list] = {}
+        # statements per query shape; in each template a Slot stands for a per-call value
+        self._cache = StatementCache()
         s = sql.Identifier(self.settings.schema)
         g = sql.Identifier(self.settings.graph)
         self._fn = lambda name: sql.SQL("{}.{}").format(s, sql.Identifier(name))
@@ -120,26 +122,12 @@ class PalaceSearch:
                 f"query embedding has {matrix.shape[1]} dimensions; the palace's drawers have {dim}")
         return matrix[0], dim
 
-    def _statement(self, key: tuple, build) -> list:
-        """The statement of one query shape, built once: ``build()`` returns the composed SQL and its
-        parameter template, where a :class:`~mempalace_pg.collection.Slot` stands for a per-call value. Cached as SQL bytes, so a
-        repeated call neither composes nor renders SQL (and psycopg prepares it after a few uses)."""
-        entry = self._cache.get(key)
-        if entry is None:
-            query, template = build()
-            entry = self._cache[key] = [query, template]
-            if len(self._cache) > 256:
-                self._cache.pop(next(iter(self._cache)))
-        return entry
-
     def _execute(self, entry: list, **values) -> tuple:
         """Run a cached statement with this call's values; one round trip."""
         params = fill(entry[1], **values)
 
         def work(conn):
-            if not isinstance(entry[0], bytes):
-                entry[0] = entry[0].as_bytes(conn)
-            return conn.execute(entry[0], params).fetchone()
+            return conn.execute(StatementCache.sql(entry, conn), params).fetchone()
 
         return self.kg._database().run(work)
 
@@ -295,7 +283,7 @@ class PalaceSearch:
             return query, params + rparams + [boost_value, col._pk]
 
         key = ("around", hops, mode, float(boost), n, tuple(keys.items()), col is None)
-        row = self._execute(self._statement(key, build), **values)
+        row = self._execute(self._cache.get(key, build), **values)
         return {"entity_found": row[0] > 0, "entities": row[0], "facts": row[1], "evidence_drawers": row[2],
                 "hits": _load(row[3]) if len(row) > 3 else []}
 
@@ -364,7 +352,7 @@ class PalaceSearch:
                      limit=row_count(limit))
             return query, [palace, ENTITY, AS_OF, *sparams, *dparams]
 
-        row = self._execute(self._statement(("facts", direction, col is None, limit), build), **values)
+        row = self._execute(self._cache.get(("facts", direction, col is None, limit), build), **values)
         facts = _load(row[1])
         for fact in facts:
             fact["evidence"] = _evidence(fact)
@@ -419,7 +407,7 @@ class PalaceSearch:
                      n=row_count(n))
             return query, p_near + [palace, AS_OF]
 
-        row = self._execute(self._statement(("entities", n, max(1, int(drawers)), tuple(keys.items())), build),
+        row = self._execute(self._cache.get(("entities", n, max(1, int(drawers)), tuple(keys.items())), build),
                             **values)
         return _load(row[0])
 
@@ -465,7 +453,7 @@ class PalaceSearch:
             ).format(near=near, lexical=lexical, rec=col._table, n=row_count(n))
             return query, p_near + p_lex + [int(k), col._pk]
 
-        row = self._execute(self._statement(("hybrid", n, depth, int(k), tuple(keys.items())), build), **values)
+        row = self._execute(self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items())), build), **values)
         return _load(row[0])
 
 
