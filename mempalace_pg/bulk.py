@@ -102,11 +102,7 @@ class BulkLoader:
 
     def _set_gin_pending_limit(self, conn: psycopg.Connection, kb: int) -> None:
         """Set the pending-list limit of the collection's GIN indexes (its partition's own indexes)."""
-        names = conn.execute(
-            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-            "JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = %s::regclass AND a.amname = 'gin' "
-            "ORDER BY 1", (self.col._relname,)).fetchall()
-        for (name,) in names:
+        for name in self.col._gin_indexes(conn):
             conn.execute(sql.SQL("ALTER INDEX {} SET (gin_pending_list_limit = {})").format(
                 self.db.ident(name), sql.Literal(int(kb))))
 

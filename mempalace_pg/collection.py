@@ -338,10 +338,8 @@ class PostgresCollection(BaseCollection):
                                  "AND NOT vector_indexed").format(self._table), (self._pk,))
             self._create_vector_index(conn, dim)
             # Merge what the load left in the GIN indexes' pending lists (every search scans them).
-            conn.execute("SELECT gin_clean_pending_list(indexrelid) FROM pg_index "
-                         "JOIN pg_class ON pg_class.oid = indexrelid JOIN pg_am ON pg_am.oid = relam "
-                         "WHERE indrelid = %s::regclass AND amname = 'gin'",
-                         (self._relname,))
+            for name in self._gin_indexes(conn):
+                conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (f"{self._db.schema}.{name}",))
             # VACUUM as well as ANALYZE: a freshly loaded table otherwise draws autovacuum seconds later,
             # which then scans all of it while queries run. It costs little more than ANALYZE alone and
             # marks the pages all-visible.
@@ -349,6 +347,13 @@ class PostgresCollection(BaseCollection):
         finally:
             conn.execute("RESET maintenance_work_mem")
             conn.execute("RESET max_parallel_maintenance_workers")
+
+    def _gin_indexes(self, conn: psycopg.Connection) -> list[str]:
+        """The names of this collection's GIN indexes (full text, metadata): its partition's own."""
+        return [name for (name,) in conn.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = %s::regclass AND a.amname = 'gin' "
+            "ORDER BY 1", (self._relname,))]
 
     def bulk_load(self) -> "BulkLoader":
         """Load many records fast: ``with col.bulk_load() as load: load(ids=..., ...)``.
