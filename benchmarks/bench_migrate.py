@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +26,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import bench_backends as bb  # noqa: E402
-from bench_retrieval import make_facts, save_and_report  # noqa: E402
+from bench_retrieval import make_facts, report_head, report_options, save_and_report  # noqa: E402
 
 
 def build_chroma(path: Path, n: int, triples: int) -> float:
@@ -162,18 +161,13 @@ def render(report: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="25000,100000")
-    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
-    ap.add_argument("--json", default=str(HERE / "out" / "bench_migrate.json"))
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--from-json")
+    report_options(ap, "bench_migrate")
     args = ap.parse_args()
 
     def make_report():
         dsn = bb.provisioned_dsn()
         sizes = [int(x) for x in args.sizes.split(",")]
-        return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
-                "command": "python benchmarks/bench_migrate.py " + " ".join(sys.argv[1:]),
-                "runs": [run_size(n, n // 2, dsn) for n in sizes]}
+        return {**report_head(dsn, "bench_migrate"), "runs": [run_size(n, n // 2, dsn) for n in sizes]}
 
     return save_and_report(args, make_report, render)
 

@@ -352,6 +352,20 @@ def write_newest_first(results: Path, text: str) -> None:
     results.write_text(head + "\n" + text + "\n## " + rest if rest else old + "\n" + text, encoding="utf-8")
 
 
+def report_options(ap: argparse.ArgumentParser, name: str) -> None:
+    """The options of every benchmark that ends with save_and_report: where its report and JSON go."""
+    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    ap.add_argument("--json", default=str(HERE / "out" / f"{name}.json"))
+    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--from-json")
+
+
+def report_head(dsn: str, name: str) -> dict:
+    """What every report starts with: when, on which versions, by which command."""
+    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
+            "command": f"python benchmarks/{name}.py " + " ".join(sys.argv[1:])}
+
+
 def save_and_report(args, make_report, render_report) -> int:
     """The end of every benchmark here: take the report (``--from-json``, or run it and keep its JSON),
     render it, put it at the top of RESULTS.md unless ``--no-write``, print it."""
@@ -374,16 +388,12 @@ def main() -> int:
     ap.add_argument("--facts", type=int, default=100_000)
     ap.add_argument("--entities", type=int, default=50_000)
     ap.add_argument("--stores", default="postgres,chroma+sqlite,pgvector+sqlite")
-    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
-    ap.add_argument("--json", default=str(HERE / "out" / "bench_retrieval.json"))
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--from-json")
+    report_options(ap, "bench_retrieval")
     args = ap.parse_args()
     args.stores = args.stores.split(",")
+
     def make_report():
-        dsn = bb.provisioned_dsn()
-        return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
-                "command": "python benchmarks/bench_retrieval.py " + " ".join(sys.argv[1:]), "result": run(args)}
+        return {**report_head(bb.provisioned_dsn(), "bench_retrieval"), "result": run(args)}
 
     return save_and_report(args, make_report, render)
 

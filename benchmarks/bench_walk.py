@@ -24,7 +24,6 @@ import random
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +33,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import bench_backends as bb  # noqa: E402
-from bench_retrieval import make_facts, save_and_report  # noqa: E402
+from bench_retrieval import make_facts, report_head, report_options, save_and_report  # noqa: E402
 
 TIMEOUT_MS = 10_000
 
@@ -165,16 +164,12 @@ def main() -> int:
     ap.add_argument("--facts", type=int, default=100_000)
     ap.add_argument("--entities", default="50000,5000")
     ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
-    ap.add_argument("--json", default=str(HERE / "out" / "bench_walk.json"))
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--from-json")
+    report_options(ap, "bench_walk")
     args = ap.parse_args()
 
     def make_report():
         dsn = bb.provisioned_dsn()
-        return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
-                "command": "python benchmarks/bench_walk.py " + " ".join(sys.argv[1:]), "reps": args.reps,
+        return {**report_head(dsn, "bench_walk"), "reps": args.reps,
                 "runs": [run(args.facts, int(e), dsn, args.reps) for e in args.entities.split(",")]}
 
     return save_and_report(args, make_report, render)
