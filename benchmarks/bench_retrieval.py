@@ -337,8 +337,9 @@ def render(report: dict) -> str:
             return f"{x['p50']:.2f} / {x['p95']:.2f}" if x else "—"
 
         agree = " / ".join("—" if x.get("agreement") is None else f"{x['agreement']:.2f}" for x in others.values())
+        ratio = "—" if best is None else f"{best / pg['p50']:.1f}x"
         lines.append(f"| {op} | {cell(pg)} | {cell(impls.get('chroma+sqlite'))} | {cell(impls.get('pgvector+sqlite'))} | "
-                     f"{best / pg['p50']:.1f}x | {agree} |")
+                     f"{ratio} | {agree} |")
     ops = r["ops"]
     one, three = ops["around entity, 1 hop"]["postgres"]["p50"], ops["around entity, 3 hops"]["postgres"]["p50"]
     lines += ["", f"Search around an entity, 3 hops over 1 hop (postgres p50): {three / one:.2f}x (target ≤ 2.5x).", ""]
