@@ -25,7 +25,6 @@ deletes. Never writes: the database is opened read-only and immutable (``migrate
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import sqlite3
@@ -302,7 +301,7 @@ class _VectorIndex:
         path = os.path.join(self.directory, "index_metadata.pickle")
         try:
             with open(path, "rb") as f:
-                data = _PlainUnpickler(io.BufferedReader(f)).load()
+                data = _PlainUnpickler(f).load()
         except FileNotFoundError:
             raise ChromaFormatError(f"{path} is missing") from None
         except ChromaFormatError:

@@ -122,7 +122,7 @@ def row_count(n: int) -> sql.Composable:
     statement as if it fetched a tenth of the table, so it plans the statement afresh on every call.
     With counts written in (and query()'s statements kept per filter), the unfiltered k=10 query at
     100k drawers went from 2.49 to 1.78 ms p50 (backend runs of 13:30 and 14:58 UTC in
-    benchmarks/RESULTS.md). Counts are therefore written in: only a Python ``int`` in 0..MAX_ROW_COUNT is accepted (never text, never a
+    benchmarks/RESULTS.md). Only a Python ``int`` in 0..MAX_ROW_COUNT is accepted (never text, never a
     caller's string), and each count gets its own prepared statement. Everything else stays bound.
     """
     if type(n) is not int or not 0 <= n <= MAX_ROW_COUNT:  # bool and numpy ints are refused too
