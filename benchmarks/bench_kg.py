@@ -7,7 +7,9 @@ in batches), ANALYZEd (what autovacuum does within a minute), then timed on the 
 * ``add_triple``: throughput of the next 2,000 new facts at that size;
 * ``invalidate``: throughput of closing 1,000 open facts at that size;
 * ``query_entity(direction="both")`` with and without ``as_of``, ``timeline(limit=100)``: p50/p95;
-* for reference, the same entity lookup written as a parameterised Cypher ``MATCH`` (prepared).
+* for reference, the same entity lookup written as a parameterised Cypher ``MATCH`` (prepared);
+* the floor under any single write from Python: a round trip, and a one-row INSERT committed with and
+  without waiting for its WAL flush (``synchronous_commit``).
 
 Usage:  python benchmarks/bench_kg.py --dsn postgresql://... [--sizes 10000 100000] [--write-results]
 """
@@ -130,6 +132,7 @@ def run_size(n: int, dsn: str, schema: str) -> dict:
             xs = timed(fn, count)
             r[key] = {"p50_ms": round(pct(xs, 0.5), 3), "p95_ms": round(pct(xs, 0.95), 3)}
     result["age"]["cypher_match_out"] = cypher_lookup(age_kg, names)
+    result["age"]["write_floor"] = write_floor(age_kg)
     sqlite_kg.close()
     return result
 
@@ -158,6 +161,27 @@ def cypher_lookup(kg, names):
         except psycopg.errors.QueryCanceled:
             return {"p50_ms": "> 20000 (timed out)", "p95_ms": "> 20000"}
     return {"p50_ms": round(pct(xs, 0.5), 3), "p95_ms": round(pct(xs, 0.95), 3)}
+
+
+def write_floor(kg):
+    """p50 ms of what any single write costs on this server, whatever it writes: a round trip (``SELECT 1``),
+    and a one-row INSERT into a scratch table committed with and without waiting for the WAL flush."""
+    import psycopg
+
+    table = f'"{kg._schema}".bench_commit_floor'
+    out = {}
+    with psycopg.connect(kg._settings.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (i int)")
+        try:
+            for key, setting, statement in (("round_trip", "on", "SELECT 1"),
+                                            ("durable_commit", "on", f"INSERT INTO {table} VALUES (1)"),
+                                            ("commit_without_flush", "off", f"INSERT INTO {table} VALUES (1)")):
+                conn.execute(f"SET synchronous_commit = {setting}")
+                timed(lambda i: conn.execute(statement), 50)  # warm-up
+                out[key] = round(pct(timed(lambda i: conn.execute(statement), 2000), 0.5), 3)
+        finally:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    return out
 
 
 def fresh_schema(dsn, schema):
@@ -209,6 +233,12 @@ def render(report) -> str:
             rows.append((label.replace("p50", "p95"), s[key]["p95_ms"], a[key]["p95_ms"],
                          a[key]["p95_ms"] / s[key]["p95_ms"], ""))
         rows.append(("outgoing lookup as prepared Cypher MATCH p50 ms", "", a["cypher_match_out"]["p50_ms"], None, ""))
+        floor = a.get("write_floor")
+        if floor:
+            rows += [("floor: round trip (SELECT 1) p50 ms", "", floor["round_trip"], None, ""),
+                     ("floor: one-row INSERT, durable commit p50 ms", "", floor["durable_commit"], None, ""),
+                     ("floor: one-row INSERT, synchronous_commit off p50 ms", "", floor["commit_without_flush"],
+                      None, "")]
         rows.append(("bulk load s", r["load_s"]["sqlite"], r["load_s"]["age"], None, ""))
         for label, sv, av, ratio, target in rows:
             lines.append(f"| {n:,} | {label} | {sv} | {av} | {'' if ratio is None else f'{ratio:.2f}x'} | {target} |")
