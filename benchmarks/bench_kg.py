@@ -210,7 +210,7 @@ def versions(dsn):
 
 
 def render(report) -> str:
-    lines = [f"### Knowledge graph: AGE vs MemPalace's SQLite KnowledgeGraph ({report['date']})", "",
+    lines = [f"## Knowledge graph: AGE vs MemPalace's SQLite KnowledgeGraph ({report['date']})", "",
              f"PostgreSQL {report['versions']['postgres']}, AGE {report['versions']['age']}, MemPalace "
              f"{report['versions']['mempalace']}, SQLite {report['versions']['sqlite']}, Python "
              f"{report['versions']['python']}; {ENTITIES} entities, ~8% of loaded facts closed; "
@@ -257,7 +257,7 @@ def main(argv=None):
     parser.add_argument("--dsn", default=os.environ.get("MEMPALACE_PG_DSN"))
     parser.add_argument("--schema", default="mempalace_bench")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--write-results", action="store_true", help="append the table to benchmarks/RESULTS.md")
+    parser.add_argument("--write-results", action="store_true", help="put the table at the top of benchmarks/RESULTS.md (newest first)")
     parser.add_argument("--from-json", help="re-render a saved report")
     args = parser.parse_args(argv)
     if args.from_json:
@@ -278,8 +278,9 @@ def main(argv=None):
     text = render(report)
     print(text)
     if args.write_results:
-        with open(HERE / "RESULTS.md", "a", encoding="utf-8") as f:
-            f.write("\n" + text)
+        import bench_backends
+
+        bench_backends.append_report(HERE / "RESULTS.md", text)
 
 
 if __name__ == "__main__":

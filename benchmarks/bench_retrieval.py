@@ -346,13 +346,6 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write_newest_first(results: Path, text: str) -> None:
-    """Put a report section at the top of RESULTS.md (after its title paragraph): newest first."""
-    old = results.read_text(encoding="utf-8")
-    head, _, rest = old.partition("\n## ")
-    results.write_text(head + "\n" + text + "\n## " + rest if rest else old + "\n" + text, encoding="utf-8")
-
-
 def report_options(ap: argparse.ArgumentParser, name: str) -> None:
     """The options of every benchmark that ends with save_and_report: where its report and JSON go."""
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
@@ -378,7 +371,7 @@ def save_and_report(args, make_report, render_report) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1))
     text = render_report(report)
     if not args.no_write:
-        write_newest_first(Path(args.out), text)
+        bb.append_report(Path(args.out), text)
     print(text)
     return 0
 
