@@ -189,7 +189,7 @@ def test_timeline_order_and_paging(pair):
              "2025-02-03", None, "2019-07-04"]
     for i, vf in enumerate(dates):
         pair.call("add_triple", f"E{i % 3}", f"p{i}", f"O{i}", valid_from=vf)
-    for limit, offset in ((100, 0), (1, 0), (3, 2), (0, -5), (-1, 7), (2, 100)):
+    for limit, offset in ((100, 0), (1, 0), (3, 2), (0, -5), (-1, 7), (2, 100), (10**12, 1), (5, 10**12)):
         pair.call("timeline", limit=limit, offset=offset)
         pair.call("timeline", "E1", limit=limit, offset=offset)
     pair.call("timeline_total", "E0")
