@@ -4,7 +4,8 @@ same with two separate stores from Python, as MemPalace's own pieces allow.
     python benchmarks/bench_retrieval.py                       # 100k drawers, 100k facts, writes RESULTS.md
     python benchmarks/bench_retrieval.py --drawers 5000 --facts 5000 --no-write     # quick look
 
-The stores, all on this machine in one run:
+The stores, all on this machine in one run, each loaded, measured and dropped in its own process, one after
+the other (so none is measured beside another's data in the server's caches, or another's threads):
 
 * ``postgres``: this package: drawers in pgvector, the graph in AGE, one statement per retrieval;
 * ``chroma+sqlite``: MemPalace's default Chroma backend and its SQLite knowledge graph;
@@ -175,10 +176,16 @@ def agreement(ours, theirs):
 
 
 # ----------------------------------------------------------------------------- run
-def run(args) -> dict:
-    import psycopg
+OPS = ["around entity, 1 hop", "around entity, 2 hops", "around entity, 3 hops", "facts with evidence",
+       "entities for a query", "hybrid (RRF)", "hybrid (RRF), wing"]
 
-    from mempalace_pg.routing import _sqlite_class
+
+def run_store(args, store: str) -> dict:
+    """Load one store (its drawers and its graph) and time every retrieval on it; runs in a child process.
+
+    Returns the load times, the settle time, and per retrieval its timing and the ids it returned (the
+    parent compares those with ``postgres``'s)."""
+    import psycopg
 
     dsn = bb.provisioned_dsn()
     n, n_facts = args.drawers, args.facts
@@ -186,128 +193,141 @@ def run(args) -> dict:
     tag = f"ret_{uuid.uuid4().hex[:6]}"
     workdir = Path(tempfile.mkdtemp(prefix="mpbench_ret_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
-    out: dict = {"drawers": n, "facts": n_facts, "entities": args.entities, "load_s": {}}
-    stores = {}
-    backends = []
+    vector_store = store.split("+")[0]
+    out: dict = {"store": store, "load_s": {}, "ops": {}}
+    backend, col = bb.open_collection(vector_store, str(workdir / f"palace_{vector_store}"), dsn, tag)
     try:
-        # -- drawers into each vector store ------------------------------------------------------
-        for name in args.stores:
-            backend, col = bb.open_collection(name.split("+")[0], str(workdir / f"palace_{name}"), dsn, tag)
-            backends.append((name.split("+")[0], backend, col))
-            print(f"[bench_retrieval] loading {n} drawers into {name} ...", file=sys.stderr, flush=True)
-            out["load_s"][name] = round(load_drawers(col, name.split("+")[0], n, centers), 1)
-            stores[name] = col
+        print(f"[bench_retrieval] loading {n} drawers into {store} ...", file=sys.stderr, flush=True)
+        out["load_s"][store] = round(load_drawers(col, vector_store, n, centers), 1)
         drawer_ids = [f"drawer_{bb.WINGS[i % len(bb.WINGS)]}_{bb.ROOMS[(i // len(bb.WINGS)) % len(bb.ROOMS)]}_{i:08d}"
                       for i in range(n)]
         entities, triples = make_facts(n_facts, args.entities, drawer_ids)
-
-        # -- the facts: SQLite graph (MemPalace's) and the AGE graph --------------------------------
         from bench_kg import load_age, load_sqlite
 
-        sqlite_kg = _sqlite_class()(str(workdir / "knowledge_graph.sqlite3"))
-        t0 = time.perf_counter()
-        load_sqlite(sqlite_kg, entities, triples)
-        out["load_s"]["sqlite graph"] = round(time.perf_counter() - t0, 1)
-        sqlite_conn = sqlite_kg._conn()
-        sqlite_conn.execute("ANALYZE")
+        if store == "postgres":
+            from mempalace_pg.config import Settings
+            from mempalace_pg.graph import AgeKnowledgeGraph
+            from mempalace_pg.retrieval import PalaceSearch
 
-        from mempalace_pg.config import Settings
-        from mempalace_pg.graph import AgeKnowledgeGraph
-        from mempalace_pg.retrieval import PalaceSearch
+            settings = Settings.load()
+            kg = AgeKnowledgeGraph(palace_key=col._palace.id, settings=settings)
+            t0 = time.perf_counter()
+            load_age(kg, entities, triples)
+            out["load_s"]["age graph"] = round(time.perf_counter() - t0, 1)
+            settle_tables = [(kg._graph, "Entity"), (kg._graph, "Fact")]
+            kg.close()
+            ours = PalaceSearch(palace_key=col._palace.id, settings=settings)
+        else:
+            from mempalace_pg.routing import _sqlite_class
 
-        pg_col = stores["postgres"]
-        settings = Settings.load()
-        kg = AgeKnowledgeGraph(palace_key=pg_col._palace.id, settings=settings)
-        t0 = time.perf_counter()
-        load_age(kg, entities, triples)
-        out["load_s"]["age graph"] = round(time.perf_counter() - t0, 1)
+            sqlite_kg = _sqlite_class()(str(workdir / "knowledge_graph.sqlite3"))
+            t0 = time.perf_counter()
+            load_sqlite(sqlite_kg, entities, triples)
+            out["load_s"]["sqlite graph"] = round(time.perf_counter() - t0, 1)
+            sqlite_conn = sqlite_kg._conn()
+            sqlite_conn.execute("ANALYZE")
+            settle_tables = [(None, col._table)] if vector_store.startswith("pgvector") else []
+            two = TwoStores(col, sqlite_conn)
         # what autovacuum would do to the freshly filled tables within a minute: done before measuring
-        settle_tables = [(kg._graph, "Entity"), (kg._graph, "Fact")]
-        settle_tables += [(None, col._table) for name, col in stores.items() if name.startswith("pgvector")]
-        out["settle_s"] = round(bb.settle(dsn, settle_tables), 1)
-        ours = PalaceSearch(palace_key=pg_col._palace.id, settings=settings)
-        two = {name: TwoStores(col, sqlite_conn) for name, col in stores.items() if name != "postgres"}
+        out["settle_s"] = round(bb.settle(dsn, settle_tables), 1) if settle_tables else 0.0
 
-        # -- inputs: query vectors near the data, entities that have facts ---------------------------
+        # -- inputs: query vectors near the data, entities that have facts (the same in every child) ----
         rng = random.Random(5)
         queries = bb.query_vectors(60, 4242, centers)
         with_facts = sorted({t["subject"] for t in triples})
         picks = [with_facts[rng.randrange(len(with_facts))] for _ in range(60)]
         names = {e["id"]: e["name"] for e in entities}
         texts = [" ".join(rng.sample(bb.VOCAB[:4000], 1) + ["palace"]) for _ in range(60)]
-        out["ops"] = {}
 
-        def record(op, impl, stats, agree=None):
-            out["ops"].setdefault(op, {})[impl] = {**stats, "agreement": agree}
-            print(f"[bench_retrieval] {op:28s} {impl:16s} p50 {stats['p50']:9.2f} ms  p95 {stats['p95']:9.2f} ms"
-                  + (f"  agreement {agree:.3f}" if agree is not None else ""), file=sys.stderr, flush=True)
-
-        deferred = []
-
-        def baseline(op, name, fn, argl, mine):
-            """Measure a two-store way now; the built-in pgvector one after everything else, because its calls
-            scan whole tables (seconds each), which evicts from the caches what the next measurement reads."""
-            def measure():
-                stats, theirs = timed(fn, argl)
-                record(op, name, stats, agreement(mine, theirs))
-            if name.startswith("pgvector"):
-                deferred.append(measure)
-            else:
-                measure()
-
-        # 1. search around an entity, 1..3 hops (restrict)
-        for hops in (1, 2, 3):
-            op = f"around entity, {hops} hop{'s' if hops > 1 else ''}"
-            argl = [(names[picks[i]], queries[i]) for i in range(60)]
-            stats, mine = timed(lambda e, q, h=hops: [x["id"] for x in ours.around_entity(e, q.tolist(), hops=h)["hits"]],
-                                argl)
-            record(op, "postgres", stats)
-            for name, store in two.items():
-                argl2 = [(picks[i], queries[i]) for i in range(60)]
-                baseline(op, name, lambda e, q, h=hops, s=store: s.around(e, q, h), argl2, mine)
-        # 2. facts with evidence
-        argl = [(names[picks[i]], queries[i]) for i in range(60)]
-        stats, mine = timed(lambda e, q: [f["source_drawer_id"] for f in ours.facts_with_evidence(e, q.tolist())["facts"]],
-                            argl)
-        record("facts with evidence", "postgres", stats)
-        for name, store in two.items():
-            baseline("facts with evidence", name, lambda e, q, s=store: s.facts(e, q),
-                     [(picks[i], queries[i]) for i in range(60)], mine)
-        # 3. entities related to a query
-        stats, mine = timed(lambda q: [e["entity_id"] for e in ours.entities_for_query(q.tolist(), drawers=DEPTH)],
-                            [(q,) for q in queries])
-        record("entities for a query", "postgres", stats)
-        for name, store in two.items():
-            baseline("entities for a query", name, lambda q, s=store: [e for e, _ in s.entities(q)],
-                     [(q,) for q in queries], mine)
-        # 4. hybrid search, unfiltered and by wing
-        for wing in (None, "wing_3"):
-            op = "hybrid (RRF)" + (", wing" if wing else "")
-            argl = [(queries[i], texts[i]) for i in range(60)]
-            stats, mine = timed(lambda q, t, w=wing: [h["id"] for h in ours.hybrid(t, q.tolist(), wing=w)], argl)
-            record(op, "postgres", stats)
-            for name, store in two.items():
-                baseline(op, name, lambda q, t, w=wing, s=store: s.hybrid(q, t, wing=w), argl, mine)
-        for measure in deferred:
-            measure()
-        sizes = [len(ours.around_entity(names[picks[i]], queries[i].tolist(), hops=h)["hits"]) and
-                 ours.around_entity(names[picks[i]], queries[i].tolist(), hops=h)["entities"]
-                 for h in (1, 2, 3) for i in range(10)]
-        out["neighbourhood_entities_mean"] = {h: float(np.mean(sizes[(h - 1) * 10:h * 10])) for h in (1, 2, 3)}
-        ours.close()
-        sqlite_kg.close()
+        if store == "postgres":
+            ways = {f"around entity, {h} hop{'s' if h > 1 else ''}": (
+                        lambda e, q, h=h: [x["id"] for x in ours.around_entity(e, q.tolist(), hops=h)["hits"]],
+                        [(names[picks[i]], queries[i]) for i in range(60)]) for h in (1, 2, 3)}
+            ways["facts with evidence"] = (
+                lambda e, q: [f["source_drawer_id"] for f in ours.facts_with_evidence(e, q.tolist())["facts"]],
+                [(names[picks[i]], queries[i]) for i in range(60)])
+            ways["entities for a query"] = (
+                lambda q: [e["entity_id"] for e in ours.entities_for_query(q.tolist(), drawers=DEPTH)],
+                [(q,) for q in queries])
+            for wing, op in ((None, "hybrid (RRF)"), ("wing_3", "hybrid (RRF), wing")):
+                ways[op] = (lambda q, t, w=wing: [h["id"] for h in ours.hybrid(t, q.tolist(), wing=w)],
+                            [(queries[i], texts[i]) for i in range(60)])
+        else:
+            ways = {f"around entity, {h} hop{'s' if h > 1 else ''}": (
+                        lambda e, q, h=h: two.around(e, q, h), [(picks[i], queries[i]) for i in range(60)])
+                    for h in (1, 2, 3)}
+            ways["facts with evidence"] = (two.facts, [(picks[i], queries[i]) for i in range(60)])
+            ways["entities for a query"] = (lambda q: [e for e, _ in two.entities(q)], [(q,) for q in queries])
+            for wing, op in ((None, "hybrid (RRF)"), ("wing_3", "hybrid (RRF), wing")):
+                ways[op] = (lambda q, t, w=wing: two.hybrid(q, t, wing=w), [(queries[i], texts[i]) for i in range(60)])
+        for op in OPS:
+            fn, argl = ways[op]
+            stats, results = timed(fn, argl)
+            out["ops"][op] = {**stats, "ids": results}
+            print(f"[bench_retrieval] {op:28s} {store:16s} p50 {stats['p50']:9.2f} ms  p95 {stats['p95']:9.2f} ms",
+                  file=sys.stderr, flush=True)
+        if store == "postgres":
+            sizes = [ours.around_entity(names[picks[i]], queries[i].tolist(), hops=h)["entities"]
+                     for h in (1, 2, 3) for i in range(10)]
+            out["neighbourhood_entities_mean"] = {h: float(np.mean(sizes[(h - 1) * 10:h * 10])) for h in (1, 2, 3)}
+            ours.close()
+        else:
+            sqlite_kg.close()
     finally:
-        for name, backend, col in backends:
-            try:
-                bb.cleanup(name, dsn, tag, col)
-            except Exception as exc:  # noqa: BLE001
-                print(f"[bench_retrieval] cleanup of {name}: {exc}", file=sys.stderr)
+        try:
+            bb.cleanup(vector_store, dsn, tag, col)
+        finally:
             backend.close()
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                         (f"bench_{tag}_kg",))
-        shutil.rmtree(workdir, ignore_errors=True)
+            if store == "postgres":
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                                 (f"bench_{tag}_kg",))
+            shutil.rmtree(workdir, ignore_errors=True)
     return out
+
+
+def run(args) -> dict:
+    """Each store in its own process, one after the other: loaded, settled, measured, dropped. So no store
+    is measured beside another's data in the server's caches or another's threads in its process."""
+    import subprocess
+
+    if "postgres" not in args.stores:
+        raise SystemExit("--stores must include postgres (the others are compared with it)")
+    dsn = bb.provisioned_dsn()
+    children = {}
+    for store in args.stores:
+        cmd = [sys.executable, __file__, "--child", store, "--drawers", str(args.drawers), "--facts", str(args.facts),
+               "--entities", str(args.entities)]
+        # one BLAS thread, as in bench_backends: idle numpy workers would spin on the second core
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, MEMPALACE_PG_DSN=dsn, OPENBLAS_NUM_THREADS="1",
+                                       OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+        if proc.returncode != 0:
+            raise SystemExit(f"the {store} child failed (exit {proc.returncode}); its log is above")
+        children[store] = json.loads(proc.stdout.strip().splitlines()[-1])
+    pg = children["postgres"]
+    out: dict = {"drawers": args.drawers, "facts": args.facts, "entities": args.entities, "load_s": {},
+                 "settle_s": {}, "ops": {op: {} for op in OPS},
+                 "neighbourhood_entities_mean": pg["neighbourhood_entities_mean"]}
+    for store, child in children.items():
+        out["load_s"].update(child["load_s"])
+        out["settle_s"][store] = child["settle_s"]
+        for op in OPS:
+            got = dict(child["ops"][op])
+            ids = got.pop("ids")
+            got["agreement"] = None if store == "postgres" else agreement(pg["ops"][op]["ids"], ids)
+            out["ops"][op][store] = got
+    return out
+
+
+def _settle_text(r: dict) -> str:
+    """The report's sentence on VACUUM (ANALYZE) before measuring (older reports kept one total)."""
+    if "settle_s" not in r:
+        return ""
+    settle = r["settle_s"]
+    took = (", ".join(f"{k} {x} s" for k, x in settle.items()) if isinstance(settle, dict) else f"{settle} s")
+    return (f" Then the AGE label tables and the built-in pgvector table were VACUUM (ANALYZE)d before measuring "
+            f"({took}), as autovacuum would do anyway.")
 
 
 def render(report: dict) -> str:
@@ -320,11 +340,12 @@ def render(report: dict) -> str:
              + ", ".join(f"{h} hop{'s' if int(h) > 1 else ''} {x:.0f}" for h, x in r["neighbourhood_entities_mean"].items())
              + "), each drawn from a random drawer. Load times (s): "
              + ", ".join(f"{k} {x}" for k, x in r["load_s"].items()) + "."
-             + (f" Then the AGE label tables and the built-in pgvector table were VACUUM (ANALYZE)d before measuring "
-                f"({r['settle_s']} s), as autovacuum would do anyway." if "settle_s" in r else ""), "",
-             "Latencies in ms, p50 / p95; the pgvector+sqlite way is measured after all the others (its exact "
-             "scans of whole tables evict the caches the next measurement would read). "
-             "Ratio: p50 of the faster two-store way over p50 of `postgres` "
+             + _settle_text(r), "",
+             ("Each store was loaded, measured and dropped in its own process, one after the other, so none was "
+              "measured beside another's data or threads. " if isinstance(r.get("settle_s"), dict) else
+              "The pgvector+sqlite way is measured after all the others (its exact scans of whole tables evict the "
+              "caches the next measurement would read). ")
+             + "Latencies in ms, p50 / p95. Ratio: p50 of the faster two-store way over p50 of `postgres` "
              "(target ≥ 5x). Agreement: share of that store's top ids that `postgres` also returned.", "",
              "| retrieval | postgres | chroma+sqlite | pgvector+sqlite | ratio | agreement (chroma / pgvector) |",
              "|---|---|---|---|---|---|"]
@@ -382,9 +403,13 @@ def main() -> int:
     ap.add_argument("--facts", type=int, default=100_000)
     ap.add_argument("--entities", type=int, default=50_000)
     ap.add_argument("--stores", default="postgres,chroma+sqlite,pgvector+sqlite")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     report_options(ap, "bench_retrieval")
     args = ap.parse_args()
     args.stores = args.stores.split(",")
+    if args.child:
+        print(json.dumps(run_store(args, args.child)))
+        return 0
 
     def make_report():
         return {**report_head(bb.provisioned_dsn(), "bench_retrieval"), "result": run(args)}
