@@ -378,8 +378,12 @@ class AgeKnowledgeGraph:
         results = [_fact_row(name, row) for row in rows]
         if results:
             return results
-        exists, candidates = self._candidates(name, eid, with_exists=True)
-        if not exists and len(candidates) == 1:
+        # As MemPalace does: an entity that exists but has no facts (valid at as_of) is an empty answer;
+        # only an unknown name goes on to the fuzzy search, which costs a token-index search.
+        if self._one(self._sql.entity_exists, eid=eid)[0]:
+            return results
+        candidates = self._candidates(name, eid)
+        if len(candidates) == 1:
             cand = candidates[0]
             rows = self._all(query, eid=cand["id"], as_of=as_of_key)
             results = [_fact_row(cand["name"], row) for row in rows]
@@ -390,15 +394,13 @@ class AgeKnowledgeGraph:
         if not name or len(name.strip()) < _MIN_ENTITY_CANDIDATE_LEN:
             return []
         name = _text(name, "name")
-        return self._candidates(name, _entity_id(name))[1]
+        return self._candidates(name, _entity_id(name))
 
-    def _candidates(self, name: str, eid: str, *, with_exists: bool = False) -> tuple[bool, list]:
+    def _candidates(self, name: str, eid: str) -> list:
+        """MemPalace's fuzzy candidates for a name: up to 5 entities, in write order, the exact id left out."""
         stripped = name.strip() if name else ""
         if len(stripped) < _MIN_ENTITY_CANDIDATE_LEN:
-            if not with_exists:
-                return False, []
-            row = self._one(self._sql.entity_exists, eid=eid)
-            return bool(row[0]), []
+            return []
         kgm = _mp()[0]
         name_esc, id_esc = kgm._escape_like(stripped), kgm._escape_like(eid)
         patterns = (f"{name_esc} %", f"% {name_esc}", f"% {name_esc} %",
@@ -406,8 +408,7 @@ class AgeKnowledgeGraph:
         rows = self._all(self._sql.candidates, eid=eid, name=name,
                          name_tokens=_fold(stripped).split(" "), id_tokens=_fold(eid).split("_"),
                          **{f"p{i}": pattern for i, pattern in enumerate(patterns)})
-        exists = bool(rows[0][2])
-        return exists, [{"id": r[0], "name": r[1]} for r in rows[1:] if r[0] != eid]
+        return [{"id": r[0], "name": r[1]} for r in rows if r[0] != eid]
 
     def query_relationship(self, predicate: str, as_of: str = None) -> list:
         """Every fact with this predicate (valid at ``as_of`` if given)."""
@@ -573,8 +574,7 @@ class _Statements:
             f"OR (string_to_array({fold}({name_}), ' ') @> %(name_tokens)s::text[] "
             f"    AND ({name_} = %(name)s OR {name_likes})) "
             f"OR (string_to_array({fold}({id_}), '_') @> %(id_tokens)s::text[] AND ({id_likes})))) "
-            f"SELECT NULL, NULL, ({self.entity_exists[7:]}) UNION ALL "
-            f"SELECT * FROM (SELECT id, name, false FROM m ORDER BY seq LIMIT 5) first5")
+            f"SELECT id, name FROM m ORDER BY seq LIMIT 5")
 
         self._temporal = (
             f" AND ({prop('f', 'valid_from')} IS NULL OR "
