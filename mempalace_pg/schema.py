@@ -57,7 +57,7 @@ def _alembic_config(settings: Settings, connection=None):
 #: The schema revision this code needs: the head of migrations/versions (a test keeps them equal).
 #: Comparing against a constant spares every process importing Alembic and SQLAlchemy (~0.2 s)
 #: when the database is already current, which is nearly always.
-HEAD_REVISION = "0004_cached_vertex_lookup"
+HEAD_REVISION = "0004_planned_once"
 
 
 @lru_cache(maxsize=1)

@@ -195,3 +195,35 @@ def test_head_revision_constant_matches_migrations():
     from mempalace_pg.schema import HEAD_REVISION
 
     assert HEAD_REVISION == head_revision()
+
+
+def test_upgrade_from_0003_replaces_the_graph_write_helpers(pg_dsn, scratch_schema):
+    """A database at revision 0003 upgrades to head: the SQL-language write helpers become PL/pgSQL
+    (planned once per session) and the graph's writes keep their results."""
+    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.schema import upgrade
+
+    settings = Settings.load()
+    assert upgrade(settings, "0003_graph_and_drawers") == "0003_graph_and_drawers"
+    languages = ("SELECT p.proname, l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+                 "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname IN "
+                 "('kg_find_vertex', 'kg_add_entity', 'kg_mark_drawers_deleted') ORDER BY 1")
+    with psycopg.connect(pg_dsn) as conn:
+        assert {lang for _, lang in conn.execute(languages, (scratch_schema,)).fetchall()} == {"sql"}
+    kg = AgeKnowledgeGraph(palace_key="upgrade-test", settings=settings)  # first use upgrades to head
+    try:
+        kg.add_entity("Ann", "person", {"k": "v"})
+        kg.add_triple("Ann", "likes", "Tea", valid_from="2024-01-01")
+        kg.add_triple("Ann", "drinks", "Coffee", valid_from="2024-06-01")
+        kg.invalidate("Ann", "likes", "Tea", ended="2025-01-01")
+        with pytest.raises(ValueError, match="before valid_from"):
+            kg.invalidate("Ann", "drinks", "Coffee", ended="2024-01-01")  # would invert the interval
+        facts = {f["object"]: f["valid_to"] for f in kg.query_entity("Ann")}
+        assert facts == {"Tea": "2025-01-01", "Coffee": None}
+        assert kg.stats()["entities"] == 3
+    finally:
+        kg.close()
+    with psycopg.connect(pg_dsn) as conn:
+        assert current_revision(conn, scratch_schema) == head_revision()
+        assert dict(conn.execute(languages, (scratch_schema,)).fetchall()) == {
+            "kg_add_entity": "plpgsql", "kg_find_vertex": "plpgsql", "kg_mark_drawers_deleted": "plpgsql"}
