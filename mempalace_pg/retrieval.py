@@ -402,11 +402,11 @@ class PalaceSearch:
                 " ranked AS (SELECT vertex, max(similarity) AS score, count(DISTINCT drawer) AS drawers,"
                 "  count(DISTINCT edge) AS facts,"
                 "  (array_agg(drawer ORDER BY similarity DESC, drawer))[1] AS best_drawer FROM ends GROUP BY vertex),"
-                " top AS (SELECT e.entity_id, e.name, e.type, r.score, r.drawers, r.facts, r.best_drawer"
+                " top AS (SELECT ent.entity_id, ent.name, ent.type, r.score, r.drawers, r.facts, r.best_drawer"
                 "  FROM ranked r CROSS JOIN LATERAL (SELECT {t}(e.properties, 'entity_id') AS entity_id,"
                 "   {t}(e.properties, 'name') AS name, {t}(e.properties, 'type') AS type FROM {entity} e"
-                "   WHERE e.id = r.vertex AND {t}(e.properties, 'stub') IS NULL OFFSET 0) AS e"
-                "  ORDER BY r.score DESC, r.drawers DESC, e.entity_id LIMIT {n})"
+                "   WHERE e.id = r.vertex AND {t}(e.properties, 'stub') IS NULL OFFSET 0) AS ent"
+                "  ORDER BY r.score DESC, r.drawers DESC, ent.entity_id LIMIT {n})"
                 " SELECT coalesce(jsonb_agg(to_jsonb(top) ORDER BY score DESC, drawers DESC, entity_id), '[]') FROM top"
             ).format(near=near, fact=self._fact, t=t, valid=self._fn("kg_valid_at"), entity=self._entity,
                      n=row_count(n))
