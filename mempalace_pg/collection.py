@@ -147,8 +147,11 @@ FILTERED_OVERSAMPLE = 2
 #: A query whose filter matches at most this many records is answered by an exact scan.
 EXACT_SCAN_MAX = 3000
 #: Lexical search: a word in at least LEXICAL_DF_CAP documents is common: its documents are not
-#: counted further, and LEXICAL_CANDIDATES of them (or 4 x n_results) are sampled as candidates.
-LEXICAL_DF_CAP = 100
+#: counted further, and LEXICAL_CANDIDATES of them (or 4 x n_results) are sampled as candidates; every
+#: document of a rarer word is scored. With 100, on a Zipf-like corpus of 20k documents, the top 10 of
+#: 2-3 word queries (words in 150-3,000 documents) shared 23% with exact BM25's; with 500, 89%, at
+#: 5.5 ms p50 against 2.7 (ad-hoc runs; tests/test_contract.py checks the agreement on a smaller corpus).
+LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
 #: Session settings for building a vector index in one go (bulk loads, reindex).
 BUILD_MAINTENANCE_WORK_MEM = "512MB"

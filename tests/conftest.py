@@ -46,8 +46,10 @@ def pg_schema(pg_dsn):
     """A schema for this test session, dropped afterwards."""
     name = f"t_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     yield name
-    from mempalace_pg import database
+    from mempalace_pg import database, indexing
 
+    # Stop background merges first: one still folding fresh rows would deadlock with the DROP.
+    indexing._stop_merging()
     database.close_all()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
