@@ -148,9 +148,9 @@ FILTERED_OVERSAMPLE = 2
 EXACT_SCAN_MAX = 3000
 #: Lexical search: a word in at least LEXICAL_DF_CAP documents is common: its documents are not
 #: counted further, and LEXICAL_CANDIDATES of them (or 4 x n_results) are sampled as candidates; every
-#: document of a rarer word is scored. With 100, on a Zipf-like corpus of 20k documents, the top 10 of
-#: 2-3 word queries (words in 150-3,000 documents) shared 23% with exact BM25's; with 500, 89%, at
-#: 5.5 ms p50 against 2.7 (ad-hoc runs; tests/test_contract.py checks the agreement on a smaller corpus).
+#: document of a rarer word is scored. With 100, on Zipf-distributed words (benchmarks/bench_lexical.py,
+#: 20k documents), the top 10 of 2-3 word queries shared 23% with exact BM25's; with 500, 89%, at 4.4 ms
+#: p50 against 1.7 (RESULTS.md, 18:20-18:21 UTC); tests/test_contract.py checks the agreement.
 LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
 #: Session settings for building a vector index in one go (bulk loads, reindex).
