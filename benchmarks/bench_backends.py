@@ -327,6 +327,27 @@ def provisioned_dsn() -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
+class ChildFailed(RuntimeError):
+    """A benchmark child process exited with an error; ``stderr`` holds its output when captured."""
+
+    def __init__(self, returncode: int, stderr: str):
+        super().__init__(f"exit {returncode}")
+        self.returncode, self.stderr = returncode, stderr
+
+
+def child_json(script: str, child_args: list, dsn: str, *, capture_stderr: bool = False) -> dict:
+    """Run ``script --child <child_args>`` in a fresh Python process against ``dsn`` and return the JSON
+    object it prints last. One BLAS thread: numpy's idle worker threads would otherwise spin on the
+    second core while the store under test works. Its stderr streams through unless ``capture_stderr``."""
+    proc = subprocess.run([sys.executable, script, "--child", *map(str, child_args)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE if capture_stderr else None, text=True,
+                          env=dict(os.environ, MEMPALACE_PG_DSN=dsn, OPENBLAS_NUM_THREADS="1",
+                                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+    if proc.returncode != 0:
+        raise ChildFailed(proc.returncode, proc.stderr or "")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def versions(dsn: str) -> dict:
     import psycopg
 
@@ -444,16 +465,11 @@ def main() -> int:
         for name in args.backends.split(","):
             print(f"[bench] {name} at {n:,} drawers ...", file=sys.stderr, flush=True)
             t0 = time.time()
-            # One BLAS thread: numpy's idle worker threads would otherwise spin on the second core
-            # while the backend under test works.
-            proc = subprocess.run([sys.executable, __file__, "--child", name, str(n)], capture_output=True, text=True,
-                                  env=dict(os.environ, MEMPALACE_PG_DSN=dsn, OPENBLAS_NUM_THREADS="1",
-                                           OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
-            if proc.returncode != 0:
-                results.append({"backend": name, "n": n, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"})
-                print(proc.stderr[-3000:], file=sys.stderr)
-            else:
-                results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            try:
+                results.append(child_json(__file__, [name, n], dsn, capture_stderr=True))
+            except ChildFailed as exc:
+                results.append({"backend": name, "n": n, "error": exc.stderr.strip().splitlines()[-1] if exc.stderr.strip() else "failed"})
+                print(exc.stderr[-3000:], file=sys.stderr)
             print(f"[bench]   done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     meta = {"sizes": sizes, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "versions": versions(dsn), "command": "python benchmarks/bench_backends.py " + " ".join(sys.argv[1:])}

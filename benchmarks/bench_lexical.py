@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -105,8 +104,6 @@ def run_child(store: str, n: int, dsn: str) -> dict:
 
 
 def run(args) -> dict:
-    import json
-
     from mempalace.backends.pgvector import _bm25_scores
 
     dsn = bb.provisioned_dsn()
@@ -121,12 +118,10 @@ def run(args) -> dict:
     out: dict = {"docs": args.docs, "stores": {}}
     for store in args.stores:
         print(f"[bench_lexical] {store} ...", file=sys.stderr, flush=True)
-        proc = subprocess.run([sys.executable, __file__, "--child", store, "--docs", str(args.docs)],
-                              stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, MEMPALACE_PG_DSN=dsn, OPENBLAS_NUM_THREADS="1"))
-        if proc.returncode != 0:
-            raise SystemExit(f"the {store} child failed (exit {proc.returncode})")
-        child = json.loads(proc.stdout.strip().splitlines()[-1])
+        try:
+            child = bb.child_json(__file__, [store, "--docs", args.docs], dsn)
+        except bb.ChildFailed as exc:
+            raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
         result = {"load_s": child["load_s"]}
         for label, got in child["sets"].items():
             agree = [sum(scores[int(i[1:])] >= tenth - 1e-9 for i in ids) / 10

@@ -289,22 +289,16 @@ def run_store(args, store: str) -> dict:
 def run(args) -> dict:
     """Each store in its own process, one after the other: loaded, settled, measured, dropped. So no store
     is measured beside another's data in the server's caches or another's threads in its process."""
-    import subprocess
-
     if "postgres" not in args.stores:
         raise SystemExit("--stores must include postgres (the others are compared with it)")
     dsn = bb.provisioned_dsn()
     children = {}
     for store in args.stores:
-        cmd = [sys.executable, __file__, "--child", store, "--drawers", str(args.drawers), "--facts", str(args.facts),
-               "--entities", str(args.entities)]
-        # one BLAS thread, as in bench_backends: idle numpy workers would spin on the second core
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, MEMPALACE_PG_DSN=dsn, OPENBLAS_NUM_THREADS="1",
-                                       OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
-        if proc.returncode != 0:
-            raise SystemExit(f"the {store} child failed (exit {proc.returncode}); its log is above")
-        children[store] = json.loads(proc.stdout.strip().splitlines()[-1])
+        try:
+            children[store] = bb.child_json(__file__, [store, "--drawers", args.drawers, "--facts", args.facts,
+                                                       "--entities", args.entities], dsn)
+        except bb.ChildFailed as exc:
+            raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
     pg = children["postgres"]
     out: dict = {"drawers": args.drawers, "facts": args.facts, "entities": args.entities, "load_s": {},
                  "settle_s": {}, "ops": {op: {} for op in OPS},
