@@ -111,8 +111,18 @@ class StatementCache:
         if not isinstance(entry[0], bytes):
             entry[0] = entry[0].as_bytes(conn)
         return entry[0]
+
+
 #: The largest row count a statement may carry in its text (see row_count).
 MAX_ROW_COUNT = 2**31 - 1
+
+
+def checked_row_count(n: int) -> int:
+    """``n`` if it may be written into a statement's text as a LIMIT or OFFSET: a Python ``int`` in
+    0..MAX_ROW_COUNT (bool, numpy ints and text are refused)."""
+    if type(n) is not int or not 0 <= n <= MAX_ROW_COUNT:
+        raise ValueError(f"a row count must be an int between 0 and {MAX_ROW_COUNT}, not {n!r}")
+    return n
 
 
 def row_count(n: int) -> sql.Composable:
@@ -125,9 +135,7 @@ def row_count(n: int) -> sql.Composable:
     benchmarks/RESULTS.md). Only a Python ``int`` in 0..MAX_ROW_COUNT is accepted (never text, never a
     caller's string), and each count gets its own prepared statement. Everything else stays bound.
     """
-    if type(n) is not int or not 0 <= n <= MAX_ROW_COUNT:  # bool and numpy ints are refused too
-        raise ValueError(f"a row count must be an int between 0 and {MAX_ROW_COUNT}, not {n!r}")
-    return sql.Literal(n)
+    return sql.Literal(checked_row_count(n))
 
 
 _TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
