@@ -125,6 +125,11 @@ def checked_row_count(n: int) -> int:
     return n
 
 
+def clamped_row_count(value: Any, lowest: int = 0) -> int:
+    """A caller's count (n_results, limit, offset) as an int in lowest..MAX_ROW_COUNT."""
+    return min(MAX_ROW_COUNT, max(lowest, int(value)))
+
+
 def row_count(n: int) -> sql.Composable:
     """A LIMIT row count as part of the statement's text, not as a bound parameter.
 
@@ -796,7 +801,7 @@ class PostgresCollection(BaseCollection):
         spec = _IncludeSpec.resolve(include)
         condition, fparams = self._filters(where, where_document)
         queries = as_matrix(query_embeddings, list(range(len(query_embeddings))), what="query embedding")
-        n = min(MAX_ROW_COUNT, max(0, int(n_results)))
+        n = clamped_row_count(n_results)
         dim = self._dimension or self._fetch_dimension()
         if dim is None or n == 0:
             # Nothing was ever written (or nothing asked for): an empty answer of the right shape.

@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 import psycopg
 
-from .collection import MAX_ROW_COUNT, checked_row_count
+from .collection import checked_row_count, clamped_row_count
 from .config import Settings
 from .errors import DatabaseUnavailableError
 
@@ -419,7 +419,7 @@ class AgeKnowledgeGraph:
 
     def timeline(self, entity_name: str = None, limit: int = 100, offset: int = 0) -> list:
         """Facts in chronological order (valid_from, byte order, undated last), optionally for one entity."""
-        page = _page(min(MAX_ROW_COUNT, max(1, int(limit))), min(MAX_ROW_COUNT, max(0, int(offset))))
+        page = _page(clamped_row_count(limit, 1), clamped_row_count(offset))
         if entity_name:
             entity_name = _text(entity_name, "entity_name")
             rows = self._all(self._sql.timeline_entity.replace(_PAGE, page), eid=_entity_id(entity_name))

@@ -34,7 +34,7 @@ from typing import Any, Optional, Sequence
 from mempalace.backends import CollectionNotInitializedError
 from psycopg import sql
 
-from .collection import (MAX_ROW_COUNT, QUERY_VECTOR, PostgresCollection, Slot, StatementCache, as_matrix, fill,
+from .collection import (QUERY_VECTOR, PostgresCollection, Slot, StatementCache, as_matrix, clamped_row_count, fill,
                          row_count)
 from .config import Settings
 from .graph import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
@@ -229,7 +229,7 @@ class PalaceSearch:
         if mode not in ("restrict", "boost"):
             raise ValueError("mode must be 'restrict' or 'boost'")
         entity = _text(entity, "entity", required=True)
-        hops, as_of_key, n = self._hops(hops), self._as_of(as_of), min(MAX_ROW_COUNT, max(0, int(n_results)))
+        hops, as_of_key, n = self._hops(hops), self._as_of(as_of), clamped_row_count(n_results)
         col = self.drawers()
         palace = self.kg._palace()
         keys = _keys(wing, room)
@@ -306,7 +306,7 @@ class PalaceSearch:
         as_of_key = self._as_of(as_of)
         col = self.drawers()
         palace = self.kg._palace()
-        limit = min(MAX_ROW_COUNT, max(0, int(limit)))
+        limit = clamped_row_count(limit)
         values = {"entity": _entity_id(entity), "as_of": as_of_key, "q": None}
         if query_embedding is not None and col is not None:
             values["q"], _ = self._vector(col, query_embedding)
@@ -372,7 +372,7 @@ class PalaceSearch:
         drawers. Each result: ``{"entity_id", "name", "type", "score", "drawers", "facts", "best_drawer"}``.
         """
         col = self.drawers()
-        n = min(MAX_ROW_COUNT, max(0, int(n_results)))
+        n = clamped_row_count(n_results)
         if col is None or n == 0:
             return []
         palace = self.kg._palace()
@@ -428,7 +428,7 @@ class PalaceSearch:
         "metadata", "score", "vector_rank", "text_rank", "distance", "text_score"}``, best first.
         """
         col = self.drawers()
-        n = min(MAX_ROW_COUNT, max(0, int(n_results)))
+        n = clamped_row_count(n_results)
         if col is None or n == 0:
             return []
         keys = _keys(wing, room)
