@@ -14,7 +14,8 @@
 # Settings (environment):
 #   MEMPALACE_PG_STACK      trixie (default) | sid
 #   MEMPALACE_PG_ROOT_BASE  where the roots live          (default /var/tmp/mempalace-pg)
-#   MEMPALACE_PG_PORT       TCP port on 127.0.0.1         (default 55417 trixie, 55418 sid)
+#   MEMPALACE_PG_PORT       TCP port on 127.0.0.1         (default 55417 trixie, 55418 sid; when another
+#                           program holds the default, the server starts on a free port nearby)
 #   MEMPALACE_PG_MIRROR     Debian mirror                 (default: the host's apt mirror)
 #   MEMPALACE_PG_TEST_DSN   an existing server to use instead
 set -euo pipefail
@@ -138,17 +139,47 @@ fi
 
 # ---------------------------------------------------------------- 3. the server
 pw=$(cat "$password_file")
-dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
-if as_pg "$pgbin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1; then
+conf="$root$pgdata/conf.d/mempalace-pg.conf"
+conf_port=$(sed -n 's/^port = \([0-9]\+\)$/\1/p' "$conf")
+port="${conf_port:-$port}"   # where a running server of this cluster listens
+
+# This cluster's identity, to recognise it on a port even when its postmaster's PID is not visible here
+# (a server started from another PID namespace sharing this directory, e.g. an earlier session's).
+cluster_id=$(as_pg "$pgbin/pg_controldata" "$pgdata" | sed -n 's/^Database system identifier: *//p')
+answering_id() {   # the system identifier of the PostgreSQL answering at host $1 (127.0.0.1 or the root's
+                   # socket directory /tmp), port $2; nothing when none answers
+    in_root env PGPASSWORD="$pw" PGCONNECT_TIMEOUT=3 "$pgbin/psql" -h "$1" -p "$2" -U postgres -d postgres \
+        -qAtX -c "SELECT system_identifier FROM pg_control_system()" 2>/dev/null || true
+}
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+if [[ -n "$cluster_id" && "$(answering_id 127.0.0.1 "$port")" == "$cluster_id" ]]; then
     log "server already running on 127.0.0.1:$port"
+elif as_pg "$pgbin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1 \
+     || [[ -n "$conf_port" && "$(answering_id /tmp "$conf_port")" == "$cluster_id" ]]; then
+    die "the server in $root$pgdata is running but does not answer on 127.0.0.1:$port; stop it with: $0 stop"
 else
+    port="${MEMPALACE_PG_PORT:-$default_port}"
+    # The port may be held by a server that is shutting down; give it a moment, then go elsewhere.
+    for _ in 1 2 3 4 5 6 7 8 9 10; do port_busy "$port" || break; sleep 1; done
+    if port_busy "$port"; then
+        [[ -n "${MEMPALACE_PG_PORT:-}" ]] && die "127.0.0.1:$port (MEMPALACE_PG_PORT) is in use by another program"
+        taken=$port
+        for candidate in $(seq $((default_port + 10)) $((default_port + 60))); do
+            port_busy "$candidate" || { port=$candidate; break; }
+        done
+        [[ "$port" != "$taken" ]] || die "127.0.0.1:$taken is in use by another program and no free port was found near it"
+        log "127.0.0.1:$taken is in use by another program; this server moves to port $port"
+    fi
+    [[ "$port" == "$conf_port" ]] || sed -i "s/^port = .*/port = $port/" "$conf"
+    # A pid file left by a server that is gone (killed with its session) would stop pg_ctl when its PID
+    # has been reused. No server of this cluster answers on its port or its socket, so the file is stale.
     rm -f "$root$pgdata/postmaster.pid"
     log "starting PostgreSQL $pgmajor on 127.0.0.1:$port"
     as_pg "$pgbin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start >&2 \
         || { tail -n 30 "$root$pgdata/server.log" >&2; die "pg_ctl start failed"; }
 fi
+dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
 
-# A database for the tests and the demo, with both extensions available.
-in_root "$pgbin/psql" -h /tmp -p "$port" -U postgres -d postgres -qAtX -v ON_ERROR_STOP=1 \
-    -c "SELECT 1" >/dev/null || die "server started but does not answer on port $port"
+[[ "$(answering_id 127.0.0.1 "$port")" == "$cluster_id" ]] || die "server started but does not answer on 127.0.0.1:$port"
 printf '%s\n' "$dsn"

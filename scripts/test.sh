@@ -22,7 +22,12 @@ for stack in $stacks; do
     else
         echo "[test] provisioning PostgreSQL ($stack)"
         dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1)
-        restart="env MEMPALACE_PG_STACK=$stack bash scripts/provision-postgres.sh restart"
+        # The restart test restarts the server when this shell can see its postmaster; a server reused from
+        # another PID namespace is not ours to restart, and the test cuts its connections instead.
+        restart=""
+        if MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh status >/dev/null 2>&1; then
+            restart="env MEMPALACE_PG_STACK=$stack bash scripts/provision-postgres.sh restart"
+        fi
     fi
     echo "[test] pytest against the $stack server"
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
