@@ -851,15 +851,19 @@ class PostgresCollection(BaseCollection):
         """The words lexical search looks for: every word of 2+ characters, lower-cased, once."""
         return list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(query or "")))
 
-    def lexical_sql(self, terms: list[str], condition: sql.Composable, params: list, n: int
-                    ) -> tuple[sql.Composable, list]:
+    def lexical_sql(self, terms: list[str], condition: sql.Composable, params: list, n: int, *,
+                    rows: bool = True) -> tuple[sql.Composable, list]:
         """The statement (also usable as a subquery) ranking records that meet ``condition`` by the
-        words ``terms``: id, document, metadata, score, best first. Parameters are positional."""
+        words ``terms``: id, document, metadata, score, best first (``rows=False``: id and score only).
+        Parameters are positional."""
         db = self._db
         # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP
         # (a word found that often is common and weighs little, so the exact count does not matter),
         # an idf weight, and candidates: every document of a rare word (fewer than the cap), a bounded
-        # sample for a common one. Then one score per candidate: sum over the words of idf * ts_rank.
+        # sample for a common one. Each candidate is scored from the tsvector its index scan already
+        # read (sum over the words of idf * ts_rank); only the best n are then looked up by id for their
+        # document and metadata. (Table {t} is the collection's own partition, so counting needs no
+        # collection_pk test.)
         stmt = sql.SQL(
             "WITH total AS (SELECT GREATEST(COALESCE(sum(n), 0), 1)::float8 AS n FROM {counts}"
             "  WHERE collection_pk = %s),"
@@ -868,24 +872,29 @@ class PostgresCollection(BaseCollection):
             "  FROM (SELECT to_tsquery('simple', quote_literal(w)) AS q FROM unnest(%s::text[]) AS w) AS words"
             "  CROSS JOIN total"
             "  CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM (SELECT 1 FROM {t}"
-            "    WHERE collection_pk = %s AND document_tsv @@ words.q LIMIT %s) AS m) AS df"
+            "    WHERE document_tsv @@ words.q LIMIT %s) AS m) AS df"
             "  WHERE numnode(q) > 0),"
             " candidates AS ("
-            "  SELECT c.id FROM weighted CROSS JOIN LATERAL ("
-            "    SELECT id FROM {t} WHERE weighted.df < %s AND document_tsv @@ weighted.q AND {cond}) AS c"
-            "  UNION"
-            "  SELECT c.id FROM weighted CROSS JOIN LATERAL ("
-            "    SELECT id FROM {t} WHERE weighted.df >= %s AND document_tsv @@ weighted.q AND {cond}"
-            "    LIMIT %s) AS c)"
-            " SELECT r.id, r.document, r.metadata,"
-            "  (SELECT sum(w.idf * ts_rank(r.document_tsv, w.q, 1)) FROM weighted AS w) AS score"
-            " FROM {t} AS r JOIN candidates USING (id) WHERE r.collection_pk = %s"
-            " ORDER BY score DESC, r.id LIMIT %s"
+            "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ("
+            "    SELECT id, document_tsv AS tsv FROM {t}"
+            "    WHERE weighted.df < %s AND document_tsv @@ weighted.q AND {cond}) AS c"
+            "  UNION ALL"
+            "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ("
+            "    SELECT id, document_tsv AS tsv FROM {t}"
+            "    WHERE weighted.df >= %s AND document_tsv @@ weighted.q AND {cond} LIMIT %s) AS c),"
+            " scored AS ("
+            "  SELECT d.id, (SELECT sum(w.idf * ts_rank(d.tsv, w.q, 1)) FROM weighted AS w) AS score"
+            "  FROM (SELECT DISTINCT ON (id COLLATE \"C\") id, tsv FROM candidates ORDER BY id COLLATE \"C\") AS d"
+            "  ORDER BY score DESC, d.id LIMIT %s)"
         ).format(t=self._table, counts=db.ident("facet_counts"), cond=condition)
         per_word = max(LEXICAL_CANDIDATES, 4 * n)
-        args = [self._pk, terms, self._pk, LEXICAL_DF_CAP, LEXICAL_DF_CAP, *params,
-                LEXICAL_DF_CAP, *params, per_word, self._pk, n]
-        return stmt, args
+        args = [self._pk, terms, LEXICAL_DF_CAP, LEXICAL_DF_CAP, *params, LEXICAL_DF_CAP, *params, per_word, n]
+        if not rows:
+            return stmt + sql.SQL(" SELECT id, score FROM scored ORDER BY score DESC, id"), args
+        return stmt + sql.SQL(
+            " SELECT r.id, r.document, r.metadata, s.score"
+            " FROM scored AS s JOIN {t} AS r ON r.collection_pk = %s AND r.id = s.id"
+            " ORDER BY s.score DESC, r.id").format(t=self._table), [*args, self._pk]
 
     def lexical_search(self, *, query: str, n_results: int = 10, where=None) -> LexicalResult:
         """Full-text search in SQL, ranked like BM25 would: rare words count for more.

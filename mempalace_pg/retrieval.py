@@ -441,7 +441,7 @@ class PalaceSearch:
             condition, cparams = col._filters(where)
             near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, Q, depth, dim, filtered=bool(keys),
                                            gate=col._wing_room_gate(keys))
-            lexical, p_lex = col.lexical_sql(TERMS, condition, cparams, depth)
+            lexical, p_lex = col.lexical_sql(TERMS, condition, cparams, depth, rows=False)
             query = sql.SQL(
                 "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank"
                 "  FROM ({near}) AS v),"
