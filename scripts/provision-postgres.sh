@@ -39,7 +39,7 @@ case "$stack" in
 esac
 base="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}"
 root="$base/$stack"
-port="${MEMPALACE_PG_PORT:-$default_port}"
+wanted_port="${MEMPALACE_PG_PORT:-$default_port}"   # where a server of this cluster is started
 pgdata=/var/lib/mempalace-pg/data          # inside the root
 pgbin="/usr/lib/postgresql/$pgmajor/bin"   # inside the root
 password_file="$root/var/lib/mempalace-pg/superuser-password"
@@ -124,7 +124,7 @@ if [[ ! -f "$root$pgdata/PG_VERSION" ]]; then
     cat >"$root$pgdata/conf.d/mempalace-pg.conf" <<EOF
 # Written by mempalace-pg's scripts/provision-postgres.sh
 listen_addresses = '127.0.0.1'
-port = $port
+port = $wanted_port
 unix_socket_directories = '/tmp'
 max_connections = 200
 shared_buffers = '512MB'
@@ -141,7 +141,7 @@ fi
 pw=$(cat "$password_file")
 conf="$root$pgdata/conf.d/mempalace-pg.conf"
 conf_port=$(sed -n 's/^port = \([0-9]\+\)$/\1/p' "$conf")
-port="${conf_port:-$port}"   # where a running server of this cluster listens
+port="${conf_port:-$wanted_port}"   # where a running server of this cluster listens
 
 # This cluster's identity, to recognise it on a port even when its postmaster's PID is not visible here
 # (a server started from another PID namespace sharing this directory, e.g. an earlier session's).
@@ -159,7 +159,7 @@ elif as_pg "$pgbin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1 \
      || [[ -n "$conf_port" && "$(answering_id /tmp "$conf_port")" == "$cluster_id" ]]; then
     die "the server in $root$pgdata is running but does not answer on 127.0.0.1:$port; stop it with: $0 stop"
 else
-    port="${MEMPALACE_PG_PORT:-$default_port}"
+    port=$wanted_port
     # The port may be held by a server that is shutting down; give it a moment, then go elsewhere.
     for _ in 1 2 3 4 5 6 7 8 9 10; do port_busy "$port" || break; sleep 1; done
     if port_busy "$port"; then
@@ -178,8 +178,6 @@ else
     log "starting PostgreSQL $pgmajor on 127.0.0.1:$port"
     as_pg "$pgbin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start >&2 \
         || { tail -n 30 "$root$pgdata/server.log" >&2; die "pg_ctl start failed"; }
+    [[ "$(answering_id 127.0.0.1 "$port")" == "$cluster_id" ]] || die "server started but does not answer on 127.0.0.1:$port"
 fi
-dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
-
-[[ "$(answering_id 127.0.0.1 "$port")" == "$cluster_id" ]] || die "server started but does not answer on 127.0.0.1:$port"
-printf '%s\n' "$dsn"
+printf '%s\n' "postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
