@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import bench_backends as bb  # noqa: E402
-from bench_retrieval import report_head, report_options, save_and_report  # noqa: E402
+from bench_retrieval import run_benchmark  # noqa: E402
 
 VOCAB = 20_000
 ZIPF = 1.07
@@ -154,20 +154,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=20_000)
     ap.add_argument("--stores", default="postgres,chroma")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    report_options(ap, "bench_lexical")
-    args = ap.parse_args()
-    args.stores = args.stores.split(",")
-    if args.child:
-        import json
-
-        print(json.dumps(run_child(args.child, args.docs, bb.provisioned_dsn())))
-        return 0
-
-    def make_report():
-        return {**report_head(bb.provisioned_dsn(), "bench_lexical"), "result": run(args)}
-
-    return save_and_report(args, make_report, render)
+    return run_benchmark(ap, "bench_lexical", lambda args: run_child(args.child, args.docs, bb.provisioned_dsn()),
+                         run, render)
 
 
 if __name__ == "__main__":

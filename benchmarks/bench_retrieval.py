@@ -409,24 +409,28 @@ def save_and_report(args, make_report, render_report) -> int:
     return 0
 
 
+def run_benchmark(ap: argparse.ArgumentParser, name: str, run_child, run_all, render_report) -> int:
+    """The main() of a benchmark whose stores each run in a child process (``--stores a,b``): with
+    ``--child STORE``, ``run_child(args)`` measures that store and its JSON is printed for the parent;
+    otherwise ``run_all(args)`` runs the children and the report is saved (see save_and_report)."""
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    report_options(ap, name)
+    args = ap.parse_args()
+    args.stores = args.stores.split(",")
+    if args.child:
+        print(json.dumps(run_child(args)))
+        return 0
+    return save_and_report(args, lambda: {**report_head(bb.provisioned_dsn(), name), "result": run_all(args)},
+                           render_report)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--drawers", type=int, default=100_000)
     ap.add_argument("--facts", type=int, default=100_000)
     ap.add_argument("--entities", type=int, default=50_000)
     ap.add_argument("--stores", default="postgres,chroma+sqlite,pgvector+sqlite")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    report_options(ap, "bench_retrieval")
-    args = ap.parse_args()
-    args.stores = args.stores.split(",")
-    if args.child:
-        print(json.dumps(run_store(args, args.child)))
-        return 0
-
-    def make_report():
-        return {**report_head(bb.provisioned_dsn(), "bench_retrieval"), "result": run(args)}
-
-    return save_and_report(args, make_report, render)
+    return run_benchmark(ap, "bench_retrieval", lambda args: run_store(args, args.child), run, render)
 
 
 if __name__ == "__main__":
