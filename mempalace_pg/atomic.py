@@ -34,6 +34,8 @@ from . import indexing
 from .collection import DRAWERS_COLLECTION, PostgresCollection
 from .config import Settings
 from .graph import AgeKnowledgeGraph
+from .records import clean_batch
+from .text import storable
 
 
 class UnitOfWork:
@@ -55,10 +57,11 @@ class UnitOfWork:
         """Write drawers (validated first: nothing of a bad batch is written). ``replace=False`` is
         ``add`` (an existing id fails the unit), ``replace=True`` is ``upsert``."""
         col = self.drawers
-        ids, documents, metas, matrix = col._validate_batch(ids, documents, metadatas, embeddings)
+        batch = clean_batch(ids, documents, metadatas, embeddings)
+        ids, documents, metas, matrix = batch.ids, batch.documents, batch.metadatas, batch.matrix
         if not ids:
             return
-        dim = int(matrix.shape[1])
+        dim = batch.dimension
         col._check_dimension(col._dimension, dim)
         col._dimension = col._width_for_write(self.connection, dim)
         try:
@@ -81,7 +84,7 @@ class UnitOfWork:
             return
         if not isinstance(source_drawer_id, str):
             raise ValueError("source_drawer_id must be a string")
-        found = self.connection.execute(self._exists, (self.drawers._pk, source_drawer_id)).fetchone()[0]
+        found = self.connection.execute(self._exists, (self.drawers._pk, storable(source_drawer_id))).fetchone()[0]
         if not found:
             raise ValueError(f"source_drawer_id {source_drawer_id!r} is not a drawer of this palace; "
                              "add the drawer first (in this unit of work or before it)")

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Optional
 import psycopg
 from psycopg import sql
 
+from .records import Batch, clean_batch
+
 if TYPE_CHECKING:
     from .collection import PostgresCollection
 
@@ -76,8 +78,8 @@ class BulkLoader:
     def load(self, *, ids, documents, metadatas=None, embeddings=None) -> None:
         """Check one batch and queue it for writing (blocks while BULK_WORKERS batches are waiting)."""
         self._raise_error()
-        batch = self.col._validate_batch(ids, documents, metadatas, embeddings)
-        self.col._check_dimension(self.col._dimension, int(batch[3].shape[1]))
+        batch = clean_batch(ids, documents, metadatas, embeddings)
+        self.col._check_dimension(self.col._dimension, batch.dimension)
         while True:
             try:
                 self.queue.put(batch, timeout=0.2)
@@ -119,24 +121,24 @@ class BulkLoader:
                 if batch is _DONE:
                     return
                 if self.error is None:  # after a failure nothing more is written
-                    self._write(*batch)
+                    self._write(batch)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 self.error = exc
             finally:
                 self.queue.task_done()
 
-    def _write(self, ids, docs, metas, matrix) -> None:
+    def _write(self, batch: Batch) -> None:
         col = self.col
-        dim = int(matrix.shape[1])
 
         def work(conn):
-            stored = col._width_for_write(conn, dim, with_index=False)
-            col._copy_rows(conn, col._table, ids, docs, metas, matrix, with_pk=True)
+            stored = col._width_for_write(conn, batch.dimension, with_index=False)
+            col._copy_rows(conn, col._table, batch.ids, batch.documents, batch.metadatas, batch.matrix,
+                           with_pk=True)
             return stored
 
         try:
             col._dimension = self.db.run(work, atomic=True, retry=False)
-        except psycopg.errors.UniqueViolation as exc:
-            detail = exc.diag.message_detail or ""
-            raise ValueError(f"ids already exist in collection {col.name!r} ({detail}); "
+        except psycopg.errors.UniqueViolation:
+            existing = col.get(ids=batch.ids, include=[]).ids
+            raise ValueError(f"ids already exist in collection {col.name!r}: {existing[:10]}; "
                              "that batch was not written") from None

@@ -37,7 +37,8 @@ from psycopg.types.json import Jsonb
 
 from . import indexing
 from .errors import InvalidRecordError
-from .filters import compile_filters, wing_room_equalities
+from .filters import INDEX_PREFIX, compile_filters, wing_room_equalities
+from .records import as_matrix, clean_batch, clean_document, clean_id, clean_lookup_ids, clean_metadata
 
 if TYPE_CHECKING:
     from .backend import PostgresBackend
@@ -170,66 +171,6 @@ LEXICAL_CANDIDATES = 50
 #: Session settings for building a vector index in one go (bulk loads, reindex).
 BUILD_MAINTENANCE_WORK_MEM = "512MB"
 BUILD_PARALLEL_WORKERS = 1  # leader + 1 worker: both cores of a small server (2 workers measured no faster)
-
-
-# -- input validation ---------------------------------------------------------------------
-
-def _check_text(value: Any, what: str, record_id: Any) -> str:
-    if not isinstance(value, str):
-        raise InvalidRecordError(f"{what} of record {record_id!r} must be a string, not {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidRecordError(
-            f"{what} of record {record_id!r} contains a NUL byte (\\x00), which PostgreSQL cannot "
-            "store; remove it before writing (nothing in this batch was written)"
-        )
-    return value
-
-
-def _check_json(value: Any, record_id: Any, path: str = "metadata") -> None:
-    if isinstance(value, str):
-        _check_text(value, path, record_id)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise InvalidRecordError(
-            f"{path} of record {record_id!r} is {value!r}; JSON has no NaN or infinity "
-            "(nothing in this batch was written)"
-        )
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidRecordError(f"{path} of record {record_id!r} has a non-string key {key!r}")
-            _check_text(key, f"{path} key", record_id)
-            _check_json(item, record_id, f"{path}.{key}")
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            _check_json(item, record_id, f"{path}[{i}]")
-    elif value is not None and not isinstance(value, (bool, int, float)):
-        raise InvalidRecordError(
-            f"{path} of record {record_id!r} has a value of type {type(value).__name__}, "
-            "which is not JSON (use str, int, float, bool, None, list or dict)"
-        )
-
-
-def as_matrix(embeddings: Any, ids: list, *, what: str = "embedding") -> np.ndarray:
-    """Validate embeddings (same width, finite, non-empty) and return them as a float32 matrix."""
-    try:
-        matrix = np.asarray(embeddings, dtype=np.float32)
-    except (ValueError, TypeError):
-        widths = sorted({len(e) for e in embeddings if hasattr(e, "__len__")})
-        raise DimensionMismatchError(
-            f"{what}s in one batch have different widths {widths}; every vector of a collection "
-            "must have the same dimension"
-        ) from None
-    if matrix.ndim != 2 or matrix.shape[1] == 0:
-        raise InvalidRecordError(f"each {what} must be a non-empty list of numbers")
-    if matrix.shape[0] != len(ids):
-        raise InvalidRecordError(f"{len(ids)} ids but {matrix.shape[0]} {what}s")
-    finite = np.isfinite(matrix).all(axis=1)
-    if not finite.all():
-        bad = [ids[i] for i in np.flatnonzero(~finite)[:5]]
-        raise InvalidRecordError(
-            f"{what} of record(s) {bad} contain NaN or infinity; nothing in this batch was written"
-        )
-    return matrix
 
 
 class PostgresCollection(BaseCollection):
@@ -382,37 +323,6 @@ class PostgresCollection(BaseCollection):
 
         return BulkLoader(self)
 
-    def _validate_batch(self, ids, documents, metadatas, embeddings) -> tuple[list, list, list, np.ndarray]:
-        if embeddings is None:
-            raise ValueError("the postgres backend requires explicit embeddings (MemPalace supplies them)")
-        ids = list(ids)
-        documents = list(documents) if documents is not None else None
-        if documents is None:
-            raise ValueError("documents are required")
-        n = len(ids)
-        if len(documents) != n:
-            raise ValueError(f"documents length {len(documents)} does not match ids length {n}")
-        if metadatas is not None and len(metadatas) != n:
-            raise ValueError(f"metadatas length {len(metadatas)} does not match ids length {n}")
-        if len(embeddings) != n:
-            raise ValueError(f"embeddings length {len(embeddings)} does not match ids length {n}")
-        if len(set(ids)) != n:
-            dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
-            raise ValueError(f"ids must be unique within a batch; repeated: {dupes}")
-        for rid in ids:
-            _check_text(rid, "id", rid)
-        for rid, doc in zip(ids, documents):
-            _check_text(doc, "document", rid)
-        metas = []
-        for i, rid in enumerate(ids):
-            meta = (metadatas[i] if metadatas is not None else None) or {}
-            if not isinstance(meta, dict):
-                raise InvalidRecordError(f"metadata of record {rid!r} must be a dict")
-            _check_json(meta, rid)
-            metas.append(meta)
-        matrix = as_matrix(embeddings, ids)
-        return ids, documents, metas, matrix
-
     # -- writes ---------------------------------------------------------------------------------
     def _write(self, ids, documents, metadatas, embeddings, *, replace: bool) -> None:
         db = self._open()
@@ -420,8 +330,9 @@ class PostgresCollection(BaseCollection):
             raise PermissionError(f"collection {self.name!r} was opened read-only")
         if not len(ids):
             return
-        ids, documents, metas, matrix = self._validate_batch(ids, documents, metadatas, embeddings)
-        dim = int(matrix.shape[1])
+        batch = clean_batch(ids, documents, metadatas, embeddings)
+        ids, documents, metas, matrix = batch.ids, batch.documents, batch.metadatas, batch.matrix
+        dim = batch.dimension
         self._check_dimension(self._dimension, dim)  # a known width is checked before any I/O
 
         def work(conn: psycopg.Connection) -> int:
@@ -447,9 +358,9 @@ class PostgresCollection(BaseCollection):
         # add: a plain INSERT, so an existing id fails the whole statement (UniqueViolation);
         # upsert: replace document, metadata and embedding in place.
         conflict = (
-            sql.SQL("ON CONFLICT (collection_pk, id) DO UPDATE SET document = EXCLUDED.document, "
+            sql.SQL("ON CONFLICT (collection_pk, {}(id)) DO UPDATE SET document = EXCLUDED.document, "
                     "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding, written_at = now(), "
-                    "vector_indexed = false")
+                    "vector_indexed = false").format(self._db.ident("text_key"))
             if replace else sql.SQL("")
         )
         n = len(ids)
@@ -505,23 +416,16 @@ class PostgresCollection(BaseCollection):
                 raise ValueError(f"{label} length {len(value)} does not match ids length {n}")
         if not n:
             return
-        for rid in ids:
-            _check_text(rid, "id", rid)
+        raw_ids = ids
+        ids = [clean_id(rid) for rid in raw_ids]
         if documents is not None:
-            for rid, doc in zip(ids, documents):
-                _check_text(doc, "document", rid)
+            documents = [clean_document(doc, rid) for rid, doc in zip(raw_ids, documents)]
         metas = None
         if metadatas is not None:
-            metas = []
-            for rid, meta in zip(ids, metadatas):
-                meta = meta or {}
-                if not isinstance(meta, dict):
-                    raise InvalidRecordError(f"metadata of record {rid!r} must be a dict")
-                _check_json(meta, rid)
-                metas.append(Jsonb(meta))
+            metas = [Jsonb(clean_metadata(meta, rid)) for rid, meta in zip(raw_ids, metadatas)]
         vectors = None
         if embeddings is not None:
-            matrix = as_matrix(embeddings, ids)
+            matrix = as_matrix(embeddings, raw_ids)
             dim = int(matrix.shape[1])
             self._check_dimension(self._dimension, dim)
             vectors = list(matrix)
@@ -569,7 +473,7 @@ class PostgresCollection(BaseCollection):
             return None  # nothing selected: delete nothing (never the whole collection by accident)
         parts = [condition]
         if ids is not None:
-            ids = list(ids)
+            ids = clean_lookup_ids(ids)
             if not ids:
                 return None
             parts.append(sql.SQL("id = ANY(%s::text[])"))
@@ -618,14 +522,17 @@ class PostgresCollection(BaseCollection):
         columns, names = self._columns(spec)
         parts = [condition]
         if ids is not None:
-            ids = list(ids)
+            ids = clean_lookup_ids(ids)
             if not ids:
                 return GetResult(ids=[], documents=[], metadatas=[], embeddings=[] if spec.embeddings else None)
             parts.append(sql.SQL("id = ANY(%s::text[])"))
             params = params + [ids]
         query = sql.SQL("SELECT {} FROM {} WHERE {}").format(columns, self._table, sql.SQL(" AND ").join(parts))
         if ids is None or limit is not None or offset:
-            query += sql.SQL(" ORDER BY id")
+            # The order of the records_key index: pages of a filtered or unfiltered get() are read
+            # from it in order, and ids of any length have a place in it (byte order for ids of up to
+            # 1,024 bytes, which MemPalace's ids all are).
+            query += sql.SQL(" ORDER BY {}(id)").format(self._db.ident("text_key"))
         if limit is not None:
             query += sql.SQL(" LIMIT %s")
             params.append(max(0, int(limit)))
@@ -682,7 +589,9 @@ class PostgresCollection(BaseCollection):
         condition, params = self._filters(where)
         columns, names = self._columns(spec)
         if order_field == "filed_at":
-            key = sql.SQL('filed_at COLLATE "C" DESC NULLS LAST')
+            # the records_filed_at index holds filed_at's first characters; ties go to the whole value
+            key = sql.SQL('left(filed_at, {}) COLLATE "C" DESC NULLS LAST, filed_at COLLATE "C" DESC').format(
+                sql.Literal(INDEX_PREFIX["filed_at"]))
             order_params: list = []
         else:
             key = sql.SQL(

@@ -28,10 +28,15 @@ from mempalace.backends.base import UnsupportedFilterError
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from .text import storable_any
+
 WHERE_OPERATORS = frozenset({"$eq", "$ne", "$in", "$nin", "$contains", "$gt", "$gte", "$lt", "$lte"})
 DOCUMENT_OPERATORS = frozenset({"$contains", "$and", "$or"})
 #: Metadata keys stored as generated, indexed text columns (value present only when it is a string).
 STRING_COLUMNS = frozenset({"wing", "room", "source_file", "filed_at"})
+#: How many leading characters of each of those columns their indexes hold (sql/0005_long_values.sql):
+#: an equality is found through the index by its prefix, then checked on the whole value.
+INDEX_PREFIX = {"wing": 256, "room": 256, "source_file": 600, "filed_at": 256}
 
 #: $in over at most this many strings on a non-column field probes the metadata GIN index per value
 #: (MemPalace looks up chunk groups by parent_drawer_id this way).
@@ -71,9 +76,11 @@ class _Compiler:
             return sql.SQL("({f} IS NULL OR {f} = 'null'::jsonb)").format(f=field)
         if isinstance(expected, str):
             if name in STRING_COLUMNS:
-                # "col = v AND col IS NOT NULL" is never NULL (so NOT works for $ne) and uses the B-tree.
-                return sql.SQL("({c} = {v}::text AND {c} IS NOT NULL)").format(
-                    c=sql.Identifier(name), v=_param(expected))
+                # The index finds the prefix; "col = v AND col IS NOT NULL" decides, and is never NULL
+                # (so NOT works for $ne).
+                n = INDEX_PREFIX[name]
+                return sql.SQL("(left({c}, {n}) = {p}::text AND {c} = {v}::text AND {c} IS NOT NULL)").format(
+                    c=sql.Identifier(name), n=sql.Literal(n), p=_param(expected[:n]), v=_param(expected))
             # Containment first, for the GIN index; then the exact test ({"f": ["v"]} contains {"f": "v"}).
             return sql.SQL("({m} @> {j}::jsonb AND {f} = {v}::jsonb)").format(
                 m=self.meta, j=_param(json.dumps({name: expected}, ensure_ascii=False)),
@@ -100,8 +107,11 @@ class _Compiler:
         parts: list[sql.Composable] = []
         if strings:
             if name in STRING_COLUMNS:
-                parts.append(sql.SQL("({c} = ANY({v}::text[]) AND {c} IS NOT NULL)").format(
-                    c=sql.Identifier(name), v=_param(strings)))
+                n = INDEX_PREFIX[name]
+                parts.append(sql.SQL(
+                    "(left({c}, {n}) = ANY({p}::text[]) AND {c} = ANY({v}::text[]) AND {c} IS NOT NULL)").format(
+                    c=sql.Identifier(name), n=sql.Literal(n), p=_param(sorted({v[:n] for v in strings})),
+                    v=_param(strings)))
             elif len(strings) <= CONTAINMENT_IN_MAX:
                 # One containment test per value (a BitmapOr over the GIN index), then the exact test
                 # (containment also matches a value inside an array).
@@ -266,6 +276,7 @@ def wing_room_equalities(where: Optional[dict]) -> Optional[dict]:
     ``{"wing": {"$eq": w}}``, ...); ``{}`` for no filter; None for anything else."""
     if not where:
         return {}
+    where = storable_any(where)
     if not isinstance(where, dict):
         return None
     found: dict = {}
@@ -302,6 +313,8 @@ def compile_filters(
     Raises :class:`UnsupportedFilterError` for an unknown operator or a malformed filter.
     """
     compiler = _Compiler(metadata_column, document_column)
+    # Values compared are made storable as written values are (see mempalace_pg.text).
+    where, where_document = storable_any(where), storable_any(where_document)
     parts = []
     if where:
         parts.append(compiler.where(where))
@@ -317,4 +330,5 @@ def compile_filters(
     return condition, collect_params(condition)
 
 
-__all__ = ["compile_filters", "wing_room_equalities", "WHERE_OPERATORS", "DOCUMENT_OPERATORS", "STRING_COLUMNS", "Jsonb"]
+__all__ = ["compile_filters", "wing_room_equalities", "WHERE_OPERATORS", "DOCUMENT_OPERATORS", "STRING_COLUMNS",
+           "INDEX_PREFIX", "Jsonb"]

@@ -12,10 +12,12 @@ semantics. What differs is where it lives:
 * several processes may write at once: facts on the same (subject, predicate, object) are
   serialized in the database, so concurrent ``add_triple`` calls leave one open fact.
 
-Deliberate differences, all on input MemPalace's SQLite graph would store silently: empty or
-blank names and predicates, NUL bytes, and non-numeric or non-finite confidences raise
-``ValueError``. ``_conn()`` (raw SQLite access used by ``mempalace kg normalize``) raises
-``NotImplementedError``.
+Text is stored as the drawers store it (NUL stripped, lone surrogates replaced: see
+:mod:`mempalace_pg.text`), at any length. Deliberate differences, on input MemPalace's SQLite graph
+would store silently: non-numeric or non-finite confidences, and dates that are not MemPalace's ISO
+forms in replicated rows, raise ``ValueError``. ``_conn()`` (raw SQLite access) raises
+``NotImplementedError``; ``mempalace kg normalize`` and ``mempalace audit`` read this graph through
+:mod:`mempalace_pg.hooks` instead.
 
 MemPalace constructs ``KnowledgeGraph(db_path=...)`` itself; :mod:`mempalace_pg.routing` hands it
 this class for palaces on the ``postgres`` backend.
@@ -34,6 +36,7 @@ import psycopg
 from .collection import checked_row_count, clamped_row_count
 from .config import Settings
 from .errors import DatabaseUnavailableError
+from .text import storable
 
 #: Raised by the kg_* SQL functions for bad input (an interval that would end before it starts).
 _BAD_INPUT_SQLSTATE = "MPKG1"
@@ -74,6 +77,15 @@ def _fold(value: str) -> str:
     return value.translate(_ASCII_FOLD)
 
 
+#: kg_tokens() (sql/0005) cuts each token of a name to this many characters for its index.
+_TOKEN_PREFIX = 200
+
+
+def _tokens(value: str, sep: str) -> list[str]:
+    """The tokens of a name as the candidate indexes hold them (kg_tokens() in SQL)."""
+    return [t[:_TOKEN_PREFIX] for t in _fold(value).split(sep)]
+
+
 def _entity_id(name: str) -> str:
     return name.lower().replace(" ", "_").replace("'", "")
 
@@ -99,22 +111,15 @@ def _page(limit: int, offset: int) -> str:
 
 
 def _text(value: Any, field: str, *, required: bool = False) -> Optional[str]:
-    """A string we can store: no NUL bytes, valid Unicode; non-blank when ``required``."""
+    """A string as the graph stores it: made storable (NUL stripped, lone surrogates replaced, as
+    :mod:`mempalace_pg.text` does for drawers); None refused when ``required``."""
     if value is None:
         if required:
             raise ValueError(f"{field} is required")
         return None
     if not isinstance(value, str):
         raise ValueError(f"{field} must be a string, not {type(value).__name__}")
-    if "\x00" in value:
-        raise ValueError(f"{field} contains a NUL byte, which PostgreSQL cannot store; remove it")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{field} is not valid Unicode text (lone surrogate)") from None
-    if required and not value.strip():
-        raise ValueError(f"{field} must not be empty")
-    return value
+    return storable(value)
 
 
 def _confidence(value: Any) -> Optional[float]:
@@ -403,7 +408,7 @@ class AgeKnowledgeGraph:
         patterns = (f"{name_esc} %", f"% {name_esc}", f"% {name_esc} %",
                     f"{id_esc}\\_%", f"%\\_{id_esc}", f"%\\_{id_esc}\\_%")
         rows = self._all(self._sql.candidates, eid=eid, name=name,
-                         name_tokens=_fold(stripped).split(" "), id_tokens=_fold(eid).split("_"),
+                         name_tokens=_tokens(stripped, " "), id_tokens=_tokens(eid, "_"),
                          **{f"p{i}": pattern for i, pattern in enumerate(patterns)})
         return [{"id": r[0], "name": r[1]} for r in rows if r[0] != eid]
 
@@ -547,13 +552,17 @@ class _Statements:
         def prop(alias: str, key: str) -> str:
             return f"{t}({alias}.properties, '{key}')"
 
+        def key_is(alias: str, key: str, param: str) -> str:
+            """Property ``key`` equals parameter ``param``, through the property's key index."""
+            return f"{s}.kg_key({alias}.properties, '{key}') = {s}.text_key(%({param})s)"
+
         in_palace = {a: f"{prop(a, 'palace')} = %(palace)s::text" for a in ("e", "f", "v")}
         not_stub = {a: f"{prop(a, 'stub')} IS NULL" for a in ("e", "o", "s")}
         seq = f"{prop('f', 'seq')}::bigint"
 
         self.subject_of = (
             f"SELECT {prop('s', 'entity_id')} FROM {fact} f JOIN {entity} s ON s.id = f.start_id "
-            f"WHERE {in_palace['f']} AND {prop('f', 'triple_id')} = %(triple_id)s AND {prop('f', 'valid_to')} IS NULL")
+            f"WHERE {in_palace['f']} AND {key_is('f', 'triple_id', 'triple_id')} AND {prop('f', 'valid_to')} IS NULL")
 
         # Candidates in write order (SQLite scans entities in rowid order), plus a first row flagging
         # whether the exact id exists, so query_entity's fallback is one round trip. The token-array
@@ -564,13 +573,14 @@ class _Statements:
         name_likes = " OR ".join(f"{fold}({name_}) LIKE {fold}(%(p{i})s)" for i in range(3))
         id_likes = " OR ".join(f"{fold}({id_}) LIKE {fold}(%(p{i})s)" for i in range(3, 6))
         self.entity_exists = (
-            f"SELECT EXISTS (SELECT 1 FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} AND {id_} = %(eid)s)")
+            f"SELECT EXISTS (SELECT 1 FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} "
+            f"AND {key_is('e', 'entity_id', 'eid')})")
         self.candidates = (
             f"WITH m AS MATERIALIZED (SELECT {id_} AS id, {name_} AS name, {prop('e', 'seq')}::bigint AS seq "
-            f"FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} AND ({id_} = %(eid)s "
-            f"OR (string_to_array({fold}({name_}), ' ') @> %(name_tokens)s::text[] "
+            f"FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} AND ({key_is('e', 'entity_id', 'eid')} "
+            f"OR ({s}.kg_tokens({name_}, ' ') @> %(name_tokens)s::text[] "
             f"    AND ({name_} = %(name)s OR {name_likes})) "
-            f"OR (string_to_array({fold}({id_}), '_') @> %(id_tokens)s::text[] AND ({id_likes})))) "
+            f"OR ({s}.kg_tokens({id_}, '_') @> %(id_tokens)s::text[] AND ({id_likes})))) "
             f"SELECT id, name FROM m ORDER BY seq LIMIT 5")
 
         self._temporal = (
@@ -578,7 +588,7 @@ class _Statements:
             f"{s}.kg_start_key({prop('f', 'valid_from')}) COLLATE \"C\" <= %(as_of)s) "
             f"AND ({prop('f', 'valid_to')} IS NULL OR "
             f"{s}.kg_end_key({prop('f', 'valid_to')}) COLLATE \"C\" > %(as_of)s)")
-        vertex_is = f"{in_palace['v']} AND {prop('v', 'entity_id')} = %(eid)s"
+        vertex_is = f"{in_palace['v']} AND {key_is('v', 'entity_id', 'eid')}"
         fact_fields = ", ".join(prop("f", k) for k in ("predicate", "valid_from", "valid_to", "confidence",
                                                         "source_closet"))
         self._out = (
@@ -596,10 +606,13 @@ class _Statements:
                  f"FROM {fact} f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id ")
         both_named = f"{not_stub['s']} AND {not_stub['o']}"
         self._relationship = (
-            named + f"WHERE {in_palace['f']} AND ({prop('f', 'predicate')} COLLATE \"C\") = %(pred)s AND {both_named}")
+            named + f"WHERE {in_palace['f']} AND {key_is('f', 'predicate', 'pred')} AND {both_named}")
         self._seq = seq
-        order_timeline = (f" ORDER BY ({prop('f', 'valid_from')} COLLATE \"C\") NULLS LAST, "
-                          f"({prop('f', 'triple_id')} COLLATE \"C\") " + _PAGE)
+        # in the order of the fact_timeline index (prefixes of valid_from and triple id), ties broken by
+        # the whole values: MemPalace's order for every date MemPalace writes (sql/0005)
+        vf, tid = prop('f', 'valid_from'), prop('f', 'triple_id')
+        order_timeline = (f" ORDER BY (left({vf}, 64) COLLATE \"C\") NULLS LAST, (left({tid}, 200) COLLATE \"C\"), "
+                          f"({vf} COLLATE \"C\") NULLS LAST, ({tid} COLLATE \"C\") " + _PAGE)
         self.timeline_all = named + f"WHERE {in_palace['f']} AND {both_named}" + order_timeline
         vertex = f"(SELECT v.id FROM {entity} v WHERE {vertex_is})"
         touches = "(f.start_id = (SELECT id FROM v) OR f.end_id = (SELECT id FROM v))"

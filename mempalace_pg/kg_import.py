@@ -16,9 +16,11 @@ import sqlite3
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional
 
 from .graph import _REPLICATION_COLUMNS, AgeKnowledgeGraph
+from .text import storable
 
 
 @dataclass
@@ -39,8 +41,11 @@ class ImportReport:
 
 
 def _open_readonly(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
     conn.row_factory = sqlite3.Row
+    # SQLite stores whatever bytes it was given; text that is not UTF-8 arrives with lone surrogates,
+    # which are then made storable like every other text (mempalace_pg.text).
+    conn.text_factory = lambda raw: raw.decode("utf-8", "surrogateescape")
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not {"entities", "triples"} <= tables:
         conn.close()
@@ -109,16 +114,17 @@ def _write_batch(kg: AgeKnowledgeGraph, table: str, rows: list[dict]) -> list[st
 
 def _verify(kg: AgeKnowledgeGraph, src: sqlite3.Connection) -> dict:
     """How many of the source's ids the graph holds, per table."""
-    graph, t = f'"{kg._graph}"', f'"{kg._schema}".kg_text'
+    graph, t, key = f'"{kg._graph}"', f'"{kg._schema}".kg_text', f'"{kg._schema}".kg_key'
+    keys = f'ARRAY(SELECT "{kg._schema}".text_key(x) FROM unnest(%s::text[]) AS x)'
     queries = {
         "entities": (f"SELECT count(*) FROM {graph}.\"Entity\" e WHERE {t}(e.properties, 'palace') = %s::text "
-                     f"AND {t}(e.properties, 'stub') IS NULL AND {t}(e.properties, 'entity_id') = ANY(%s)"),
+                     f"AND {t}(e.properties, 'stub') IS NULL AND {key}(e.properties, 'entity_id') = ANY({keys})"),
         "triples": (f"SELECT count(*) FROM {graph}.\"Fact\" f WHERE {t}(f.properties, 'palace') = %s::text "
-                    f"AND {t}(f.properties, 'triple_id') = ANY(%s)"),
+                    f"AND {key}(f.properties, 'triple_id') = ANY({keys})"),
     }
     found = {}
     for table, query in queries.items():
-        ids = [r[0] for r in src.execute(f"SELECT DISTINCT id FROM {table}")]
+        ids = sorted({storable(str(r[0])) for r in src.execute(f"SELECT DISTINCT id FROM {table}") if r[0] is not None})
         total = 0
         for i in range(0, len(ids), 10_000):
             chunk = ids[i:i + 10_000]

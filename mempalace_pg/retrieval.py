@@ -181,8 +181,8 @@ class PalaceSearch:
         drawer = sql.SQL("{}(f.properties, 'source_drawer_id')").format(t)
         parts = [sql.SQL(
             "w0 AS MATERIALIZED (SELECT e.id AS vertex FROM {entity} e"
-            " WHERE {t}(e.properties, 'palace') = %s::text AND {t}(e.properties, 'entity_id') = %s)"
-        ).format(entity=self._entity, t=t)]
+            " WHERE {t}(e.properties, 'palace') = %s::text AND {key}(e.properties, 'entity_id') = {text_key}(%s))"
+        ).format(entity=self._entity, t=t, key=self._fn("kg_key"), text_key=self._fn("text_key"))]
         params: list = [palace, entity_id]
         for d in range(1, hops + 1):
             seen = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT vertex FROM {}").format(sql.Identifier(f"w{k}"))
@@ -335,7 +335,7 @@ class PalaceSearch:
                 d_cols = sql.SQL("NULL AS drawer, NULL AS document, NULL AS wing, NULL AS room")
             query = sql.SQL(
                 "WITH v AS MATERIALIZED (SELECT e.id FROM {entity} e WHERE {t}(e.properties, 'palace') = %s::text"
-                "  AND {t}(e.properties, 'entity_id') = %s),"
+                "  AND {key}(e.properties, 'entity_id') = {text_key}(%s)),"
                 " f AS (SELECT * FROM ({arms}) AS a WHERE {valid}(a.properties, %s)),"
                 " rows AS (SELECT f.direction, {fact_json} AS fact, {d_cols}, {similarity} AS similarity,"
                 "  {t}(f.properties, 'seq')::bigint AS seq"
@@ -348,6 +348,7 @@ class PalaceSearch:
                 "  ORDER BY rows.similarity DESC NULLS LAST, (rows.fact ->> 'confidence')::float8 DESC NULLS LAST,"
                 "  rows.seq), '[]') FROM rows)"
             ).format(entity=self._entity, t=t, arms=sql.SQL(" UNION ALL ").join(arms), valid=self._fn("kg_valid_at"),
+                     key=self._fn("kg_key"), text_key=self._fn("text_key"),
                      fact_json=self._fact_json("f"), d_cols=d_cols, similarity=similarity, drawer=drawer,
                      limit=row_count(limit))
             return query, [palace, ENTITY, AS_OF, *sparams, *dparams]
@@ -395,7 +396,7 @@ class PalaceSearch:
                 # per hit, its facts through the (palace, source_drawer_id) index
                 " links AS MATERIALIZED (SELECT f.id AS edge, f.start_id, f.end_id, h.id AS drawer, 1 - h.distance AS similarity"
                 "  FROM hits h CROSS JOIN LATERAL (SELECT * FROM {fact} f WHERE {t}(f.properties, 'palace') = %s::text"
-                "   AND {t}(f.properties, 'source_drawer_id') = h.id AND {t}(f.properties, 'source_drawer_id') IS NOT NULL"
+                "   AND {key}(f.properties, 'source_drawer_id') = {text_key}(h.id)"
                 "   AND {valid}(f.properties, %s) OFFSET 0) AS f),"
                 " ends AS (SELECT start_id AS vertex, edge, drawer, similarity FROM links"
                 "  UNION SELECT end_id, edge, drawer, similarity FROM links),"
@@ -409,7 +410,7 @@ class PalaceSearch:
                 "  ORDER BY r.score DESC, r.drawers DESC, ent.entity_id LIMIT {n})"
                 " SELECT coalesce(jsonb_agg(to_jsonb(top) ORDER BY score DESC, drawers DESC, entity_id), '[]') FROM top"
             ).format(near=near, fact=self._fact, t=t, valid=self._fn("kg_valid_at"), entity=self._entity,
-                     n=row_count(n))
+                     key=self._fn("kg_key"), text_key=self._fn("text_key"), n=row_count(n))
             return query, p_near + [palace, AS_OF]
 
         row = self._execute(self._cache.get(("entities", n, max(1, int(drawers)), tuple(keys.items())), build),

@@ -57,7 +57,7 @@ def _alembic_config(settings: Settings, connection=None):
 #: The schema revision this code needs: the head of migrations/versions (a test keeps them equal).
 #: Comparing against a constant spares every process importing Alembic and SQLAlchemy (~0.2 s)
 #: when the database is already current, which is nearly always.
-HEAD_REVISION = "0004_planned_once"
+HEAD_REVISION = "0005_long_values"
 
 
 @lru_cache(maxsize=1)
@@ -110,7 +110,13 @@ def _version_tuple(text: str) -> tuple:
 
 
 def check_server(conn: psycopg.Connection) -> None:
-    """Refuse, with what to install, a server or pgvector older than this code needs."""
+    """Refuse, with what to install, a server or pgvector older than this code needs, or a database
+    that cannot hold every text MemPalace writes (the schema's key functions assume UTF-8)."""
+    encoding = conn.execute("SELECT current_setting('server_encoding')").fetchone()[0]
+    if encoding.upper() not in ("UTF8", "UTF-8"):
+        raise ExtensionMissingError(
+            f"database {conn.info.dbname!r} is encoded in {encoding}; mempalace-pg needs a UTF-8 database "
+            "(create one with `CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0`).")
     major = server_major(conn)
     if major < MIN_POSTGRES:
         raise ExtensionMissingError(

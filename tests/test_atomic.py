@@ -110,7 +110,7 @@ def test_bad_input_writes_nothing(palace):
     with pytest.raises(ValueError):
         with unit_of_work(palace_key=palace) as uow:
             uow.add_drawers(ids=["a"], documents=["ok"], embeddings=vectors(1))
-            uow.add_drawers(ids=["b"], documents=["nul \x00 byte"], embeddings=vectors(1))
+            uow.add_drawers(ids=["b"], documents=["ok"], metadatas=[{"score": float("nan")}], embeddings=vectors(1))
     with pytest.raises(ValueError):
         with unit_of_work(palace_key=palace) as uow:
             uow.add_drawers(ids=["c"], documents=["nan"], embeddings=[[float("nan")] * 8])

@@ -37,16 +37,13 @@ def test_malformed_dates_are_refused_like_mempalace(age_kg, sqlite_kg, kwargs):
 
 
 @pytest.mark.parametrize("call", [
-    lambda kg: kg.add_triple("", "p", "B"),
-    lambda kg: kg.add_triple("A", "   ", "B"),
-    lambda kg: kg.add_triple("A", "p", "\t"),
-    lambda kg: kg.add_entity(""),
-    lambda kg: kg.add_triple("A\x00", "p", "B"),
-    lambda kg: kg.add_triple("A", "p", "B", source_file="x\x00y"),
+    lambda kg: kg.add_triple(None, "p", "B"),
+    lambda kg: kg.add_triple("A", 5, "B"),
+    lambda kg: kg.add_entity(None),
+    lambda kg: kg.add_triple("A", "p", "B", source_file=b"bytes"),
     lambda kg: kg.add_triple("A", "p", "B", confidence=math.nan),
     lambda kg: kg.add_triple("A", "p", "B", confidence="high"),
     lambda kg: kg.add_triple("A", "p", "B", confidence=math.inf),
-    lambda kg: kg.add_triple("A\udc80", "p", "B"),
     lambda kg: kg.query_entity("x", as_of="soon"),
     lambda kg: kg.invalidate("A", "p", "B", ended="2024-02-30"),
     lambda kg: kg.supersede("A", "p", "B", "C", at="never"),
