@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -39,6 +38,7 @@ from . import indexing
 from .errors import InvalidRecordError
 from .filters import INDEX_PREFIX, compile_filters, wing_room_equalities
 from .records import as_matrix, clean_batch, clean_document, clean_id, clean_lookup_ids, clean_metadata
+from .text import storable
 
 if TYPE_CHECKING:
     from .backend import PostgresBackend
@@ -144,7 +144,6 @@ def row_count(n: int) -> sql.Composable:
     return sql.Literal(checked_row_count(n))
 
 
-_TOKEN_RE = re.compile(r"\w{2,}", re.UNICODE)
 # The HNSW index holds half-precision copies of the vectors (halfvec), each node linked to 16 neighbours,
 # built with ef_construction 64 and searched with ef_search 150. A parallel build is not deterministic: at
 # 100k 384-d vectors three builds each gave recall@10 0.972-0.976 with ef_construction 64 (16.2-16.5 s), but
@@ -756,16 +755,15 @@ class PostgresCollection(BaseCollection):
 
         return self._statements.get(key, build)
 
-    @staticmethod
-    def lexical_terms(query: Optional[str]) -> list[str]:
-        """The words lexical search looks for: every word of 2+ characters, lower-cased, once."""
-        return list(dict.fromkeys(t.lower() for t in _TOKEN_RE.findall(query or "")))
-
-    def lexical_sql(self, terms: list[str], condition: sql.Composable, params: list, n: int, *,
+    def lexical_sql(self, query: Any, condition: sql.Composable, params: list, n: int, *,
                     rows: bool = True) -> tuple[sql.Composable, list]:
         """The statement (also usable as a subquery) ranking records that meet ``condition`` by the
-        words ``terms``: id, document, metadata, score, best first (``rows=False``: id and score only).
-        Parameters are positional."""
+        words of the text ``query``: id, document, metadata, score, best first (``rows=False``: id and
+        score only). Parameters are positional; ``query`` is the first after the collection key.
+
+        The query is split into words in SQL, by the function that splits the documents
+        (lexical_text(), sql/0006), and its words of two or more characters are searched (MemPalace's
+        BM25 ignores shorter ones)."""
         db = self._db
         # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP
         # (a word found that often is common and weighs little, so the exact count does not matter),
@@ -779,7 +777,9 @@ class PostgresCollection(BaseCollection):
             "  WHERE collection_pk = %s),"
             " weighted AS MATERIALIZED ("
             "  SELECT q, df.n AS df, ln((total.n - df.n + 0.5) / (df.n + 0.5) + 1) AS idf"
-            "  FROM (SELECT to_tsquery('simple', quote_literal(w)) AS q FROM unnest(%s::text[]) AS w) AS words"
+            "  FROM (SELECT quote_literal(w)::tsquery AS q"
+            "   FROM unnest(tsvector_to_array(to_tsvector('simple', {lexical_text}(%s::text)))) AS w"
+            "   WHERE length(w) >= 2) AS words"
             "  CROSS JOIN total"
             "  CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM (SELECT 1 FROM {t}"
             "    WHERE document_tsv @@ words.q LIMIT %s) AS m) AS df"
@@ -796,9 +796,10 @@ class PostgresCollection(BaseCollection):
             "  SELECT d.id, (SELECT sum(w.idf * ts_rank(d.tsv, w.q, 1)) FROM weighted AS w) AS score"
             "  FROM (SELECT DISTINCT ON (id COLLATE \"C\") id, tsv FROM candidates ORDER BY id COLLATE \"C\") AS d"
             "  ORDER BY score DESC, d.id LIMIT %s)"
-        ).format(t=self._table, counts=db.ident("facet_counts"), cond=condition)
+        ).format(t=self._table, counts=db.ident("facet_counts"), cond=condition,
+                 lexical_text=db.ident("lexical_text"))
         per_word = max(LEXICAL_CANDIDATES, 4 * n)
-        args = [self._pk, terms, LEXICAL_DF_CAP, LEXICAL_DF_CAP, *params, LEXICAL_DF_CAP, *params, per_word, n]
+        args = [self._pk, query, LEXICAL_DF_CAP, LEXICAL_DF_CAP, *params, LEXICAL_DF_CAP, *params, per_word, n]
         if not rows:
             return stmt + sql.SQL(" SELECT id, score FROM scored ORDER BY score DESC, id"), args
         return stmt + sql.SQL(
@@ -809,18 +810,20 @@ class PostgresCollection(BaseCollection):
     def lexical_search(self, *, query: str, n_results: int = 10, where=None) -> LexicalResult:
         """Full-text search in SQL, ranked like BM25 would: rare words count for more.
 
-        Any query word of 2+ characters matches (as MemPalace's BM25 tokenises). Candidates come from
-        the GIN-indexed tsvector: all documents of a rare word, a bounded sample for a common one;
+        Words are runs of letters and numbers (everything else separates them, as in SQLite FTS5),
+        lower-cased; any query word of 2+ characters matches (as MemPalace's BM25 counts words).
+        Candidates come from the GIN-indexed tsvector: all documents of a rare word, a bounded sample
+        for a common one;
         each is scored as the sum over the query words of idf(word) * ts_rank(document, word), with
         idf from the word's document frequency (counted through the index up to a cap). One
         statement; filters apply in SQL.
         """
         db = self._open()
-        terms = self.lexical_terms(query)
-        if not terms or int(n_results) <= 0:
+        query = storable(query) if isinstance(query, str) else ""
+        if not query.strip() or int(n_results) <= 0:
             return LexicalResult(hits=[])
         condition, params = self._filters(where)
-        stmt, args = self.lexical_sql(terms, condition, params, int(n_results))
+        stmt, args = self.lexical_sql(query, condition, params, int(n_results))
         rows = db.run(lambda conn: conn.execute(stmt, args).fetchall())
         return LexicalResult(hits=[LexicalHit(id=r[0], document=r[1], metadata=r[2], score=float(r[3]))
                                    for r in rows if r[3] and r[3] > 0])

@@ -434,7 +434,7 @@ class PalaceSearch:
             return []
         keys = _keys(wing, room)
         depth = max(int(candidates), 4 * n)
-        values = {"terms": col.lexical_terms(_text(query_text, "query_text") or "")}
+        values = {"text": _text(query_text, "query_text") or ""}
         values["q"], dim = self._vector(col, query_embedding)
 
         def build():
@@ -442,7 +442,7 @@ class PalaceSearch:
             condition, cparams = col._filters(where)
             near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, Q, depth, dim, filtered=bool(keys),
                                            gate=col._wing_room_gate(keys))
-            lexical, p_lex = col.lexical_sql(TERMS, condition, cparams, depth, rows=False)
+            lexical, p_lex = col.lexical_sql(TEXT, condition, cparams, depth, rows=False)
             query = sql.SQL(
                 "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank"
                 "  FROM ({near}) AS v),"
@@ -465,7 +465,7 @@ class PalaceSearch:
 
 # per-call values of the cached statements (Q is the query vector, as in the collection's own templates)
 Q = QUERY_VECTOR
-ENTITY, AS_OF, TERMS = (Slot(n) for n in ("entity", "as_of", "terms"))
+ENTITY, AS_OF, TEXT = (Slot(n) for n in ("entity", "as_of", "text"))
 
 
 def _keys(wing: Optional[str], room: Optional[str]) -> dict:

@@ -1,0 +1,20 @@
+"""Lexical search splits words at every non-alphanumeric character, as SQLite FTS5 does: sql/0006_lexical_tokens.sql
+
+Revision ID: 0006_lexical_tokens
+Revises: 0005_long_values
+Create Date: 2026-12-01
+"""
+from mempalace_pg.schema import apply_sql_file
+
+revision = "0006_lexical_tokens"
+down_revision = "0005_long_values"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    apply_sql_file("0006_lexical_tokens.sql")
+
+
+def downgrade() -> None:
+    raise NotImplementedError("mempalace-pg migrations are forward-only; restore a backup instead")
