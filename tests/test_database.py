@@ -227,3 +227,50 @@ def test_upgrade_from_0003_replaces_the_graph_write_helpers(pg_dsn, scratch_sche
         assert current_revision(conn, scratch_schema) == head_revision()
         assert dict(conn.execute(languages, (scratch_schema,)).fetchall()) == {
             "kg_add_entity": "plpgsql", "kg_find_vertex": "plpgsql", "kg_mark_drawers_deleted": "plpgsql"}
+
+
+def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_dsn, scratch_schema):
+    """A palace written at revision 0004 (by SQL, as that release wrote it) upgrades to head: records,
+    embeddings, facet counts and facts unchanged; words inside paths found; long values now storable."""
+    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.schema import upgrade
+
+    settings = Settings.load()
+    assert upgrade(settings, "0004_planned_once") == "0004_planned_once"
+    s = scratch_schema
+    docs = {"d1": "See docs/bash/README.Debian first.", "d2": "Mail jdoe@example.org today.", "d3": "plain words"}
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"SET search_path = {s}, public, ag_catalog")
+        palace = conn.execute("INSERT INTO palaces (namespace, palace_key) VALUES ('', 'up-0004') "
+                              "RETURNING palace_pk").fetchone()[0]
+        pk = conn.execute("INSERT INTO collections (palace_pk, name, dimension) VALUES (%s, 'mempalace_drawers', 3) "
+                          "RETURNING collection_pk", (palace,)).fetchone()[0]
+        conn.execute(f"CREATE TABLE records_c{pk} PARTITION OF records FOR VALUES IN ({pk})")
+        conn.execute("SELECT records_attach_triggers(%s::regclass)", (f"{s}.records_c{pk}",))
+        for i, (rid, doc) in enumerate(docs.items()):
+            conn.execute(f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
+                         "VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
+                         (pk, rid, doc, json.dumps({"wing": "w", "room": f"r{i % 2}"}), f"[{i + 1}, 1, 0]"))
+        conn.execute("SELECT kg_add_triple(%s, 'ann', 'Ann', 'likes', 'tea', 'Tea', 't_ann_likes_tea_1', "
+                     "'2024-01-01', NULL, 1.0, NULL, NULL, 'd1', NULL)", (palace,))
+    database.close_all()
+    ref = PalaceRef(id="up-0004", local_path=None)
+    col = PostgresBackend().get_collection(palace=ref, collection_name="mempalace_drawers")  # upgrades
+    got = col.get(ids=list(docs), include=["documents", "metadatas", "embeddings"])
+    assert dict(zip(got.ids, got.documents)) == docs
+    assert [e for e in got.embeddings] == [[1.0, 1.0, 0.0], [2.0, 1.0, 0.0], [3.0, 1.0, 0.0]]
+    assert col.facet_counts("room") == {"r0": 2, "r1": 1} and col.count() == 3
+    assert [h.id for h in col.lexical_search(query="bash").hits] == ["d1"]
+    assert [h.id for h in col.lexical_search(query="jdoe").hits] == ["d2"]
+    long_id = "drawer_" + "x" * 4000
+    col.upsert(ids=[long_id], documents=["long"], metadatas=[{"wing": "w" * 3000}], embeddings=[[1.0, 0.0, 0.0]])
+    assert col.get(ids=[long_id]).documents == ["long"] and col.count() == 4
+    kg = AgeKnowledgeGraph(palace_key="up-0004", settings=settings)
+    try:
+        assert [(f["predicate"], f["object"]) for f in kg.query_entity("Ann")] == [("likes", "Tea")]
+        kg.add_triple("Ann" * 1000, "likes", "Tea")
+        assert kg.stats()["triples"] == 2
+    finally:
+        kg.close()
+    with psycopg.connect(pg_dsn) as conn:
+        assert current_revision(conn, scratch_schema) == head_revision()
