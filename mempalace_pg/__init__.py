@@ -4,16 +4,17 @@ MemPalace discovers the backend through the ``mempalace.backends`` entry point `
 (``mempalace_pg.backend:PostgresBackend``). This package's import is kept cheap: MemPalace imports
 every installed plugin in every process.
 
-Importing it also hooks MemPalace's ``KnowledgeGraph`` so that a palace on the ``postgres`` backend
-keeps its knowledge graph in Apache AGE (``mempalace_pg.graph``); other palaces are untouched.
+Importing it also installs :mod:`mempalace_pg.hooks`, the adaptations that make MemPalace's own
+commands work on a postgres palace (its knowledge graph in Apache AGE, its tunnels, audit, taxonomy);
+other palaces are untouched. ``mempalace_pg_hooks.pth`` installs them when Python starts.
 """
 
 __version__ = "0.1.0"
 
-# MemPalace builds its knowledge graph itself; route postgres palaces to the AGE graph (see routing.py).
-from .routing import install as _install_kg_routing  # noqa: E402
+# MemPalace reads some of a palace's stores itself; adapt those paths for postgres palaces (hooks.py).
+from .hooks import install as _install_hooks  # noqa: E402
 
-_install_kg_routing()
+_install_hooks()
 
 __all__ = ["unit_of_work", "UnitOfWork", "PalaceSearch"]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 from datetime import datetime, timezone
 from typing import Optional
@@ -33,14 +32,11 @@ from psycopg import sql
 
 from .collection import PostgresCollection
 from .config import Settings, dsn_target
+from .hooks import apply_pending
+from .marker import MARKER_FILENAME, marker_path
 
-MARKER_FILENAME = "mempalace_pg.json"
 MARKER_FORMAT = 1
 BACKEND_NAME = "postgres"
-
-
-def marker_path(palace_dir: str) -> str:
-    return os.path.join(palace_dir, MARKER_FILENAME)
 
 
 def read_marker(palace_dir: str) -> Optional[dict]:
@@ -79,20 +75,6 @@ def check_marker_target(palace_dir: str, settings: Settings) -> tuple[str, str]:
     return str(recorded.get("namespace") or ""), str(recorded["palace_key"])
 
 
-def _allow_concurrent_writers() -> None:
-    """Tell MemPalace that PostgreSQL coordinates concurrent writers for this backend.
-
-    MemPalace treats every plugin as single-writer (an MCP server then locks out ``mempalace mine``).
-    Its set of multi-writer backends is a module global that is re-assigned while
-    ``mempalace.palace`` imports, so it can only be extended after that import finished: we do it
-    from ``detect()`` and ``get_collection()``, which MemPalace calls before it consults the set.
-    """
-    palace_module = sys.modules.get("mempalace.palace")
-    current = getattr(palace_module, "_MULTI_PROCESS_WRITER_BACKENDS", None)
-    if isinstance(current, frozenset) and BACKEND_NAME not in current:
-        palace_module._MULTI_PROCESS_WRITER_BACKENDS = current | {BACKEND_NAME}
-
-
 class PostgresBackend(BaseBackend):
     """MemPalace backend storing palaces in PostgreSQL with pgvector (and, for the graph, Apache AGE)."""
 
@@ -125,7 +107,9 @@ class PostgresBackend(BaseBackend):
     # -- MemPalace entry points ------------------------------------------------------------------
     @classmethod
     def detect(cls, path: str) -> bool:
-        _allow_concurrent_writers()
+        # MemPalace calls detect() of every backend before it resolves one, which is after its modules
+        # finished importing: the moment to adapt any that the import hook could not (see hooks.py).
+        apply_pending()
         try:
             return os.path.isfile(marker_path(path))
         except (TypeError, ValueError):
@@ -137,7 +121,7 @@ class PostgresBackend(BaseBackend):
             raise BackendClosedError("the postgres backend has been closed")
         if not isinstance(palace, PalaceRef):
             raise TypeError("palace= must be a PalaceRef")
-        _allow_concurrent_writers()
+        apply_pending()
         options = dict(options or {})
         read_only = bool(options.pop("read_only", False))
         settings = Settings.load(options)

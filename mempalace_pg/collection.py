@@ -526,12 +526,10 @@ class PostgresCollection(BaseCollection):
                 return GetResult(ids=[], documents=[], metadatas=[], embeddings=[] if spec.embeddings else None)
             parts.append(sql.SQL("id = ANY(%s::text[])"))
             params = params + [ids]
-        query = sql.SQL("SELECT {} FROM {} WHERE {}").format(columns, self._table, sql.SQL(" AND ").join(parts))
-        if ids is None or limit is not None or offset:
-            # The order of the records_key index: pages of a filtered or unfiltered get() are read
-            # from it in order, and ids of any length have a place in it (byte order for ids of up to
-            # 1,024 bytes, which MemPalace's ids all are).
-            query += sql.SQL(" ORDER BY {}(id)").format(self._db.ident("text_key"))
+        # Filing order, as Chroma returns records (a record keeps its place when updated); the
+        # records_filing_order index serves pages of it.
+        query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY seq").format(
+            columns, self._table, sql.SQL(" AND ").join(parts))
         if limit is not None:
             query += sql.SQL(" LIMIT %s")
             params.append(max(0, int(limit)))
@@ -539,9 +537,6 @@ class PostgresCollection(BaseCollection):
             query += sql.SQL(" OFFSET %s")
             params.append(max(0, int(offset)))
         rows = db.run(lambda conn: conn.execute(query, params).fetchall())
-        if ids is not None and limit is None and not offset:
-            order = {rid: i for i, rid in enumerate(dict.fromkeys(ids))}
-            rows.sort(key=lambda r: order.get(r[0], 0))
         return self._to_result(rows, names, spec)
 
     def get_all_rows(self, where=None, include=None) -> GetResult:
@@ -555,7 +550,8 @@ class PostgresCollection(BaseCollection):
         # Binary COPY streams jsonb as raw JSON text (a version byte, then the text: no escaping), and
         # parsing it a few thousand rows at a time as one JSON array is several times faster than a
         # driver-built dict per row, while the server keeps streaming.
-        query = sql.SQL("COPY (SELECT metadata FROM {} WHERE {}) TO STDOUT (FORMAT BINARY)").format(
+        # In filing order, as Chroma gives them (MemPalace's status lists ties in that order).
+        query = sql.SQL("COPY (SELECT metadata FROM {} WHERE {} ORDER BY seq) TO STDOUT (FORMAT BINARY)").format(
             self._table, condition)
 
         def work(conn):
@@ -578,7 +574,8 @@ class PostgresCollection(BaseCollection):
         """The newest ``limit`` records by the ISO-8601 text in ``order_field``, ordered in SQL.
 
         Same order as MemPalace's ``recency_sort_key``: non-empty string values descending by
-        code point, then records without one. For ``filed_at`` an index serves the order.
+        code point, then records without one, ties in filing order. For ``filed_at`` an index serves
+        the order.
         """
         db = self._open()
         if limit is None or int(limit) <= 0:
@@ -597,7 +594,7 @@ class PostgresCollection(BaseCollection):
                 "(CASE WHEN jsonb_typeof(metadata -> %s) = 'string' THEN metadata ->> %s END) "
                 'COLLATE "C" DESC NULLS LAST')
             order_params = [order_field, order_field]
-        query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {}, id LIMIT %s").format(
+        query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {}, seq LIMIT %s").format(
             columns, self._table, condition, key)
         rows = db.run(lambda conn: conn.execute(query, params + order_params + [int(limit)]).fetchall())
         return self._to_result(rows, names, spec)
@@ -625,6 +622,50 @@ class PostgresCollection(BaseCollection):
             "GROUP BY k ORDER BY 2 DESC, 1 LIMIT %s").format(v=value, t=self._table, c=condition)
         rows = db.run(lambda conn: conn.execute(query, [field] + params + [int(limit)]).fetchall())
         return {str(k): int(c) for k, c in rows}
+
+    def wing_room_counts(self) -> tuple[int, dict]:
+        """``(total, {wing: {room: n}})`` from the trigger-kept counts, as MemPalace's Chroma reader
+        (``_sqlite_wing_room_counts``) returns it: strings as they are, numbers as text, anything else
+        (missing, bool, list, null) ``"?"``; wings and rooms in byte order."""
+        db = self._open()
+        query = sql.SQL(
+            "SELECT w, r, n FROM (SELECT"
+            " COALESCE(CASE WHEN jsonb_typeof(wing) IN ('string', 'number') THEN wing #>> '{{}}' END, '?') AS w,"
+            " COALESCE(CASE WHEN jsonb_typeof(room) IN ('string', 'number') THEN room #>> '{{}}' END, '?') AS r,"
+            " sum(n) AS n FROM {} WHERE collection_pk = %s GROUP BY 1, 2 HAVING sum(n) > 0) AS c"
+            " ORDER BY w COLLATE \"C\", r COLLATE \"C\"").format(db.ident("facet_counts"))
+        rows = db.run(lambda conn: conn.execute(query, (self._pk,)).fetchall())
+        counts: dict = {}
+        for wing, room, n in rows:
+            rooms = counts.setdefault(wing, {})
+            rooms[room] = rooms.get(room, 0) + int(n)
+        return sum(int(r[2]) for r in rows), counts
+
+    def grouped_counts(self) -> list[tuple]:
+        """``(room, wing, hall, n, last_date)`` per room, wing and hall: what MemPalace's palace graph,
+        tunnels, hallways and audit read from Chroma's or sqlite_exact's tables. Values as Chroma
+        spells them ('' when missing or not a string or number); ``last_date`` the greatest string
+        ``date`` of the group, bytewise, or ''."""
+        db = self._open()
+        spelled = "COALESCE(CASE WHEN jsonb_typeof(metadata -> {k}) IN ('string', 'number') THEN metadata ->> {k} END, '')"
+        query = sql.SQL(
+            "SELECT " + spelled.format(k="'room'") + ", " + spelled.format(k="'wing'") + ", "
+            + spelled.format(k="'hall'") + ", count(*), COALESCE(max(CASE WHEN jsonb_typeof(metadata -> 'date') = "
+            "'string' THEN metadata ->> 'date' END COLLATE \"C\"), '') FROM {} GROUP BY 1, 2, 3").format(self._table)
+        return [tuple(r) for r in db.run(lambda conn: conn.execute(query).fetchall())]
+
+    def wing_source_counts(self) -> list[tuple]:
+        """``(wing, source_file, n)`` for drawers mined from Claude Code or Codex transcripts (a
+        ``source_file`` under ``.claude/projects`` or ``.codex/sessions``, matched as SQLite's LIKE
+        matches, ASCII case folded): what ``mempalace audit`` and ``wings split`` read from Chroma's
+        tables. ``wing`` is '' when missing or not a string."""
+        db = self._open()
+        query = sql.SQL(
+            "SELECT COALESCE(wing, CASE WHEN jsonb_typeof(metadata -> 'wing') = 'string' THEN metadata ->> 'wing' END, ''),"
+            " source_file, count(*) FROM {} WHERE source_file IS NOT NULL"
+            " AND (source_file ILIKE '%%.claude%%projects%%' OR source_file ILIKE '%%.codex%%sessions%%')"
+            " GROUP BY 1, 2").format(self._table)
+        return [tuple(r) for r in db.run(lambda conn: conn.execute(query).fetchall())]
 
     def _facet_fast_path(self, field: str, where) -> Optional[tuple[sql.Composable, list]]:
         """facet_counts answered from the counts table: wing or room, with no filter or a filter of

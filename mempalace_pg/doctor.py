@@ -237,7 +237,8 @@ def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) ->
 
 def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]) -> None:
     """What MemPalace will use for its configured palace (or --palace)."""
-    from .backend import MARKER_FILENAME, check_marker_target
+    from .backend import check_marker_target
+    from .marker import MARKER_FILENAME
     from .routing import _configured_palace
 
     palace = os.path.realpath(os.path.expanduser(palace_path)) if palace_path else _configured_palace()

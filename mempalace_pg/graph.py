@@ -445,6 +445,18 @@ class AgeKnowledgeGraph:
         return {"entities": entities, "triples": triples, "current_facts": current,
                 "expired_facts": triples - current, "relationship_types": list(predicates or [])}
 
+    def open_facts(self) -> list[dict]:
+        """Every open fact (``valid_to`` unset) whose subject and object are entities, as
+        ``{"id", "subject", "predicate", "object", "valid_from"}`` by name, in the order MemPalace's
+        ``kg normalize`` reads them from SQLite (valid_from, undated first, then predicate, bytewise)."""
+        rows = self._all(self._sql.open_facts)
+        return [{"id": tid, "subject": sub, "predicate": pred, "object": obj, "valid_from": vf}
+                for tid, pred, sub, obj, vf in rows]
+
+    def open_predicate_counts(self) -> dict[str, int]:
+        """How many open facts use each predicate, most used first (``mempalace audit``'s reuse score)."""
+        return {pred: int(n) for pred, n in self._all(self._sql.open_predicate_counts)}
+
     # -- replication (MemPalace RFC 004) ------------------------------------------------------
     _REPLICATION_TABLES = _REPLICATION_COLUMNS
 
@@ -626,6 +638,15 @@ class _Statements:
             f"(SELECT count(*) FROM {fact} f WHERE {in_palace['f']} AND {prop('f', 'valid_to')} IS NULL), "
             f"ARRAY(SELECT DISTINCT ({prop('f', 'predicate')} COLLATE \"C\") FROM {fact} f "
             f"WHERE {in_palace['f']} ORDER BY 1)")
+        open_ = f"{in_palace['f']} AND {prop('f', 'valid_to')} IS NULL"
+        self.open_facts = (
+            f"SELECT {prop('f', 'triple_id')}, {prop('f', 'predicate')}, {prop('s', 'name')}, {prop('o', 'name')}, "
+            f"{prop('f', 'valid_from')} FROM {fact} f JOIN {entity} s ON s.id = f.start_id "
+            f"JOIN {entity} o ON o.id = f.end_id WHERE {open_} AND {both_named} "
+            f"ORDER BY ({prop('f', 'valid_from')} COLLATE \"C\") NULLS FIRST, ({prop('f', 'predicate')} COLLATE \"C\"), {seq}")
+        self.open_predicate_counts = (
+            f"SELECT {prop('f', 'predicate')} COLLATE \"C\" AS p, count(*) FROM {fact} f WHERE {open_} "
+            f"GROUP BY 1 ORDER BY 2 DESC, 1")
         eseq = f"{prop('e', 'seq')}::bigint"
         self.dump_entities = (
             f"SELECT {eseq}, {id_}, {name_}, {prop('e', 'type')}, {prop('e', 'attributes')}, "

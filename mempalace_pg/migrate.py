@@ -87,7 +87,7 @@ def _open_source(path: str, backend_name: str):
 
 
 def _provenance(target_dir: str) -> Optional[dict]:
-    from .backend import marker_path
+    from .marker import marker_path
 
     try:
         with open(marker_path(target_dir), encoding="utf-8") as f:
@@ -97,7 +97,7 @@ def _provenance(target_dir: str) -> Optional[dict]:
 
 
 def _record_provenance(target_dir: str, source: str, backend_name: str) -> None:
-    from .backend import marker_path
+    from .marker import marker_path
 
     path = marker_path(target_dir)
     with open(path, encoding="utf-8") as f:

@@ -13,6 +13,9 @@ imported) rebinds it to :class:`KnowledgeGraph` below, which routes **per palace
 * a sibling of a postgres palace (Hermes keeps its graph beside the palace directory) -> that
   palace's AGE graph, if it is the configured palace;
 * anything else -> MemPalace's own SQLite ``KnowledgeGraph``, untouched.
+
+A stray ``knowledge_graph.sqlite3`` inside a postgres palace is never opened. :mod:`mempalace_pg.hooks`
+installs the router.
 """
 
 from __future__ import annotations
@@ -21,16 +24,9 @@ import os
 import sys
 from typing import Optional
 
-MARKER_FILENAME = "mempalace_pg.json"
+from .marker import has_marker as _has_marker
 
 _SQLITE_CLASS = None
-
-
-def _has_marker(directory: str) -> bool:
-    try:
-        return os.path.isfile(os.path.join(directory, MARKER_FILENAME))
-    except (TypeError, ValueError):
-        return False
 
 
 def _configured_palace() -> Optional[str]:
@@ -43,7 +39,9 @@ def _configured_palace() -> Optional[str]:
 
 
 def palace_for_kg_path(db_path: Optional[str]) -> Optional[str]:
-    """The postgres palace directory whose knowledge graph ``db_path`` names, or None (SQLite)."""
+    """The postgres palace directory whose knowledge graph ``db_path`` names, or None (SQLite).
+    ``db_path`` may also be the palace's marker itself (what ``mempalace kg normalize`` and
+    ``audit`` are given for a postgres palace, see :mod:`mempalace_pg.hooks`)."""
     from mempalace import knowledge_graph as kgm
 
     path = os.path.realpath(os.path.expanduser(db_path or kgm.DEFAULT_KG_PATH))
@@ -82,20 +80,23 @@ class KnowledgeGraph:
         return AgeKnowledgeGraph(db_path=db_path, palace_path=palace)
 
 
-def install() -> None:
-    """Rebind MemPalace's ``KnowledgeGraph`` name (idempotent); modules that already bound the
-    SQLite class (the MCP server, Hermes) are rebound too."""
-    try:
-        from mempalace import knowledge_graph as kgm
-    except ImportError:  # MemPalace not importable: nothing to hook
-        return
-    original = _sqlite_class()
-    kgm._SQLITE_KNOWLEDGE_GRAPH = original
-    kgm.KnowledgeGraph = KnowledgeGraph
-    for name in ("mempalace.mcp_server", "mempalace.integrations.hermes"):
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "KnowledgeGraph", None) is original:
+def install(module) -> None:
+    """Rebind ``KnowledgeGraph`` in ``module`` to the router (idempotent): in
+    ``mempalace.knowledge_graph`` itself (the SQLite class is kept as ``_SQLITE_KNOWLEDGE_GRAPH``), and
+    in a module that bound the SQLite class already (the MCP server, Hermes). Called by
+    :mod:`mempalace_pg.hooks` right after MemPalace executes those modules."""
+    global _SQLITE_CLASS
+    if module.__name__ == "mempalace.knowledge_graph":
+        current = getattr(module, "KnowledgeGraph", None)
+        if current is not None and current is not KnowledgeGraph:
+            module._SQLITE_KNOWLEDGE_GRAPH = current
             module.KnowledgeGraph = KnowledgeGraph
+            _SQLITE_CLASS = current
+        return
+    kgm = sys.modules.get("mempalace.knowledge_graph")
+    original = getattr(kgm, "_SQLITE_KNOWLEDGE_GRAPH", None)
+    if original is not None and getattr(module, "KnowledgeGraph", None) is original:
+        module.KnowledgeGraph = KnowledgeGraph
 
 
 __all__ = ["KnowledgeGraph", "install", "palace_for_kg_path"]

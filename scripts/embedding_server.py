@@ -40,6 +40,13 @@ Endpoints: ``POST /v1/embeddings`` (also ``/embeddings``) with
 ``{"model": ..., "input": str | [str, ...], "encoding_format": "float" |
 "base64"}``; ``GET /health`` -> ``ok``; ``GET /v1/models``.
 
+``POST /v1/chat/completions`` answers one prompt, MemPalace's ``kg normalize``
+plan (no language model is reachable offline): a rule, not a model, maps every
+listed fact to the first predicate of the vocabulary and moves the old
+predicate's words into the object (``(bot, uses_model, gpt)`` ->
+``(bot, status, "uses model gpt")``), so the same facts always get the same
+plan and a Chroma and a postgres palace can be compared on it.
+
 For use from Python (tests): ``hash_embed(texts)``, ``minilm_embed(texts)``,
 ``make_server(model, host, port)`` and ``serve(model, host, port)``.
 """
@@ -342,6 +349,30 @@ def _embed_with_usage(model: str, texts: list[str]):
     raise ValueError(f"unknown model {model!r}; choose from {MODELS}")
 
 
+# ── kg normalize's plan, by rule ────────────────────────────────────────────
+_FACT_LINE = re.compile(r"^(\d+)\. subject=(.*) predicate=(.*) object=(.*)$")
+
+
+def normalize_plan(prompt: str) -> dict:
+    """The answer to MemPalace's ``kg normalize`` prompt: every listed fact onto the first allowed
+    predicate, the old predicate's words prefixed to the object."""
+    import ast
+
+    allowed, facts = "status", []
+    for line in prompt.splitlines():
+        if line.startswith("ALLOWED predicates:"):
+            allowed = line.split(":", 1)[1].split(",")[0].strip() or allowed
+        match = _FACT_LINE.match(line.strip())
+        if match:
+            try:
+                predicate, obj = ast.literal_eval(match.group(3)), ast.literal_eval(match.group(4))
+            except (ValueError, SyntaxError):
+                continue
+            facts.append({"index": int(match.group(1)), "predicate": allowed,
+                          "object": f"{str(predicate).replace('_', ' ')} {obj}"})
+    return {"facts": facts}
+
+
 # ── HTTP server ───────────────────────────────────────────────────────────
 class _BadRequest(Exception):
     def __init__(self, message: str, status: int = 400):
@@ -400,8 +431,25 @@ def _make_handler(model: str, quiet: bool = False):
                 raise _BadRequest("body must be a JSON object")
             return payload
 
+        def _chat(self):
+            try:
+                payload = self._read_request()
+                prompt = "\n".join(m.get("content") or "" for m in payload.get("messages") or []
+                                   if isinstance(m, dict) and m.get("role") == "user")
+            except _BadRequest as e:
+                self.close_connection = True
+                self._send_error(e.status, str(e))
+                return
+            content = json.dumps(normalize_plan(prompt))
+            self._send_json(200, {"object": "chat.completion", "model": payload.get("model") or "rules",
+                                  "choices": [{"index": 0, "finish_reason": "stop",
+                                               "message": {"role": "assistant", "content": content}}]})
+
         def do_POST(self):
             path = self.path.split("?", 1)[0].rstrip("/")
+            if path in ("/v1/chat/completions", "/chat/completions"):
+                self._chat()
+                return
             if path not in ("/v1/embeddings", "/embeddings"):
                 self._send_error(404, f"no such path: {self.path}")
                 return

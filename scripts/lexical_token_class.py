@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print the regular-expression class of the characters lexical search keeps, for sql/0006_lexical_tokens.sql.
+"""Print the regular-expression class of the characters lexical search keeps, for sql/0006_words_and_order.sql.
 
 A word is a run of characters of the Unicode categories SQLite FTS5's ``unicode61`` tokenizer keeps by
 default (``categories='L* N* Co'``: letters, numbers, private use); everything else separates words.

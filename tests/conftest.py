@@ -8,7 +8,9 @@ Each test session works in a schema of its own, dropped at the end.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -107,3 +109,21 @@ def sqlite_kg(tmp_path):
     kg = _sqlite_class()(str(tmp_path / "reference" / "knowledge_graph.sqlite3"))
     yield kg
     kg.close()
+
+
+@pytest.fixture(scope="session")
+def embedding_url(tmp_path_factory):
+    """scripts/embedding_server.py serving MemPalace's deterministic hash embedder (and the rule that
+    answers ``kg normalize``'s plan request), as MemPalace's ``openai-compat`` setting reaches it."""
+    port_file = tmp_path_factory.mktemp("emb") / "port"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "embedding_server.py"), "--model", "hash",
+                             "--port", "0", "--port-file", str(port_file), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while not (port_file.exists() and port_file.read_text().strip()):
+        if proc.poll() is not None or time.time() > deadline:
+            raise RuntimeError(f"embedding server did not start: {proc.stderr.read().decode()[-2000:]}")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port_file.read_text().strip()}"
+    proc.terminate()
+    proc.wait(timeout=10)

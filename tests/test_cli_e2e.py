@@ -21,22 +21,6 @@ CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
 MEMPALACE = str(Path(sys.executable).with_name("mempalace"))
 
 
-@pytest.fixture(scope="module")
-def embedding_url(tmp_path_factory):
-    port_file = tmp_path_factory.mktemp("emb") / "port"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "embedding_server.py"), "--model", "hash",
-                             "--port", "0", "--port-file", str(port_file)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
-    while not (port_file.exists() and port_file.read_text().strip()):
-        if proc.poll() is not None or time.time() > deadline:
-            raise RuntimeError(f"embedding server did not start: {proc.stderr.read().decode()[-2000:]}")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port_file.read_text().strip()}"
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
 @pytest.fixture
 def cli(embedding_url, tmp_path):
     env = dict(os.environ)

@@ -19,7 +19,8 @@ from mempalace.backends import (
 )
 from mempalace.backends.base import EmbedderIdentity, UnsupportedMaintenanceKindError
 
-from mempalace_pg.backend import MARKER_FILENAME, PostgresBackend
+from mempalace_pg.backend import PostgresBackend
+from mempalace_pg.marker import MARKER_FILENAME
 from mempalace_pg import bulk
 
 
@@ -56,8 +57,8 @@ def test_add_query_get_count(make_collection):
     assert res.metadatas[0][2]["room"] == "frontend"
     got = col.get(ids=["c", "a", "zz"])
     assert isinstance(got, GetResult)
-    assert got.ids == ["c", "a"]
-    assert got.documents == ["frontend design note", "alpha backend note"]
+    assert got.ids == ["a", "c"]  # in filing order, as Chroma returns them
+    assert got.documents == ["alpha backend note", "frontend design note"]
     assert got.embeddings is None
     assert col.get(ids=["a"], include=[]).documents == []
     assert col.get(ids=["a"], include=["embeddings"]).embeddings[0] == pytest.approx([1.0, 0.0])

@@ -1,0 +1,392 @@
+"""Every way mempalace-pg changes MemPalace itself, in one place.
+
+MemPalace 3.11 gives a storage plugin one seam, its backend entry point. Several of its commands
+bypass the backend and read a palace's SQLite files directly, or bind names before plugins load, so
+a palace on this backend would fail or silently differ there. Each patch below hands MemPalace the
+PostgreSQL answer for a palace whose directory holds this plugin's marker, and leaves every other
+palace exactly as MemPalace would treat it:
+
+=====================================  ========================================================
+MemPalace module (what is patched)     why
+=====================================  ========================================================
+``knowledge_graph`` (KnowledgeGraph)   the MCP server, ``mine --source``, the fact checker,
+                                       Hermes and ``kg normalize`` build it themselves: the
+                                       router (:mod:`mempalace_pg.routing`) gives postgres
+                                       palaces the AGE graph
+``palace`` (multi-writer backends)     PostgreSQL coordinates concurrent writers; without this an
+                                       MCP server locks ``mempalace mine`` out
+``palace_graph``                       tunnels, hallways ``--rebuild``, audit and the MCP graph
+(sqlite_grouped_counts_reader)         tools group drawers by room/wing/hall from Chroma's or
+                                       sqlite_exact's tables only; here from PostgreSQL
+``palace_audit`` (resolve_kg_path,     ``kg normalize`` and ``audit`` look for
+_read_kg, _wing_source_counts_reader)  ``knowledge_graph.sqlite3`` and read it raw; here the
+                                       palace's AGE graph (a stray SQLite file is never read);
+                                       audit's transcript-project mix, from PostgreSQL
+``kg_normalize`` (off_vocabulary_      reads the open facts through ``kg._conn()``, raw SQLite
+facts)
+``mcp_server`` (_sqlite_taxonomy,     status, list_wings, list_rooms, get_taxonomy and
+_sqlite_graph_stats)                   graph_stats count wings and rooms from Chroma's tables;
+                                       here from the counts PostgreSQL keeps, so drawers
+                                       without a wing show as ``unknown`` exactly as on Chroma
+``backends.chroma``                    ``mempalace status`` tallies wings and rooms with Chroma's
+(_sqlite_wing_room_counts)             reader whatever the backend; for a postgres palace, from
+                                       the counts PostgreSQL keeps (no scan of the drawers)
+=====================================  ========================================================
+
+How the patches get in: an import hook (:class:`_Finder`, on ``sys.meta_path``) runs each patch
+right after its module has been executed, before anything can bind the name it replaces. The hook
+is installed when Python starts, by the one-line ``mempalace_pg_hooks.pth`` this package puts in
+site-packages, because some MemPalace commands (``kg normalize``) bind names before MemPalace
+imports its plugins. Importing :mod:`mempalace_pg` installs it too, and :func:`apply_pending`
+(called from the backend's ``detect()``, which MemPalace calls before it uses any of these) patches
+modules that finished importing before the hook was there. Installing is cheap and imports nothing
+of MemPalace.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import logging
+import os
+import sys
+import threading
+from typing import Callable, Optional
+
+log = logging.getLogger(__name__)
+
+from .marker import MARKER_FILENAME, has_marker as _is_postgres_palace
+
+BACKEND_NAME = "postgres"
+
+_patched: set = set()
+_lock = threading.RLock()
+
+
+def _palace_key(palace_path: str) -> str:
+    """The palace key this palace's marker records (what the backend knows it by)."""
+    from .backend import read_marker
+
+    marker = read_marker(os.path.expanduser(palace_path)) or {}
+    return str((marker.get("postgres") or {}).get("palace_key") or palace_path)
+
+
+def _drawers(palace_path: str, collection_name: str):
+    """(backend, collection) of a postgres palace, opened read-only; (None, None) when it has none."""
+    from mempalace.backends import CollectionNotInitializedError, PalaceNotFoundError, PalaceRef
+
+    from .backend import PostgresBackend
+
+    backend = PostgresBackend()
+    path = os.path.expanduser(palace_path)
+    try:
+        col = backend.get_collection(palace=PalaceRef(id=_palace_key(path), local_path=path),
+                                     collection_name=collection_name, options={"read_only": True})
+    except (CollectionNotInitializedError, PalaceNotFoundError):
+        backend.close()
+        return None, None
+    return backend, col
+
+
+# -- the patches ---------------------------------------------------------------------------------
+
+def _patch_knowledge_graph(module) -> None:
+    from .routing import install
+
+    install(module)
+
+
+def _patch_palace(module) -> None:
+    current = getattr(module, "_MULTI_PROCESS_WRITER_BACKENDS", None)
+    if isinstance(current, frozenset) and BACKEND_NAME not in current:
+        module._MULTI_PROCESS_WRITER_BACKENDS = current | {BACKEND_NAME}
+
+
+def _read(palace_path: str, collection_name: str, what: str):
+    """``collection.<what>()`` of a postgres palace's collection; None when it has none."""
+    backend, col = _drawers(palace_path, collection_name)
+    if col is None:
+        return None
+    try:
+        return getattr(col, what)()
+    finally:
+        backend.close()
+
+
+def grouped_counts_reader(palace_path: str, collection_name: str) -> Optional[list]:
+    """``(room, wing, hall, n, last_date)`` rows of a postgres palace, the shape of MemPalace's
+    ``sqlite_room_wing_hall_counts``; None when the palace has no drawers collection."""
+    return _read(palace_path, collection_name, "grouped_counts")
+
+
+def wing_source_counts_reader(palace_path: str, collection_name: str) -> Optional[list]:
+    """``(wing, source_file, n)`` rows of a postgres palace's transcript drawers, the shape of
+    MemPalace's ``sqlite_wing_source_counts``."""
+    return _read(palace_path, collection_name, "wing_source_counts")
+
+
+def _selected_postgres(palace_path: Optional[str]) -> bool:
+    """The palace is a postgres palace and MemPalace resolves it to this backend."""
+    if not _is_postgres_palace(palace_path):
+        return False
+    try:
+        from mempalace.palace import resolve_backend_name
+
+        return resolve_backend_name(palace_path, explicit=os.environ.get("MEMPALACE_BACKEND_EXPLICIT")) == BACKEND_NAME
+    except Exception:  # noqa: BLE001 - MemPalace reports a mismatch on its own paths
+        return False
+
+
+def _patch_palace_graph(module) -> None:
+    original = module.sqlite_grouped_counts_reader
+
+    def sqlite_grouped_counts_reader(config=None):
+        reader = original(config)
+        if reader is not None:
+            return reader
+        from mempalace.config import MempalaceConfig
+
+        config = config or MempalaceConfig()
+        return grouped_counts_reader if _selected_postgres(config.palace_path) else None
+
+    sqlite_grouped_counts_reader.__doc__ = original.__doc__
+    sqlite_grouped_counts_reader.__wrapped__ = original
+    module.sqlite_grouped_counts_reader = sqlite_grouped_counts_reader
+
+
+def _read_age_kg(marker_path: str) -> Optional[dict]:
+    """``mempalace audit``'s knowledge-graph figures for a postgres palace (the shape of
+    ``palace_audit._read_kg``), from its AGE graph."""
+    from .graph import AgeKnowledgeGraph
+
+    kg = AgeKnowledgeGraph(palace_path=os.path.dirname(marker_path))
+    try:
+        stats = kg.stats()
+        predicates = kg.open_predicate_counts()
+    finally:
+        kg.close()
+    current = stats["current_facts"]
+    one_off = sorted(p for p, n in predicates.items() if n == 1)
+    reuse = 0.0 if current == 0 else 1.0 - (len(predicates) / current)
+    from mempalace import palace_audit
+
+    return {
+        "path": marker_path,
+        "entities": int(stats["entities"]),
+        "triples": int(stats["triples"]),
+        "current_facts": int(current),
+        "expired_facts": int(stats["expired_facts"]),
+        "distinct_predicates": len(predicates),
+        "one_off_predicates": len(one_off),
+        "one_off_sample": one_off[:getattr(palace_audit, "_SAMPLE_LIMIT", 10)],
+        "predicate_reuse": round(reuse, 4),
+    }
+
+
+def _patch_palace_audit(module) -> None:
+    resolve, read, sources = module.resolve_kg_path, module._read_kg, module._wing_source_counts_reader
+
+    def resolve_kg_path(palace_path: str, explicit: bool = False) -> str:
+        # A postgres palace's graph is in its database: name the marker (a file that exists, so
+        # `kg normalize` goes on; the router and _read_kg below know it), never a SQLite file.
+        if _is_postgres_palace(palace_path):
+            return os.path.join(os.path.expanduser(palace_path), MARKER_FILENAME)
+        return resolve(palace_path, explicit)
+
+    def _read_kg(kg_path: str):
+        if os.path.basename(str(kg_path)) == MARKER_FILENAME and os.path.isfile(kg_path):
+            return _read_age_kg(kg_path)
+        return read(kg_path)
+
+    def _wing_source_counts_reader(config):
+        reader = sources(config)
+        if reader is None and _selected_postgres(config.palace_path):
+            return wing_source_counts_reader
+        return reader
+
+    for patched, original in ((resolve_kg_path, resolve), (_read_kg, read), (_wing_source_counts_reader, sources)):
+        patched.__doc__, patched.__wrapped__ = original.__doc__, original
+    module.resolve_kg_path, module._read_kg = resolve_kg_path, _read_kg
+    module._wing_source_counts_reader = _wing_source_counts_reader
+
+
+def _patch_kg_normalize(module) -> None:
+    original = module.off_vocabulary_facts
+
+    def off_vocabulary_facts(kg, vocabulary):
+        from .graph import AgeKnowledgeGraph
+
+        if not isinstance(kg, AgeKnowledgeGraph):
+            return original(kg, vocabulary)
+        allowed = {v.lower() for v in vocabulary}
+        return [f for f in kg.open_facts() if str(f["predicate"]).lower() not in allowed]
+
+    off_vocabulary_facts.__doc__, off_vocabulary_facts.__wrapped__ = original.__doc__, original
+    module.off_vocabulary_facts = off_vocabulary_facts
+
+
+def _patch_mcp_server(module) -> None:
+    from .routing import install
+
+    install(module)
+    for name, replacement in (("_sqlite_taxonomy", _mcp_taxonomy), ("_sqlite_graph_stats", _mcp_graph_stats)):
+        original = getattr(module, name, None)
+        if original is not None:
+            patched = replacement(module, original)
+            patched.__doc__, patched.__wrapped__ = original.__doc__, original
+            setattr(module, name, patched)
+
+
+def _mcp_postgres(module) -> bool:
+    """The MCP server's palace is a postgres palace MemPalace resolves to this backend."""
+    config = module._config
+    if not _is_postgres_palace(config.palace_path):
+        return False
+    try:
+        return module._selected_backend_name() == BACKEND_NAME
+    except Exception:  # noqa: BLE001 - as MemPalace's fast paths: fall back to the collection
+        return False
+
+
+def _mcp_taxonomy(module, original):
+    """MemPalace's ``_sqlite_taxonomy`` (status, list_wings, list_rooms, get_taxonomy) for a postgres
+    palace: the wing/room tally from the counts PostgreSQL keeps, normalised as MemPalace normalises
+    Chroma's (a missing wing or room reads "unknown")."""
+
+    def _sqlite_taxonomy():
+        if not _mcp_postgres(module):
+            return original()
+        config = module._config
+        counts = _read(config.palace_path, config.collection_name, "wing_room_counts")
+        if counts is None:
+            return None
+        total, wing_rooms = counts
+        normalized: dict = {}
+        for wing, rooms in wing_rooms.items():
+            dest = normalized.setdefault("unknown" if wing in (None, "?") else wing, {})
+            for room, n in rooms.items():
+                key = "unknown" if room in (None, "?") else room
+                dest[key] = dest.get(key, 0) + n
+        return total, normalized
+
+    return _sqlite_taxonomy
+
+
+def _mcp_graph_stats(module, original):
+    """MemPalace's ``_sqlite_graph_stats`` (graph_stats) for a postgres palace: rebuilt by MemPalace's
+    own ``_graph_stats_from_grouped_rows`` from the grouped counts, as it is from Chroma's tables."""
+
+    def _sqlite_graph_stats():
+        if not _mcp_postgres(module):
+            return original()
+        config = module._config
+        rows = grouped_counts_reader(config.palace_path, config.collection_name)
+        return None if rows is None else module._graph_stats_from_grouped_rows(rows)
+
+    return _sqlite_graph_stats
+
+
+def _patch_chroma_module(module) -> None:
+    original = module._sqlite_wing_room_counts
+
+    def _sqlite_wing_room_counts(palace_path: str, collection_name: str):
+        # `mempalace status` asks Chroma's reader directly, whatever the backend.
+        if _is_postgres_palace(palace_path):
+            return _read(palace_path, collection_name, "wing_room_counts")
+        return original(palace_path, collection_name)
+
+    _sqlite_wing_room_counts.__doc__, _sqlite_wing_room_counts.__wrapped__ = original.__doc__, original
+    module._sqlite_wing_room_counts = _sqlite_wing_room_counts
+
+
+def _patch_hermes(module) -> None:
+    from .routing import install
+
+    install(module)
+
+
+#: MemPalace module -> its patch, applied once, right after the module is executed.
+PATCHES: dict[str, Callable] = {
+    "mempalace.knowledge_graph": _patch_knowledge_graph,
+    "mempalace.palace": _patch_palace,
+    "mempalace.palace_graph": _patch_palace_graph,
+    "mempalace.palace_audit": _patch_palace_audit,
+    "mempalace.kg_normalize": _patch_kg_normalize,
+    "mempalace.mcp_server": _patch_mcp_server,
+    "mempalace.backends.chroma": _patch_chroma_module,
+    "mempalace.integrations.hermes": _patch_hermes,
+}
+
+
+def _apply(name: str, module) -> None:
+    with _lock:
+        if (name, id(module)) in _patched:
+            return
+        _patched.add((name, id(module)))
+    try:
+        PATCHES[name](module)
+    except Exception:  # noqa: BLE001 - a MemPalace we do not know must keep working without us
+        log.warning("mempalace-pg could not adapt %s to postgres palaces", name, exc_info=True)
+
+
+def _loaded(module) -> bool:
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
+
+
+def apply_pending() -> None:
+    """Patch every target module that has finished importing and is not patched yet."""
+    for name in PATCHES:
+        module = sys.modules.get(name)
+        if module is not None and _loaded(module) and (name, id(module)) not in _patched:
+            _apply(name, module)
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs the module's own loader, then its patch."""
+
+    def __init__(self, loader, name: str):
+        self._loader = loader
+        self._name = name
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        with _lock:
+            _patched.discard((self._name, id(module)))  # a reload re-executes the module: patch it again
+        _apply(self._name, module)
+
+    def __getattr__(self, attr):  # get_source, get_resource_reader, is_package, ...
+        return getattr(self._loader, attr)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the patched modules with the other finders and wraps their loaders in :class:`_Loader`."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in PATCHES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or isinstance(finder, _Finder):
+                continue
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module") and not isinstance(spec.loader, _Loader):
+            spec.loader = _Loader(spec.loader, fullname)
+        return spec
+
+
+def install() -> None:
+    """Put the import hook first on ``sys.meta_path`` (once) and patch what is already imported."""
+    with _lock:
+        if not any(isinstance(f, _Finder) for f in sys.meta_path):
+            sys.meta_path.insert(0, _Finder())
+    apply_pending()
+
+
+__all__ = ["install", "apply_pending", "PATCHES", "grouped_counts_reader", "wing_source_counts_reader"]
