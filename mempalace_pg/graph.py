@@ -13,11 +13,10 @@ semantics. What differs is where it lives:
   serialized in the database, so concurrent ``add_triple`` calls leave one open fact.
 
 Text is stored as the drawers store it (NUL stripped, lone surrogates replaced: see
-:mod:`mempalace_pg.text`), at any length. Deliberate differences, on input MemPalace's SQLite graph
-would store silently: non-numeric or non-finite confidences, and dates that are not MemPalace's ISO
-forms in replicated rows, raise ``ValueError``. ``_conn()`` (raw SQLite access) raises
-``NotImplementedError``; ``mempalace kg normalize`` and ``mempalace audit`` read this graph through
-:mod:`mempalace_pg.hooks` instead.
+:mod:`mempalace_pg.text`), at any length. One deliberate difference, on input MemPalace's SQLite graph
+would store silently: a non-numeric or non-finite confidence raises ``ValueError``. ``_conn()`` (raw SQLite access) returns a read-only
+SQLite snapshot of the graph; ``mempalace kg normalize`` and ``mempalace audit`` read this graph
+through :mod:`mempalace_pg.hooks` instead.
 
 MemPalace constructs ``KnowledgeGraph(db_path=...)`` itself; :mod:`mempalace_pg.routing` hands it
 this class for palaces on the ``postgres`` backend.
@@ -27,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import threading
 from datetime import date, datetime, timezone
 from typing import Any, Optional
@@ -191,10 +191,11 @@ class AgeKnowledgeGraph:
         self._schema = schema
         self._graph = graph
         self._sql = _Statements(schema, graph)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # MemPalace callers hold it around _conn(), which may connect
         self._db = None
         self._palace_pk: Optional[int] = None
         self._bound: Optional[psycopg.Connection] = None
+        self._connection: Optional[sqlite3.Connection] = None  # a _conn() snapshot, as MemPalace names it
 
     def bound_to(self, conn: psycopg.Connection) -> "AgeKnowledgeGraph":
         """A copy of this graph whose every call runs on ``conn`` (a unit of work's connection, in
@@ -204,7 +205,8 @@ class AgeKnowledgeGraph:
         self._palace()  # resolve the palace first, on a pooled connection of its own
         bound = copy.copy(self)
         bound._bound = conn
-        bound._lock = threading.Lock()
+        bound._lock = threading.RLock()
+        bound._connection = None
         return bound
 
     # -- connection management ----------------------------------------------------------------
@@ -269,10 +271,14 @@ class AgeKnowledgeGraph:
         return self._run(lambda conn, palace: conn.execute(query, {"palace": palace, **params}).fetchall())
 
     def close(self) -> None:
-        """Release this object's hold on the pool. Idempotent; the next call reconnects."""
+        """Release this object's hold on the pool (and close a :meth:`_conn` snapshot). Idempotent;
+        the next call reconnects."""
         with self._lock:
             self._db = None
             self._palace_pk = None
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
 
     def __enter__(self):
         return self
@@ -281,11 +287,32 @@ class AgeKnowledgeGraph:
         self.close()
         return False
 
-    def _conn(self):
-        raise NotImplementedError(
-            "this palace's knowledge graph is in PostgreSQL (Apache AGE), not SQLite: raw SQLite access "
-            "(used by `mempalace kg normalize` and `mempalace audit`) is not available. Query the graph "
-            "with SQL or Cypher instead (see mempalace-pg's README).")
+    def _conn(self) -> sqlite3.Connection:
+        """A read-only SQLite copy of this graph in MemPalace's own SQLite schema (its ``entities`` and
+        ``triples`` tables, rows in write order), for code that reads a KnowledgeGraph's tables
+        directly, as MemPalace's tests and some scripts do. It is a snapshot: writes through it
+        raise, later changes to the graph are not in it (call again for a fresh one), and it reads
+        the whole graph, so it is not for hot paths. :meth:`close` closes it."""
+        kgm = _mp()[0]
+        sqlite_class = getattr(kgm, "_SQLITE_KNOWLEDGE_GRAPH", None) or kgm.KnowledgeGraph
+        copy = object.__new__(sqlite_class)  # not its __init__: that would create a file and chmod its directory
+        copy.db_path, copy._lock = ":memory:", threading.Lock()
+        copy._connection = sqlite3.connect(":memory:", check_same_thread=False)
+        copy._connection.row_factory = sqlite3.Row
+        copy._init_db()  # MemPalace's own DDL
+        conn = copy._connection
+        for table, columns in _REPLICATION_COLUMNS.items():
+            insert = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+            after = 0
+            while rows := self.dump_rows(table, after_rowid=after, limit=1000):
+                conn.executemany(insert, [tuple(row[c] for c in columns) for row in rows])
+                after = rows[-1]["_rowid"]
+        conn.commit()
+        conn.execute("PRAGMA query_only = ON")
+        previous, self._connection = self._connection, conn
+        if previous is not None:
+            previous.close()
+        return conn
 
     def _entity_id(self, name: str) -> str:
         return _entity_id(name)

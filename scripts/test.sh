@@ -2,7 +2,8 @@
 # Run the whole mempalace-pg test suite on a fresh Debian machine, doing all its own set-up:
 #   1. provision PostgreSQL with pgvector and Apache AGE (scripts/provision-postgres.sh), for each stack;
 #   2. create .venv and install the package with its test dependencies (MemPalace pinned);
-#   3. install the real text some tests read (Debian's python3.11-doc and postgresql-doc-15);
+#   3. install the real text some tests read (Debian's python3.11-doc and postgresql-doc-15), and fetch
+#      MemPalace's sdist, whose own knowledge-graph tests run against the AGE graph;
 #   4. run pytest against each server.
 #
 #   scripts/test.sh                         # both stacks: Debian 13 (PG 17, AGE 1.5) and sid (PG 18, AGE 1.8)
@@ -16,6 +17,7 @@ stacks="${MEMPALACE_PG_STACKS:-trixie sid}"
 [[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]] && stacks="given"
 py=$(bash scripts/setup-venv.sh | tail -n 1)
 bash scripts/real-text.sh python3.11-doc postgresql-doc-15
+export MEMPALACE_SDIST=$(bash scripts/mempalace-sdist.sh "$py" | tail -n 1)
 
 status=0
 for stack in $stacks; do

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -151,5 +152,12 @@ def test_routing_in_process(tmp_path):
     other = kgm.KnowledgeGraph(db_path=str(tmp_path / "elsewhere" / "knowledge_graph.sqlite3"))
     assert type(other) is _sqlite_class()
     other.close()
-    with pytest.raises(NotImplementedError, match="SQLite"):
-        kg._conn()
+    # raw SQLite access reads a read-only snapshot in MemPalace's own schema
+    snapshot = kg._conn()
+    row = snapshot.execute("SELECT subject, predicate, object FROM triples").fetchone()
+    assert tuple(row) == ("a", "b", "c")
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        snapshot.execute("DELETE FROM triples")
+    kg.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        snapshot.execute("SELECT 1")
