@@ -427,15 +427,33 @@ def render(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-RESULTS_HEADER = ("# Benchmark results\n\nNewest first. Every figure here was produced by a script in this "
-                  "folder, on the machine and versions stated with it.\n")
+RESULTS_HEADER = ("# Benchmark results\n\nThe current result of each benchmark, produced by the script named with "
+                  "it, on the machine and versions stated with it.\n")
 
 
-def append_report(out: Path, report: str) -> None:
-    """Put ``report`` (a section starting with '## ') at the top of RESULTS.md, below its header."""
+def record_report(out: Path, name: str, report: str) -> None:
+    """Make ``report`` (a section starting with '## ') benchmark ``name``'s section of RESULTS.md: it replaces
+    that benchmark's earlier section, which moves to ``out/history/<name>.md`` (newest first); a benchmark
+    without a section yet gets one at the top."""
+    marker = f"<!-- benchmark: {name} -->"
     text = out.read_text() if out.exists() else RESULTS_HEADER
-    head, sep, older = text.partition("\n## ")
-    out.write_text(head.rstrip("\n") + "\n\n" + report.rstrip("\n") + "\n" + (f"\n## {older}" if sep else ""))
+    head, *sections = text.split("\n## ")
+    sections = ["## " + s.rstrip("\n") + "\n" for s in sections]
+    earlier = [s for s in sections if marker in s]
+    if earlier:
+        history = out.parent / "out" / "history" / f"{name}.md"
+        history.parent.mkdir(parents=True, exist_ok=True)
+        past = history.read_text() if history.exists() else f"# {name}: earlier results, newest first\n"
+        past_head, _, past_rest = past.partition("\n## ")
+        history.write_text(past_head.rstrip("\n") + "\n\n" + "".join(earlier).replace(marker, "").rstrip("\n")
+                           + "\n" + (f"\n## {past_rest}" if past_rest else ""))
+    section = report.rstrip("\n") + f"\n\n{marker}\n"
+    if earlier:
+        first = sections.index(earlier[0])
+        sections = [section if i == first else s for i, s in enumerate(sections) if i == first or marker not in s]
+    else:
+        sections.insert(0, section)
+    out.write_text(head.rstrip("\n") + "\n\n" + "\n".join(sections))
 
 
 def main() -> int:
@@ -452,7 +470,7 @@ def main() -> int:
         saved = json.loads(Path(args.from_json).read_text())
         report = render(saved["results"], saved["meta"])
         if not args.no_write:
-            append_report(Path(args.out), report)
+            record_report(Path(args.out), "bench_backends", report)
         print(report)
         return 0
     dsn = provisioned_dsn()
@@ -479,7 +497,7 @@ def main() -> int:
     if args.no_write:
         print(report)
     else:
-        append_report(Path(args.out), report)
+        record_report(Path(args.out), "bench_backends", report)
         print(report)
     return 0
 

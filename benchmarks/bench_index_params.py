@@ -102,7 +102,7 @@ def main() -> int:
     if args.no_write:
         print(report)
     else:
-        bb.append_report(Path(args.out), report)
+        bb.record_report(Path(args.out), "bench_index_params", report)
         print(report)
     return 0
 

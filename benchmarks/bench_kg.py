@@ -280,7 +280,7 @@ def main(argv=None):
     if args.write_results:
         import bench_backends
 
-        bench_backends.append_report(HERE / "RESULTS.md", text)
+        bench_backends.record_report(HERE / "RESULTS.md", "bench_kg", text)
 
 
 if __name__ == "__main__":

@@ -1,25 +1,38 @@
-"""Benchmark: lexical search quality and speed against exact BM25, on a corpus with a natural word distribution.
+"""Benchmark: lexical search quality and speed against exact BM25, on real documentation and on Zipf-distributed words.
 
-    python benchmarks/bench_lexical.py                  # 20k documents, writes RESULTS.md
-    python benchmarks/bench_lexical.py --docs 5000 --no-write
+    python benchmarks/bench_lexical.py                          # both corpora, 20k documents, writes RESULTS.md
+    python benchmarks/bench_lexical.py --before ed5ee4d         # also the code of that commit, in the same run
+    python benchmarks/bench_lexical.py --corpora real --docs 5000 --no-write
 
-The drawer benchmarks use a uniform vocabulary, where every word is about as frequent as every other and BM25
-ties everywhere. Here words follow a Zipf law (exponent 1.07 over 20,000 words, documents of 30-120 words), so
-that a query's words range from rare to very common, as in real notes.
+Corpora (``--corpora``):
 
-For each query, the reference is MemPalace's own BM25 scorer (``mempalace.backends.pgvector._bm25_scores``,
-the one its built-in pgvector backend runs in Python over every document) computed over the whole corpus.
-Agreement: the share of a store's top 10 that is in BM25's top 10 (a tie with BM25's tenth score counts).
-Stores: ``postgres`` (this package) and MemPalace's Chroma backend (SQLite FTS5, best 500 by its rank,
-re-scored with BM25 in Python). Two query sets: "short", 2-3 words each found in 150-3,000 documents; "long",
-5 words found in more than 3,000 documents plus 4 from the short set's range.
+* ``real``: paragraph chunks of at most 800 characters of documentation Debian ships (linux-doc-6.1,
+  python3.11-doc, postgresql-doc-15: ``bash scripts/real-text.sh linux-doc-6.1 python3.11-doc
+  postgresql-doc-15`` installs them), taken file by file in sorted order: real prose, code, paths,
+  URLs, e-mail addresses and dotted names, written by nobody here;
+* ``zipf``: generated words following a Zipf law (exponent 1.07 over 20,000 words, documents of 30-120
+  words), so that a query's words range from rare to very common.
+
+For each query the reference is MemPalace's own BM25 scorer (``mempalace.backends.pgvector._bm25_scores``,
+what its built-in pgvector backend runs in Python over every document) over the whole corpus. Agreement: the
+share of a store's top 10 that is in BM25's top 10 (a tie with BM25's tenth score counts). Query sets, 40
+queries each: "short", 2-3 words each found in 0.75-15% of the documents; "long", 5 words found in more than
+15% plus 4 from the short range; on real text also "inside", 2 words taken from one path, URL, e-mail address
+or dotted name of the corpus (``docs/bash/README.Debian`` -> "bash readme"), the words a tokenizer that keeps
+such strings whole cannot find.
+
+Stores: ``postgres`` (this package), MemPalace's Chroma backend (SQLite trigram FTS, best 500 by its rank,
+re-scored with BM25 in Python) and, with ``--before REF``, ``postgres@REF``: this package as it was at commit
+REF (its files from git, imported in the child instead of the working tree's), measured in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,17 +42,22 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import bench_backends as bb  # noqa: E402
 from bench_retrieval import run_benchmark  # noqa: E402
 
 VOCAB = 20_000
 ZIPF = 1.07
+REAL_PACKAGES = ("linux-doc-6.1", "python3.11-doc", "postgresql-doc-15")
+_BM25_TOKEN = re.compile(r"\w{2,}")
+_COMPOUND = re.compile(r"[\w-]+(?:[/.@][\w-]+)+")
 
 
-def corpus(n: int) -> list[str]:
+def zipf_corpus(n: int) -> list[str]:
     rng = np.random.default_rng(42)
     words = [f"t{i}" for i in range(VOCAB)]
     p = 1.0 / np.arange(1, VOCAB + 1) ** ZIPF
@@ -47,34 +65,59 @@ def corpus(n: int) -> list[str]:
     return [" ".join(words[k] for k in rng.choice(VOCAB, size=int(size), p=p)) for size in rng.integers(30, 120, n)]
 
 
-def queries(docs: list[str], count: int) -> dict[str, list[str]]:
+def real_corpus(n: int) -> list[str]:
+    from real_text import real_documents
+
+    return [d.text for d in real_documents(n, packages=REAL_PACKAGES, chunk=800, per_file=4)]
+
+
+def corpus(kind: str, n: int) -> list[str]:
+    return real_corpus(n) if kind == "real" else zipf_corpus(n)
+
+
+def queries(kind: str, docs: list[str], count: int) -> dict[str, list[str]]:
+    """The query sets, from the words MemPalace's BM25 sees (``\\w{2,}``, lower-cased) and their document
+    frequencies."""
+    tokenized = [set(_BM25_TOKEN.findall(d.lower())) for d in docs]
     df: dict[str, int] = {}
-    for doc in docs:
-        for word in set(doc.split()):
-            df[word] = df.get(word, 0) + 1
-    mid = sorted(w for w, k in df.items() if 150 * len(docs) / 20_000 <= k <= 3000 * len(docs) / 20_000)
-    common = sorted(w for w, k in df.items() if k > 3000 * len(docs) / 20_000)
+    for words in tokenized:
+        for w in words:
+            df[w] = df.get(w, 0) + 1
+    n = len(docs)
+    mid = sorted(w for w, k in df.items() if 0.0075 * n <= k <= 0.15 * n)
+    common = sorted(w for w, k in df.items() if k > 0.15 * n)
     rng = np.random.default_rng(7)
-    short = [" ".join(rng.choice(mid, size=int(rng.integers(2, 4)), replace=False)) for _ in range(count)]
-    long = [" ".join(list(rng.choice(common, size=5, replace=False)) + list(rng.choice(mid, size=4, replace=False)))
-            for _ in range(count)]
-    return {"short": short, "long": long}
+    out = {"short": [" ".join(rng.choice(mid, size=int(rng.integers(2, 4)), replace=False)) for _ in range(count)],
+           "long": [" ".join(list(rng.choice(common, size=5, replace=False)) + list(rng.choice(mid, size=4, replace=False)))
+                    for _ in range(count)]}
+    if kind == "real":
+        pairs = []
+        for doc in docs:
+            for compound in _COMPOUND.findall(doc):
+                parts = list(dict.fromkeys(p.lower() for p in re.findall(r"[^\W_]{2,}", compound)))
+                parts = [p for p in parts if 2 <= df.get(p, 0) <= 0.15 * n]
+                if len(parts) >= 2:
+                    pairs.append(f"{parts[0]} {parts[-1]}")
+        pairs = sorted(set(pairs))
+        out["inside"] = [pairs[i] for i in rng.choice(len(pairs), size=min(count, len(pairs)), replace=False)]
+    return out
 
 
-def run_child(store: str, n: int, dsn: str) -> dict:
+def run_child(store: str, kind: str, n: int, dsn: str) -> dict:
     """Load the corpus into one store and time its lexical_search on every query; return ids and timings."""
-    docs = corpus(n)
-    qs = queries(docs, 40)
+    docs = corpus(kind, n)
+    qs = queries(kind, docs, 40)
     tag = f"lex_{uuid.uuid4().hex[:6]}"
     workdir = Path(tempfile.mkdtemp(prefix="mpbench_lex_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
     palace = str(workdir / "palace")
-    backend, col = bb.open_collection(store, palace, dsn, tag)
+    name = store.split("@")[0]
+    backend, col = bb.open_collection(name, palace, dsn, tag)
     try:
-        vecs = np.random.default_rng(1).normal(size=(n, 8)).astype(np.float32)
+        vecs = np.random.default_rng(1).normal(size=(len(docs), 8)).astype(np.float32)
         t0 = time.perf_counter()
-        batches = [(s, min(n, s + 1000)) for s in range(0, n, 1000)]
-        if store == "postgres":  # its bulk path (as bench_backends loads it), which leaves nothing to merge
+        batches = [(s, min(len(docs), s + 1000)) for s in range(0, len(docs), 1000)]
+        if name == "postgres":  # its bulk path (as bench_backends loads it), which leaves nothing to merge
             with col.bulk_load() as load:
                 for s, e in batches:
                     load(ids=[f"d{i}" for i in range(s, e)], documents=docs[s:e],
@@ -85,7 +128,8 @@ def run_child(store: str, n: int, dsn: str) -> dict:
                            metadatas=[{"wing": "w"}] * (e - s), embeddings=vecs[s:e].tolist())
         out: dict = {"store": store, "load_s": round(time.perf_counter() - t0, 1), "sets": {}}
         for label, qlist in qs.items():
-            col.lexical_search(query=qlist[0], n_results=10)  # warm-up
+            for q in qlist[:5]:  # warm-up
+                col.lexical_search(query=q, n_results=10)
             times, ids = [], []
             for q in qlist:
                 t = time.perf_counter()
@@ -97,64 +141,111 @@ def run_child(store: str, n: int, dsn: str) -> dict:
         return out
     finally:
         try:
-            bb.cleanup(store, dsn, tag, col)
+            bb.cleanup(name, dsn, tag, col)
         finally:
             backend.close()
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _checkout(ref: str) -> Path:
+    """The package's files as they were at commit ``ref``, in a temporary directory (git archive)."""
+    target = Path(tempfile.mkdtemp(prefix=f"mpbench_{ref}_"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "mempalace_pg", "sql", "migrations"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
 
 
 def run(args) -> dict:
     from mempalace.backends.pgvector import _bm25_scores
 
     dsn = bb.provisioned_dsn()
-    docs = corpus(args.docs)
-    qs = queries(docs, 40)
-    # the reference: BM25 over every document, and its tenth score (ties at it count as agreement)
-    reference = {label: [] for label in qs}
-    for label, qlist in qs.items():
-        for q in qlist:
-            scores = np.asarray(_bm25_scores(q, docs))
-            reference[label].append((scores, float(np.sort(scores)[-10])))
-    out: dict = {"docs": args.docs, "stores": {}}
-    for store in args.stores:
-        print(f"[bench_lexical] {store} ...", file=sys.stderr, flush=True)
-        try:
-            child = bb.child_json(__file__, [store, "--docs", args.docs], dsn)
-        except bb.ChildFailed as exc:
-            raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
-        result = {"load_s": child["load_s"]}
-        for label, got in child["sets"].items():
-            agree = [sum(scores[int(i[1:])] >= tenth - 1e-9 for i in ids) / 10
-                     for (scores, tenth), ids in zip(reference[label], got["ids"])]
-            result[label] = {"p50": got["p50"], "p95": got["p95"], "agreement": float(np.mean(agree)),
-                             "agreement_min": float(np.min(agree))}
-        out["stores"][store] = result
+    before = _checkout(args.before) if args.before else None
+    out: dict = {"docs": args.docs, "corpora": {}, "before": args.before}
+    try:
+        for kind in args.corpora:
+            docs = corpus(kind, args.docs)
+            qs = queries(kind, docs, 40)
+            # the reference: BM25 over every document, and its tenth score (ties at it count as agreement)
+            reference = {label: [] for label in qs}
+            for label, qlist in qs.items():
+                for q in qlist:
+                    scores = np.asarray(_bm25_scores(q, docs))
+                    reference[label].append((scores, float(np.sort(scores)[-10])))
+            stores = list(args.stores) + ([f"postgres@{args.before}"] if before else [])
+            result: dict = {"documents": len(docs), "characters": sum(map(len, docs)), "stores": {}}
+            for store in stores:
+                print(f"[bench_lexical] {kind}: {store} ...", file=sys.stderr, flush=True)
+                env_path = os.environ.get("PYTHONPATH")
+                if "@" in store:  # the child imports the earlier code before the working tree's
+                    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(before), env_path]))
+                try:
+                    child = bb.child_json(__file__, [store, kind, args.docs], dsn)
+                except bb.ChildFailed as exc:
+                    raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
+                finally:
+                    if env_path is None:
+                        os.environ.pop("PYTHONPATH", None)
+                    else:
+                        os.environ["PYTHONPATH"] = env_path
+                row = {"load_s": child["load_s"]}
+                for label, got in child["sets"].items():
+                    agree = [sum(scores[int(i[1:])] >= tenth - 1e-9 for i in ids) / 10
+                             for (scores, tenth), ids in zip(reference[label], got["ids"])]
+                    row[label] = {"p50": got["p50"], "p95": got["p95"], "agreement": float(np.mean(agree)),
+                                  "agreement_min": float(np.min(agree)),
+                                  "answered": sum(1 for i in got["ids"] if i) / len(got["ids"])}
+                result["stores"][store] = row
+            out["corpora"][kind] = result
+    finally:
+        if before:
+            shutil.rmtree(before, ignore_errors=True)
     return out
 
 
 def render(report: dict) -> str:
     r, v = report["result"], report["versions"]
-    lines = [f"## Lexical search against exact BM25 on {r['docs']:,} documents with Zipf-distributed words — "
-             f"{report['date']}", "",
+    lines = [f"## Lexical search against exact BM25, real documentation and Zipf-distributed words — {report['date']}", "",
              f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, MemPalace {v['mempalace']}, chromadb "
              f"{v['chromadb']}, Python {v['python']}, {v['cpus']} CPUs. Command: `{report['command']}`.",
              "Reference: MemPalace's BM25 scorer over every document. Agreement: share of the store's top 10 in "
-             "BM25's top 10 (mean, and the worst query). 40 queries per set; latency of `lexical_search(n_results=10)` "
-             "in ms, p50 / p95.", "",
-             "| store | short queries: agreement (worst) | short: p50 / p95 | long queries: agreement (worst) | "
-             "long: p50 / p95 |", "|---|---|---|---|---|"]
-    for store, x in r["stores"].items():
-        s, lg = x["short"], x["long"]
-        lines.append(f"| {store} | {s['agreement']:.2f} ({s['agreement_min']:.1f}) | {s['p50']:.2f} / {s['p95']:.2f} | "
-                     f"{lg['agreement']:.2f} ({lg['agreement_min']:.1f}) | {lg['p50']:.2f} / {lg['p95']:.2f} |")
-    return "\n".join(lines) + "\n"
+             "BM25's top 10 (mean over 40 queries, and the worst query); answered: share of queries with at least "
+             "one hit. Latency of `lexical_search(n_results=10)` in ms, p50 / p95."
+             + (f" `postgres@{r['before']}` is this package at commit {r['before']}, measured in the same run."
+                if r.get("before") else ""), ""]
+    for kind, c in r["corpora"].items():
+        title = ("real documentation (linux-doc-6.1, python3.11-doc, postgresql-doc-15, chunks of at most 800 "
+                 "characters)" if kind == "real" else "Zipf-distributed generated words")
+        lines += [f"### {c['documents']:,} documents of {title}, {c['characters'] / 1e6:.1f} M characters", ""]
+        sets = [s for s in ("short", "long", "inside") if any(s in x for x in c["stores"].values())]
+        lines += ["| store | load, s | " + " | ".join(f"{s}: agreement (worst), answered | {s}: p50 / p95" for s in sets)
+                  + " |", "|---|---|" + "---|---|" * len(sets)]
+        for store, x in c["stores"].items():
+            cells = [f"{x[s]['agreement']:.2f} ({x[s]['agreement_min']:.1f}), {x[s]['answered']:.2f} | "
+                     f"{x[s]['p50']:.2f} / {x[s]['p95']:.2f}" for s in sets]
+            lines.append(f"| {store} | {x['load_s']:.1f} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=20_000)
+    ap.add_argument("--corpora", default="real,zipf")
     ap.add_argument("--stores", default="postgres,chroma")
-    return run_benchmark(ap, "bench_lexical", lambda args: run_child(args.child, args.docs, bb.provisioned_dsn()),
+    ap.add_argument("--before", help="also measure this package as it was at this git commit")
+    ap.add_argument("child_args", nargs="*", help=argparse.SUPPRESS)
+    ap_parse = ap.parse_args
+
+    def parse(*a, **k):
+        args = ap_parse(*a, **k)
+        args.corpora = args.corpora.split(",")
+        return args
+
+    ap.parse_args = parse
+    return run_benchmark(ap, "bench_lexical",
+                         lambda args: run_child(args.child, args.child_args[0], int(args.child_args[1]),
+                                                bb.provisioned_dsn()),
                          run, render)
 
 

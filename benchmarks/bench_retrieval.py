@@ -385,6 +385,7 @@ def report_options(ap: argparse.ArgumentParser, name: str) -> None:
     ap.add_argument("--json", default=str(HERE / "out" / f"{name}.json"))
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--from-json")
+    ap.set_defaults(benchmark=name)  # its section of RESULTS.md
 
 
 def report_head(dsn: str, name: str) -> dict:
@@ -404,7 +405,7 @@ def save_and_report(args, make_report, render_report) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1))
     text = render_report(report)
     if not args.no_write:
-        bb.append_report(Path(args.out), text)
+        bb.record_report(Path(args.out), args.benchmark, text)
     print(text)
     return 0
 
