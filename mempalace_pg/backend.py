@@ -13,6 +13,7 @@ lives in (never a password), so MemPalace's palace detection is a file stat.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -34,6 +35,7 @@ from .collection import PostgresCollection
 from .config import Settings, dsn_target
 from .hooks import apply_pending
 from .marker import MARKER_FILENAME, marker_path
+from .text import storable
 
 MARKER_FORMAT = 1
 BACKEND_NAME = "postgres"
@@ -73,6 +75,16 @@ def check_marker_target(palace_dir: str, settings: Settings) -> tuple[str, str]:
             f"palace {palace_dir} lives in PostgreSQL at {was}, but the current settings point at {now}. "
             "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA (or the postgres_* keys in config.json) back.")
     return str(recorded.get("namespace") or ""), str(recorded["palace_key"])
+
+
+def _storable_ref(palace: PalaceRef) -> PalaceRef:
+    """The palace as the database knows it: its id (a directory path, which may not be valid UTF-8) and
+    namespace made storable (mempalace_pg.text); the local path is left for the file system."""
+    palace_id = storable(palace.id) if isinstance(palace.id, str) else palace.id
+    namespace = storable(palace.namespace) if isinstance(palace.namespace, str) else palace.namespace
+    if palace_id == palace.id and namespace == palace.namespace:
+        return palace
+    return dataclasses.replace(palace, id=palace_id, namespace=namespace)
 
 
 class PostgresBackend(BaseBackend):
@@ -121,6 +133,7 @@ class PostgresBackend(BaseBackend):
             raise BackendClosedError("the postgres backend has been closed")
         if not isinstance(palace, PalaceRef):
             raise TypeError("palace= must be a PalaceRef")
+        palace = _storable_ref(palace)
         apply_pending()
         options = dict(options or {})
         read_only = bool(options.pop("read_only", False))
@@ -164,7 +177,7 @@ class PostgresBackend(BaseBackend):
         return collection
 
     def close_palace(self, palace) -> None:
-        palace_id = palace.id if isinstance(palace, PalaceRef) else str(palace)
+        palace_id = storable(palace.id if isinstance(palace, PalaceRef) else str(palace))
         with self._lock:
             collections = self._open_collections.pop(palace_id, [])
             for key in [k for k in self._known if k[3] == palace_id]:

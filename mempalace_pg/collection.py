@@ -35,7 +35,6 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from . import indexing
-from .errors import InvalidRecordError
 from .filters import INDEX_PREFIX, compile_filters, wing_room_equalities
 from .records import as_matrix, clean_batch, clean_document, clean_id, clean_lookup_ids, clean_metadata
 from .text import storable
@@ -578,6 +577,7 @@ class PostgresCollection(BaseCollection):
         the order.
         """
         db = self._open()
+        order_field = storable(order_field) if isinstance(order_field, str) else order_field
         if limit is None or int(limit) <= 0:
             return GetResult.empty()
         spec = _IncludeSpec.resolve(
@@ -602,6 +602,7 @@ class PostgresCollection(BaseCollection):
     def facet_counts(self, field: str, where=None, limit: int = 1000) -> dict[str, int]:
         """Count of records per value of a metadata field (records without it are not counted)."""
         db = self._open()
+        field = storable(field) if isinstance(field, str) else field
         fast = self._facet_fast_path(field, where)
         if fast is not None:
             key_filter, fparams = fast

@@ -75,8 +75,9 @@ def export_palace(out: IO[str], drawers_collection, kg, *, progress: Optional[Ca
     db = drawers_collection._open()
     for col in cols:
         n = 0
+        # in filing order (an index serves it), which an import then keeps
         query = sql.SQL("SELECT id, document, metadata, embedding::real[] FROM {} WHERE collection_pk = %s "
-                        "ORDER BY id").format(col._table)
+                        "ORDER BY seq").format(col._table)
         with db.connection() as conn, conn.transaction():
             with conn.cursor(name="mempalace_pg_export") as cur:
                 cur.itersize = 2000

@@ -24,11 +24,19 @@
 -- ---------------------------------------------------------------------------------------------------
 -- The key function. IMMUTABLE although convert_to() is only STABLE: the database encoding is UTF-8
 -- (mempalace-pg refuses any other), fixed when the database was created, so the bytes of a text never
--- change.
+-- change. PL/pgSQL rather than SQL: a SQL function that cannot be inlined (this one, for the stable
+-- call) costs about four times as much a call (1.2 against 0.3 microseconds, measured on 200,000 ids),
+-- and every write of a record calls it.
 CREATE FUNCTION text_key(v text) RETURNS bytea
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    AS $$ SELECT CASE WHEN octet_length(v) <= 1024 THEN convert_to(v, 'UTF8')
-                      ELSE '\x00'::bytea || sha256(convert_to(v, 'UTF8')) END $$;
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+BEGIN
+    IF octet_length(v) <= 1024 THEN
+        RETURN convert_to(v, 'UTF8');
+    END IF;
+    RETURN '\x00'::bytea || sha256(convert_to(v, 'UTF8'));
+END
+$$;
 COMMENT ON FUNCTION text_key(text) IS
     'The index key of a text of any length: its UTF-8 bytes up to 1,024 bytes, else a zero byte and its SHA-256. Equal keys mean equal texts.';
 

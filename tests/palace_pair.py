@@ -59,6 +59,14 @@ class McpServer:
             value = text
         return {"isError": value} if result.get("isError") else value
 
+    def tool(self, name: str, **arguments) -> Any:
+        """A tool's JSON answer; fails the test on an error."""
+        reply = self.request("tools/call", {"name": name, "arguments": arguments})
+        assert "result" in reply, reply
+        result = reply["result"]
+        assert not result.get("isError"), result
+        return json.loads(result["content"][0]["text"])
+
     def tools(self) -> list:
         return self.request("tools/list", {})["result"]["tools"]
 

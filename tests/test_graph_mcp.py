@@ -10,50 +10,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 
 import psycopg
 import pytest
 
-
-class McpServer:
-    def __init__(self, palace, env):
-        self.proc = subprocess.Popen([sys.executable, "-m", "mempalace.mcp_server", "--palace", str(palace)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env, text=True, bufsize=1)
-        self.next_id = 0
-        reply = self.request("initialize", {"protocolVersion": "2024-11-05", "capabilities": {},
-                                            "clientInfo": {"name": "mempalace-pg-tests", "version": "1"}})
-        assert "result" in reply, reply
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-
-    def request(self, method, params):
-        self.next_id += 1
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                                          "params": params}) + "\n")
-        self.proc.stdin.flush()
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise AssertionError(f"MCP server exited: {self.proc.stderr.read()[-3000:]}")
-            message = json.loads(line)
-            if message.get("id") == self.next_id:
-                return message
-
-    def tool(self, name, **arguments):
-        reply = self.request("tools/call", {"name": name, "arguments": arguments})
-        assert "result" in reply, reply
-        result = reply["result"]
-        assert not result.get("isError"), result
-        return json.loads(result["content"][0]["text"])
-
-    def close(self):
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+from palace_pair import McpServer
 
 
 def _server_env(tmp_path):
@@ -77,7 +38,7 @@ def _postgres_palace(tmp_path):
 
 def test_mcp_kg_tools_land_in_age(tmp_path, pg_dsn, pg_schema):
     palace = _postgres_palace(tmp_path)
-    server = McpServer(palace, _server_env(tmp_path))
+    server = McpServer(["--palace", str(palace)], _server_env(tmp_path))
     try:
         added = server.tool("mempalace_kg_add", subject="Max", predicate="child_of", object="Alice",
                             valid_from="2015-04-01", source_closet="closet_1", source_drawer_id="drawer_9")
@@ -126,7 +87,7 @@ def test_sqlite_palaces_keep_their_sqlite_graph(tmp_path):
     """With mempalace-pg installed, a palace that is not on the postgres backend is untouched."""
     palace = tmp_path / "plain_palace"
     palace.mkdir()
-    server = McpServer(palace, _server_env(tmp_path))
+    server = McpServer(["--palace", str(palace)], _server_env(tmp_path))
     try:
         server.tool("mempalace_kg_add", subject="Ann", predicate="likes", object="Tea")
         assert server.tool("mempalace_kg_stats")["triples"] == 1

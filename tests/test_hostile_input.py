@@ -120,6 +120,8 @@ def test_every_drawer_field_stores_and_finds_hostile_text(make_collection, field
         _no_raw_errors(lambda: col.get(where_document={"$contains": value}, include=[]))
         _no_raw_errors(lambda: col.facet_counts("wing", where={"room": value}))
         _no_raw_errors(lambda: col.get_recent(limit=3, where={"wing": value}))
+        _no_raw_errors(lambda: col.get_recent(limit=3, order_field=value))
+        _no_raw_errors(lambda: col.facet_counts(value))
     if field in ("wing", "room"):
         counts = col.facet_counts(field)
         assert sum(counts.values()) == len(HOSTILE) - sum(1 for v in HOSTILE if not isinstance(v, str))
@@ -217,3 +219,22 @@ def test_every_graph_field_stores_hostile_text_like_sqlite(graphs):
         ref = reference(value)
         assert sorted(map(repr, age.query_entity(value, direction="both"))) == \
             sorted(map(repr, sqlite.query_entity(ref, direction="both")))
+
+
+def test_a_palace_directory_whose_name_is_not_utf8(backend, tmp_path):
+    """A palace directory named by bytes that are not UTF-8 (Python sees lone surrogates): the database
+    knows it by its storable key, its marker is written and read back, reopening finds the same palace."""
+    import os
+
+    from mempalace.backends import PalaceRef
+
+    path = os.fsdecode(bytes(tmp_path) + b"/caf\xe9-palace")
+    assert "\udce9" in path
+    ref = PalaceRef(id=path, local_path=path)
+    col = _no_raw_errors(lambda: backend.get_collection(palace=ref, collection_name="mempalace_drawers", create=True))
+    col.add(ids=["a"], documents=["x"], metadatas=[{"wing": "w"}], embeddings=vectors(1))
+    assert os.path.isfile(os.path.join(path, "mempalace_pg.json"))
+    again = backend.get_collection(palace=ref, collection_name="mempalace_drawers")
+    assert again.get(ids=["a"]).documents == ["x"]
+    assert backend.detect(path)
+    backend.close_palace(ref)
