@@ -59,6 +59,13 @@ def _transcript() -> str:
             "The build succeeded after we pinned postgres to 17 and pgvector to 0.8.\n")
 
 
+def _team_notes() -> str:
+    """People named together often enough for MemPalace's entity detection and hallways."""
+    return "\n".join(f"## Week {i}\n\nAlice said she would review the backups with Bob. Bob told Alice he had "
+                     "moved the NAS. She asked him to check the UPS, and Alice and Bob agreed to meet on Friday.\n"
+                     for i in range(6))
+
+
 def _conversation() -> str:
     lines = []
     turns = [("user", "Where do the nightly backups of the home server go?"),
@@ -86,6 +93,7 @@ def world(tmp_path_factory, embedding_url, pg_dsn, pg_schema):
     for path in files("postgresql-doc-15")[100:102]:
         (corpus / "postgres" / (path.stem + ".txt")).write_text(read(path), encoding="utf-8")
     (corpus / "notes" / "transcript.md").write_text(_transcript(), encoding="utf-8")
+    (corpus / "notes" / "team.md").write_text(_team_notes(), encoding="utf-8")
     chats = root / "chats"
     chats.mkdir()
     (chats / "session.jsonl").write_text(_conversation(), encoding="utf-8")
@@ -305,6 +313,8 @@ def test_the_answers_are_real_work(answers):
     assert postgres["mcp search"]["results"]
     assert postgres["mcp kg_query"]["count"] >= 1
     assert postgres["cli audit"]["rc"] == 0 and "knowledge graph" in postgres["cli audit"]["out"]
+    assert "Rewrote 2 fact(s)" in postgres["cli kg normalize --yes"]["out"]
+    assert "hallway(s)" in postgres["cli hallways after rebuild"]["out"]
 
 
 def test_a_file_name_that_is_not_utf8_stops_mine_as_on_chroma(tmp_path, embedding_url, pg_dsn, pg_schema):
