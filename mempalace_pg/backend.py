@@ -34,11 +34,10 @@ from psycopg import sql
 from .collection import PostgresCollection
 from .config import Settings, dsn_target
 from .hooks import apply_pending
-from .marker import MARKER_FILENAME, marker_path
+from .marker import BACKEND_NAME, MARKER_FILENAME, marker_path
 from .text import storable
 
 MARKER_FORMAT = 1
-BACKEND_NAME = "postgres"
 
 
 def read_marker(palace_dir: str) -> Optional[dict]:

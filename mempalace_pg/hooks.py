@@ -52,11 +52,10 @@ import sys
 import threading
 from typing import Callable, Optional
 
+from .marker import BACKEND_NAME, MARKER_FILENAME
+from .marker import has_marker as _is_postgres_palace
+
 log = logging.getLogger(__name__)
-
-from .marker import MARKER_FILENAME, has_marker as _is_postgres_palace
-
-BACKEND_NAME = "postgres"
 
 _patched: set = set()
 _lock = threading.RLock()
@@ -131,7 +130,8 @@ def _selected_postgres(palace_path: Optional[str]) -> bool:
     try:
         from mempalace.palace import resolve_backend_name
 
-        return resolve_backend_name(palace_path, explicit=os.environ.get("MEMPALACE_BACKEND_EXPLICIT")) == BACKEND_NAME
+        selected = resolve_backend_name(palace_path, explicit=os.environ.get("MEMPALACE_BACKEND_EXPLICIT"))
+        return selected == BACKEND_NAME
     except Exception:  # noqa: BLE001 - MemPalace reports a mismatch on its own paths
         return False
 

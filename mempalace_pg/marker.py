@@ -12,6 +12,8 @@ import os
 from typing import Optional
 
 MARKER_FILENAME = "mempalace_pg.json"
+#: The backend's name, as MemPalace selects it and as the marker records it.
+BACKEND_NAME = "postgres"
 
 
 def marker_path(palace_dir: str) -> str:
@@ -26,4 +28,4 @@ def has_marker(palace_dir: Optional[str]) -> bool:
         return False
 
 
-__all__ = ["MARKER_FILENAME", "marker_path", "has_marker"]
+__all__ = ["MARKER_FILENAME", "BACKEND_NAME", "marker_path", "has_marker"]
