@@ -45,6 +45,7 @@ of MemPalace.
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import logging
 import os
@@ -88,7 +89,16 @@ def _drawers(palace_path: str, collection_name: str):
 
 # -- the patches ---------------------------------------------------------------------------------
 
+def _swap(module, patched: Callable, original: Callable) -> None:
+    """Put ``patched`` in ``module`` in place of ``original``, under ``patched``'s own name (each patch
+    is named as the function it replaces), with the original's metadata and the original itself
+    reachable as ``__wrapped__``."""
+    name = patched.__name__
+    setattr(module, name, functools.update_wrapper(patched, original))
+
+
 def _patch_knowledge_graph(module) -> None:
+    """``KnowledgeGraph`` routed per palace, where it is defined and where it was bound already."""
     from .routing import install
 
     install(module)
@@ -148,9 +158,7 @@ def _patch_palace_graph(module) -> None:
         config = config or MempalaceConfig()
         return grouped_counts_reader if _selected_postgres(config.palace_path) else None
 
-    sqlite_grouped_counts_reader.__doc__ = original.__doc__
-    sqlite_grouped_counts_reader.__wrapped__ = original
-    module.sqlite_grouped_counts_reader = sqlite_grouped_counts_reader
+    _swap(module, sqlite_grouped_counts_reader, original)
 
 
 def _read_age_kg(marker_path: str) -> Optional[dict]:
@@ -204,9 +212,7 @@ def _patch_palace_audit(module) -> None:
         return reader
 
     for patched, original in ((resolve_kg_path, resolve), (_read_kg, read), (_wing_source_counts_reader, sources)):
-        patched.__doc__, patched.__wrapped__ = original.__doc__, original
-    module.resolve_kg_path, module._read_kg = resolve_kg_path, _read_kg
-    module._wing_source_counts_reader = _wing_source_counts_reader
+        _swap(module, patched, original)
 
 
 def _patch_kg_normalize(module) -> None:
@@ -220,20 +226,15 @@ def _patch_kg_normalize(module) -> None:
         allowed = {v.lower() for v in vocabulary}
         return [f for f in kg.open_facts() if str(f["predicate"]).lower() not in allowed]
 
-    off_vocabulary_facts.__doc__, off_vocabulary_facts.__wrapped__ = original.__doc__, original
-    module.off_vocabulary_facts = off_vocabulary_facts
+    _swap(module, off_vocabulary_facts, original)
 
 
 def _patch_mcp_server(module) -> None:
-    from .routing import install
-
-    install(module)
+    _patch_knowledge_graph(module)
     for name, replacement in (("_sqlite_taxonomy", _mcp_taxonomy), ("_sqlite_graph_stats", _mcp_graph_stats)):
         original = getattr(module, name, None)
         if original is not None:
-            patched = replacement(module, original)
-            patched.__doc__, patched.__wrapped__ = original.__doc__, original
-            setattr(module, name, patched)
+            _swap(module, replacement(module, original), original)
 
 
 def _mcp_postgres(module) -> bool:
@@ -294,14 +295,7 @@ def _patch_chroma_module(module) -> None:
             return _read(palace_path, collection_name, "wing_room_counts")
         return original(palace_path, collection_name)
 
-    _sqlite_wing_room_counts.__doc__, _sqlite_wing_room_counts.__wrapped__ = original.__doc__, original
-    module._sqlite_wing_room_counts = _sqlite_wing_room_counts
-
-
-def _patch_hermes(module) -> None:
-    from .routing import install
-
-    install(module)
+    _swap(module, _sqlite_wing_room_counts, original)
 
 
 #: MemPalace module -> its patch, applied once, right after the module is executed.
@@ -313,7 +307,7 @@ PATCHES: dict[str, Callable] = {
     "mempalace.kg_normalize": _patch_kg_normalize,
     "mempalace.mcp_server": _patch_mcp_server,
     "mempalace.backends.chroma": _patch_chroma_module,
-    "mempalace.integrations.hermes": _patch_hermes,
+    "mempalace.integrations.hermes": _patch_knowledge_graph,
 }
 
 
@@ -368,7 +362,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         if fullname not in PATCHES:
             return None
         for finder in sys.meta_path:
-            if finder is self or isinstance(finder, _Finder):
+            if isinstance(finder, _Finder):
                 continue
             find = getattr(finder, "find_spec", None)
             spec = find(fullname, path, target) if find else None
