@@ -26,7 +26,7 @@ import numpy as np
 from mempalace.backends.base import DimensionMismatchError
 
 from .errors import InvalidRecordError
-from .text import needs_cleaning, storable
+from .text import storable
 
 _NOTHING_WRITTEN = "nothing in this batch was written"
 
@@ -180,7 +180,7 @@ def clean_lookup_ids(ids: Any) -> Optional[list]:
     """Ids to look up or delete, made storable as written ids are (None stays None)."""
     if ids is None:
         return None
-    return [storable(i) if isinstance(i, str) and needs_cleaning(i) else i for i in ids]
+    return [storable(i) if isinstance(i, str) else i for i in ids]
 
 
 __all__ = ["Batch", "clean_batch", "clean_id", "clean_document", "clean_metadata", "as_matrix",

@@ -28,11 +28,6 @@ def storable(value: str) -> str:
     return value
 
 
-def needs_cleaning(value: str) -> bool:
-    """True when :func:`storable` would change ``value``."""
-    return "\x00" in value or _LONE_SURROGATE.search(value) is not None
-
-
 def storable_any(value: Any) -> Any:
     """:func:`storable` applied to every string inside ``value`` (dict keys and values, list and tuple
     items, recursively); other values unchanged. Tuples become lists, as JSON makes them."""
@@ -45,4 +40,4 @@ def storable_any(value: Any) -> Any:
     return value
 
 
-__all__ = ["storable", "storable_any", "needs_cleaning"]
+__all__ = ["storable", "storable_any"]
