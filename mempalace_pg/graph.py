@@ -29,7 +29,7 @@ import math
 import sqlite3
 import threading
 from datetime import date, datetime, timezone
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import psycopg
 
@@ -303,10 +303,7 @@ class AgeKnowledgeGraph:
         conn = copy._connection
         for table, columns in _REPLICATION_COLUMNS.items():
             insert = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-            after = 0
-            while rows := self.dump_rows(table, after_rowid=after, limit=1000):
-                conn.executemany(insert, [tuple(row[c] for c in columns) for row in rows])
-                after = rows[-1]["_rowid"]
+            conn.executemany(insert, (tuple(row[c] for c in columns) for row in self.iter_rows(table)))
         conn.commit()
         conn.execute("PRAGMA query_only = ON")
         previous, self._connection = self._connection, conn
@@ -506,6 +503,14 @@ class AgeKnowledgeGraph:
             out.append({"rowid": seq, **dict(zip(columns, values)), "_rowid": seq})
         return out
 
+    def iter_rows(self, table: str) -> Iterator[dict]:
+        """Every row of ``entities`` or ``triples`` in write order, as :meth:`dump_rows` gives them,
+        read a page at a time (the caller may change the rows it is given)."""
+        after = 0
+        while rows := self.dump_rows(table, after_rowid=after, limit=1000):
+            after = rows[-1]["_rowid"]
+            yield from rows
+
     def apply_row(self, table: str, row: dict) -> None:
         """Write one replicated row as given, keyed by its id (MemPalace: INSERT OR REPLACE)."""
         if _REPLICATION_COLUMNS.get(table) is None:
@@ -596,12 +601,13 @@ class _Statements:
             return f"{s}.kg_key({alias}.properties, '{key}') = {s}.text_key(%({param})s)"
 
         in_palace = {a: f"{prop(a, 'palace')} = %(palace)s::text" for a in ("e", "f", "v")}
+        open_ = f"{in_palace['f']} AND {prop('f', 'valid_to')} IS NULL"  # a fact of this palace, still valid
         not_stub = {a: f"{prop(a, 'stub')} IS NULL" for a in ("e", "o", "s")}
         seq = f"{prop('f', 'seq')}::bigint"
 
         self.subject_of = (
             f"SELECT {prop('s', 'entity_id')} FROM {fact} f JOIN {entity} s ON s.id = f.start_id "
-            f"WHERE {in_palace['f']} AND {key_is('f', 'triple_id', 'triple_id')} AND {prop('f', 'valid_to')} IS NULL")
+            f"WHERE {open_} AND {key_is('f', 'triple_id', 'triple_id')}")
 
         # Candidates in write order (SQLite scans entities in rowid order), plus a first row flagging
         # whether the exact id exists, so query_entity's fallback is one round trip. The token-array
@@ -662,10 +668,9 @@ class _Statements:
         self.stats = (
             f"SELECT (SELECT count(*) FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']}), "
             f"(SELECT count(*) FROM {fact} f WHERE {in_palace['f']}), "
-            f"(SELECT count(*) FROM {fact} f WHERE {in_palace['f']} AND {prop('f', 'valid_to')} IS NULL), "
+            f"(SELECT count(*) FROM {fact} f WHERE {open_}), "
             f"ARRAY(SELECT DISTINCT ({prop('f', 'predicate')} COLLATE \"C\") FROM {fact} f "
             f"WHERE {in_palace['f']} ORDER BY 1)")
-        open_ = f"{in_palace['f']} AND {prop('f', 'valid_to')} IS NULL"
         self.open_facts = (
             f"SELECT {prop('f', 'triple_id')}, {prop('f', 'predicate')}, {prop('s', 'name')}, {prop('o', 'name')}, "
             f"{prop('f', 'valid_from')} FROM {fact} f JOIN {entity} s ON s.id = f.start_id "

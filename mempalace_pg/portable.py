@@ -90,16 +90,12 @@ def export_palace(out: IO[str], drawers_collection, kg, *, progress: Optional[Ca
                         progress(col.name, n)
         counts[col.name] = n
     for table, kind in (("entities", "entity"), ("triples", "triple")):
-        n, cursor = 0, 0
-        while True:
-            rows = kg.dump_rows(table, after_rowid=cursor, limit=1000)
-            if not rows:
-                break
-            for row in rows:
-                cursor = row.pop("_rowid")
-                row.pop("rowid", None)
-                out.write(json.dumps({"kind": kind, "row": row}, ensure_ascii=False) + "\n")
-                n += 1
+        n = 0
+        for row in kg.iter_rows(table):
+            row.pop("_rowid")
+            row.pop("rowid", None)
+            out.write(json.dumps({"kind": kind, "row": row}, ensure_ascii=False) + "\n")
+            n += 1
         counts[table] = n
     out.write(json.dumps({"kind": "footer", "counts": counts}) + "\n")
     return counts
