@@ -29,6 +29,7 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -335,14 +336,16 @@ class ChildFailed(RuntimeError):
         self.returncode, self.stderr = returncode, stderr
 
 
-def child_json(script: str, child_args: list, dsn: str, *, capture_stderr: bool = False) -> dict:
+def child_json(script: str, child_args: list, dsn: str, *, capture_stderr: bool = False,
+               env: Optional[dict] = None) -> dict:
     """Run ``script --child <child_args>`` in a fresh Python process against ``dsn`` and return the JSON
     object it prints last. One BLAS thread: numpy's idle worker threads would otherwise spin on the
-    second core while the store under test works. Its stderr streams through unless ``capture_stderr``."""
+    second core while the store under test works. Its stderr streams through unless ``capture_stderr``;
+    ``env`` adds to (or overrides) the environment it inherits."""
     proc = subprocess.run([sys.executable, script, "--child", *map(str, child_args)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE if capture_stderr else None, text=True,
                           env=dict(os.environ, MEMPALACE_PG_DSN=dsn, OPENBLAS_NUM_THREADS="1",
-                                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+                                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **(env or {})))
     if proc.returncode != 0:
         raise ChildFailed(proc.returncode, proc.stderr or "")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -176,18 +176,13 @@ def run(args) -> dict:
             result: dict = {"documents": len(docs), "characters": sum(map(len, docs)), "stores": {}}
             for store in stores:
                 print(f"[bench_lexical] {kind}: {store} ...", file=sys.stderr, flush=True)
-                env_path = os.environ.get("PYTHONPATH")
-                if "@" in store:  # the child imports the earlier code before the working tree's
-                    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(before), env_path]))
+                # the child of postgres@REF imports the earlier code before the working tree's
+                env = ({"PYTHONPATH": os.pathsep.join(filter(None, [str(before), os.environ.get("PYTHONPATH")]))}
+                       if "@" in store else None)
                 try:
-                    child = bb.child_json(__file__, [store, kind, args.docs], dsn)
+                    child = bb.child_json(__file__, [store, kind, args.docs], dsn, env=env)
                 except bb.ChildFailed as exc:
                     raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
-                finally:
-                    if env_path is None:
-                        os.environ.pop("PYTHONPATH", None)
-                    else:
-                        os.environ["PYTHONPATH"] = env_path
                 row = {"load_s": child["load_s"]}
                 for label, got in child["sets"].items():
                     agree = [sum(scores[int(i[1:])] >= tenth - 1e-9 for i in ids) / 10
@@ -231,18 +226,10 @@ def render(report: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=20_000)
-    ap.add_argument("--corpora", default="real,zipf")
+    ap.add_argument("--corpora", default="real,zipf", type=lambda names: names.split(","))
     ap.add_argument("--stores", default="postgres,chroma")
     ap.add_argument("--before", help="also measure this package as it was at this git commit")
     ap.add_argument("child_args", nargs="*", help=argparse.SUPPRESS)
-    ap_parse = ap.parse_args
-
-    def parse(*a, **k):
-        args = ap_parse(*a, **k)
-        args.corpora = args.corpora.split(",")
-        return args
-
-    ap.parse_args = parse
     return run_benchmark(ap, "bench_lexical",
                          lambda args: run_child(args.child, args.child_args[0], int(args.child_args[1]),
                                                 bb.provisioned_dsn()),
