@@ -60,12 +60,11 @@ class McpServer:
         return {"isError": value} if result.get("isError") else value
 
     def tool(self, name: str, **arguments) -> Any:
-        """A tool's JSON answer; fails the test on an error."""
-        reply = self.request("tools/call", {"name": name, "arguments": arguments})
-        assert "result" in reply, reply
-        result = reply["result"]
-        assert not result.get("isError"), result
-        return json.loads(result["content"][0]["text"])
+        """A tool's JSON answer; fails the test on an error or an answer that is not JSON."""
+        value = self.call(name, **arguments)
+        assert not (isinstance(value, dict) and value.keys() & {"isError", "jsonrpc_error"}), value
+        assert not isinstance(value, str), f"{name} answered text, not JSON: {value[:300]}"
+        return value
 
     def tools(self) -> list:
         return self.request("tools/list", {})["result"]["tools"]

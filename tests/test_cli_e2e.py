@@ -6,7 +6,6 @@ served through MemPalace's ``openai-compat`` setting), so nothing is downloaded.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -14,34 +13,24 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from palace_pair import Palace
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
-MEMPALACE = str(Path(sys.executable).with_name("mempalace"))
 
 
 @pytest.fixture
 def cli(embedding_url, tmp_path):
-    env = dict(os.environ)
-    env.update(
-        MEMPALACE_EMBEDDING_MODEL="openai-compat",
-        MEMPALACE_EMBEDDING_API_URL=embedding_url,
-        MEMPALACE_EMBEDDING_API_MODEL="hash",
-        MEMPALACE_CONFIG_DIR=str(tmp_path / "config"),
-        HOME=str(tmp_path / "home"),
-        NO_COLOR="1",
-    )
-    palace = tmp_path / "palace"
+    palace = Palace(tmp_path, "postgres", embedding_url)
 
     def run(*args, check=True):
-        proc = subprocess.run([MEMPALACE, "--palace", str(palace), *args], env=env, capture_output=True,
-                              text=True, timeout=300, stdin=subprocess.DEVNULL)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"mempalace {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-        return proc.stdout + proc.stderr
+        proc = palace.cli(*args, timeout=300)
+        if check and proc["rc"] != 0:
+            raise AssertionError(f"mempalace {' '.join(args)} exited {proc['rc']}:\n{proc['out']}")
+        return proc["out"]
 
-    run.palace = palace
-    run.env = env
+    run.palace = palace.path
+    run.env = palace.env
     return run
 
 
