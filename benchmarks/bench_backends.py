@@ -47,7 +47,8 @@ VOCAB = [f"w{i}" for i in range(4000)] + "the palace memory postgres garden basi
 
 
 # ----------------------------------------------------------------------------- data
-def _centers() -> np.ndarray:
+def cluster_centers() -> np.ndarray:
+    """The centres of the clusters the generated vectors are drawn around (the same on every run)."""
     return np.random.default_rng(12345).normal(size=(CLUSTERS, DIM)).astype(np.float32)
 
 
@@ -168,7 +169,7 @@ def run_child(name: str, n: int, dsn: str) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="mpbench_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
     palace = str(workdir / "palace")
-    centers = _centers()
+    centers = cluster_centers()
     backend, col = open_collection(name, palace, dsn, tag)
     out: dict = {"backend": name, "n": n}
     try:

@@ -43,7 +43,7 @@ def main() -> int:
     from pgvector.psycopg import register_vector
 
     dsn = bb.provisioned_dsn()
-    centers = bb._centers()
+    centers = bb.cluster_centers()
     batches = [bb.batch_data(s, min(bb.BATCH, args.n - s), centers) for s in range(0, args.n, bb.BATCH)]
     vectors = np.vstack([b[3] for b in batches])
     queries = bb.query_vectors(args.queries, 777, centers)

@@ -40,7 +40,7 @@ def build_chroma(path: Path, n: int, triples: int) -> float:
     backend = ChromaBackend()
     col = backend.get_collection(palace=PalaceRef(id=str(path), local_path=str(path)),
                                  collection_name="mempalace_drawers", create=True)
-    centers = bb._centers()
+    centers = bb.cluster_centers()
     for start in range(0, n, bb.BATCH):
         ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
         col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
@@ -61,7 +61,7 @@ import os, sys, time
 sys.path.insert(0, {str(HERE)!r}); sys.path.insert(0, {str(HERE.parent)!r})
 import bench_backends as bb
 backend, col = bb.open_collection("postgres", {tempfile.mkdtemp(prefix="mpbench_bulk_")!r} + "/p", {dsn!r}, "mig_bulk_{uuid.uuid4().hex[:6]}")
-centers = bb._centers()
+centers = bb.cluster_centers()
 t0 = time.perf_counter()
 with col.bulk_load() as load:
     for start in range(0, {n}, bb.BATCH):

@@ -203,7 +203,7 @@ def run_store(args, store: str) -> dict:
 
     dsn = bb.provisioned_dsn()
     n, n_facts = args.drawers, args.facts
-    centers = bb._centers()
+    centers = bb.cluster_centers()
     tag = f"ret_{uuid.uuid4().hex[:6]}"
     workdir = Path(tempfile.mkdtemp(prefix="mpbench_ret_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
