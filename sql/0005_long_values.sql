@@ -25,8 +25,8 @@
 -- The key function. IMMUTABLE although convert_to() is only STABLE: the database encoding is UTF-8
 -- (mempalace-pg refuses any other), fixed when the database was created, so the bytes of a text never
 -- change. PL/pgSQL rather than SQL: a SQL function that cannot be inlined (this one, for the stable
--- call) costs about four times as much a call (1.2 against 0.3 microseconds, measured on 200,000 ids),
--- and every write of a record calls it.
+-- call) sets up the SQL-function executor on every call, which costs more than a PL/pgSQL call whose
+-- expressions are prepared once per session, and every write of a record calls it.
 CREATE FUNCTION text_key(v text) RETURNS bytea
     LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
     AS $$
