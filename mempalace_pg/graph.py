@@ -503,6 +503,13 @@ class AgeKnowledgeGraph:
             out.append({"rowid": seq, **dict(zip(columns, values)), "_rowid": seq})
         return out
 
+    def held_ids(self, table: str, ids: list) -> int:
+        """How many of ``ids`` (of ``entities``, stubs not counted, or ``triples``) this palace's graph holds."""
+        query = {"entities": self._sql.held_entities, "triples": self._sql.held_triples}.get(table)
+        if query is None:
+            raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
+        return int(self._one(query, ids=list(ids))[0])
+
     def iter_rows(self, table: str) -> Iterator[dict]:
         """Every row of ``entities`` or ``triples`` in write order, as :meth:`dump_rows` gives them,
         read a page at a time (the caller may change the rows it is given)."""
@@ -679,6 +686,12 @@ class _Statements:
         self.open_predicate_counts = (
             f"SELECT {prop('f', 'predicate')} COLLATE \"C\" AS p, count(*) FROM {fact} f WHERE {open_} "
             f"GROUP BY 1 ORDER BY 2 DESC, 1")
+        # how many of a list of ids the palace holds (an import's check), through the key indexes
+        keys = f"ARRAY(SELECT {s}.text_key(x) FROM unnest(%(ids)s::text[]) AS x)"
+        self.held_entities = (f"SELECT count(*) FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} "
+                              f"AND {s}.kg_key(e.properties, 'entity_id') = ANY({keys})")
+        self.held_triples = (f"SELECT count(*) FROM {fact} f WHERE {in_palace['f']} "
+                             f"AND {s}.kg_key(f.properties, 'triple_id') = ANY({keys})")
         eseq = f"{prop('e', 'seq')}::bigint"
         self.dump_entities = (
             f"SELECT {eseq}, {id_}, {name_}, {prop('e', 'type')}, {prop('e', 'attributes')}, "

@@ -114,22 +114,10 @@ def _write_batch(kg: AgeKnowledgeGraph, table: str, rows: list[dict]) -> list[st
 
 def _verify(kg: AgeKnowledgeGraph, src: sqlite3.Connection) -> dict:
     """How many of the source's ids the graph holds, per table."""
-    graph, t, key = f'"{kg._graph}"', f'"{kg._schema}".kg_text', f'"{kg._schema}".kg_key'
-    keys = f'ARRAY(SELECT "{kg._schema}".text_key(x) FROM unnest(%s::text[]) AS x)'
-    queries = {
-        "entities": (f"SELECT count(*) FROM {graph}.\"Entity\" e WHERE {t}(e.properties, 'palace') = %s::text "
-                     f"AND {t}(e.properties, 'stub') IS NULL AND {key}(e.properties, 'entity_id') = ANY({keys})"),
-        "triples": (f"SELECT count(*) FROM {graph}.\"Fact\" f WHERE {t}(f.properties, 'palace') = %s::text "
-                    f"AND {key}(f.properties, 'triple_id') = ANY({keys})"),
-    }
     found = {}
-    for table, query in queries.items():
+    for table in ("entities", "triples"):
         ids = sorted({storable(str(r[0])) for r in src.execute(f"SELECT DISTINCT id FROM {table}") if r[0] is not None})
-        total = 0
-        for i in range(0, len(ids), 10_000):
-            chunk = ids[i:i + 10_000]
-            total += kg._run(lambda conn, palace: conn.execute(query, (palace, chunk)).fetchone()[0])
-        found[table] = total
+        found[table] = sum(kg.held_ids(table, ids[i:i + 10_000]) for i in range(0, len(ids), 10_000))
     return found
 
 
