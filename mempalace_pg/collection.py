@@ -373,7 +373,7 @@ class PostgresCollection(BaseCollection):
         else:
             source = sql.SQL(
                 "SELECT %s, u.id, u.document, u.metadata, u.embedding "
-                "FROM unnest(%s::text[], %s::text[], %s::jsonb[], %b::vector[]) "
+                "FROM unnest(%b::text[], %b::text[], %b::jsonb[], %b::vector[]) "
                 "AS u(id, document, metadata, embedding)")
             params = (self._pk, ids, documents, [Jsonb(m) for m in metas], list(matrix))
         query = sql.SQL("INSERT INTO {} (collection_pk, id, document, metadata, embedding) {} {} "
