@@ -15,8 +15,8 @@ for a file), ``--upserts`` of them per round.
   put back with ``ALTER TABLE ... ALTER COLUMN ... SET EXPRESSION`` (PostgreSQL 17 or later; it rewrites the
   table, between rounds, untimed).
 
-The background merge into the HNSW index is held off (``indexing.MERGE_AT`` raised), so every upsert is timed
-alone rather than beside a merge. Then, over the palace's documents, the server's time per document for
+No folder builds vector index segments meanwhile (``MEMPALACE_PG_FOLDER=off``), so every upsert is timed
+alone rather than beside an index build. Then, over the palace's documents, the server's time per document for
 ``lexical_text()`` and for each tsvector definition: a full scan computing it, minus a scan that only reads
 the documents, best of 5.
 
@@ -110,8 +110,7 @@ def _per_document_us(conn, schema: str) -> dict:
 def run_child(store: str, n: int, rounds: int, upserts: int, dsn: str) -> dict:
     import psycopg
 
-    from mempalace_pg import indexing
-
+    os.environ["MEMPALACE_PG_FOLDER"] = "off"  # no index build beside the timed writes
     tag = f"wc_{uuid.uuid4().hex[:6]}"
     workdir = Path(tempfile.mkdtemp(prefix="mpbench_wc_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
@@ -119,7 +118,6 @@ def run_child(store: str, n: int, rounds: int, upserts: int, dsn: str) -> dict:
     backend, col = bb.open_collection(store, str(workdir / "palace"), dsn, tag)
     try:
         out: dict = {"store": store, "load_s": round(_load(store, col, n, centers), 1), "rounds": []}
-        indexing.MERGE_AT = 10 ** 9  # no background merge beside the timed writes
         first = n
         _upserts(col, first, 5, centers)  # warm-up: statements prepared, pages cached
         first += 5 * UPSERT

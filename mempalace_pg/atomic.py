@@ -137,7 +137,7 @@ def unit_of_work(palace_path: Optional[str] = None, *, palace_key: Optional[str]
         uow = UnitOfWork(drawers, kg.bound_to(conn), conn)
         yield uow
     if uow._written:
-        indexing.after_write(drawers, uow._written)
+        indexing.after_write(drawers)
 
 
 __all__ = ["UnitOfWork", "unit_of_work", "open_drawers"]

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Optional
 import psycopg
 from psycopg import sql
 
+from . import indexing
 from .records import Batch, clean_batch
 
 if TYPE_CHECKING:
@@ -58,8 +59,10 @@ class BulkLoader:
 
     # -- the caller's side ------------------------------------------------------------------------
     def __enter__(self):
+        # Rows written go to the collection's tail (no vector index is touched); the loader builds one
+        # segment over everything at the end, so a folder would only build segments to throw away.
+        self.paused = indexing.pause(self.col)
         with self.db.connection() as conn:
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self.db.ident(self.col._index_name)))
             self._set_gin_pending_limit(conn, BULK_GIN_PENDING_KB)
         for i in range(BULK_WORKERS):
             thread = threading.Thread(target=self._worker, name=f"mempalace-pg bulk {i}", daemon=True)
@@ -92,11 +95,12 @@ class BulkLoader:
             self.queue.put(_DONE)
         for thread in self.threads:
             thread.join()
+        self.paused.close()
         try:
             dim = self.col._dimension or self.col._fetch_dimension()
             with self.db.connection() as conn:
                 if dim is not None:
-                    self.col._build_vector_index(conn, dim, rebuild=False)  # merges the pending lists too
+                    self.col._build_vector_index(conn, dim)  # merges the pending lists too
                 self._set_gin_pending_limit(conn, GIN_PENDING_KB)
         finally:
             if exc_type is None:
@@ -131,7 +135,7 @@ class BulkLoader:
         col = self.col
 
         def work(conn):
-            stored = col._width_for_write(conn, batch.dimension, with_index=False)
+            stored = col._width_for_write(conn, batch.dimension)
             col._copy_rows(conn, col._table, batch.ids, batch.documents, batch.metadatas, batch.matrix,
                            with_pk=True)
             return stored

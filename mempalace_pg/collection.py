@@ -1,8 +1,8 @@
 """A MemPalace collection (drawers, closets or assets of one palace) stored in PostgreSQL.
 
 Each collection's records live in their own partition of ``<schema>.records`` (``records_c<pk>``)
-with an HNSW index on the embedding (partial: rows written since the last merge are searched
-exactly, see :mod:`mempalace_pg.indexing`). Every operation is one SQL statement on one pooled
+with its vector index as HNSW segments over rows already written (the newest rows are searched
+exactly until a folder builds them a segment, see :mod:`mempalace_pg.indexing`). Every operation is one SQL statement on one pooled
 connection, filters are compiled to SQL (see :mod:`mempalace_pg.filters`), and every value travels
 as a bound parameter, vectors in binary.
 """
@@ -143,14 +143,6 @@ def row_count(n: int) -> sql.Composable:
     return sql.Literal(checked_row_count(n))
 
 
-# The HNSW index holds half-precision copies of the vectors (halfvec), each node linked to 16 neighbours,
-# built with ef_construction 64 and searched with ef_search 150. A parallel build is not deterministic: at
-# 100k 384-d vectors three builds each gave recall@10 0.972-0.976 with ef_construction 64 (16.2-16.5 s), but
-# 0.941-0.964 with 48 (14.2-14.4 s): "Index parameters" in benchmarks/RESULTS.md. Candidates are re-ranked by
-# their exact distance.
-_HNSW_OPTIONS = "m = 16, ef_construction = 64"
-#: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
-HNSW_MAX_DIM = 4000
 #: A filtered query takes this many times n_results candidates from the index before re-ranking: the
 #: iterative scan returns batches out of order, and a few more candidates put the best ones back in.
 #: With 2, a wing query (12.5k of 100k drawers) returns its 10 rows at recall@10 0.96-0.98 in the backend
@@ -226,9 +218,14 @@ class PostgresCollection(BaseCollection):
         return self._dimension
 
     def fresh_count(self) -> int:
-        """Rows written since the last merge into the vector index (searched exactly until merged)."""
-        query = sql.SQL("SELECT count(*) FROM {} WHERE collection_pk = %s AND NOT vector_indexed").format(self._table)
-        return int(self._db.run(lambda conn: conn.execute(query, (self._pk,)).fetchone()[0]))
+        """Rows not in a vector index segment yet (searched exactly until the folder builds them one)."""
+        top = indexing.layout(self, fresh=True).top
+        query = sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(self._table)
+        return int(self._db.run(lambda conn: conn.execute(query, (top,)).fetchone()[0]))
+
+    def vector_layout(self) -> indexing.Layout:
+        """The collection's vector index segments as this process last read them (statements depend on it)."""
+        return indexing.layout(self)
 
     def _vector_type(self, dim: int) -> sql.Composable:
         return sql.SQL("vector({})").format(sql.Literal(int(dim)))
@@ -236,8 +233,8 @@ class PostgresCollection(BaseCollection):
     def _half_type(self, dim: int) -> sql.Composable:
         return sql.SQL("halfvec({})").format(sql.Literal(int(dim)))
 
-    def _claim_dimension(self, conn: psycopg.Connection, dim: int, *, with_index: bool = True) -> int:
-        """Fix the collection's width at its first write (and build its HNSW index); return the width.
+    def _claim_dimension(self, conn: psycopg.Connection, dim: int) -> int:
+        """Fix the collection's width at its first write; return the width.
 
         The row lock taken by the UPDATE serializes concurrent first writers of one collection.
         """
@@ -246,14 +243,12 @@ class PostgresCollection(BaseCollection):
                     "RETURNING dimension").format(self._db.ident("collections")),
             (dim, self._pk),
         ).fetchone()[0]
-        if stored == dim and with_index:
-            self._create_vector_index(conn, dim)
         return stored
 
-    def _width_for_write(self, conn: psycopg.Connection, dim: int, *, with_index: bool = True) -> int:
+    def _width_for_write(self, conn: psycopg.Connection, dim: int) -> int:
         """The collection's width for a batch of ``dim``-wide vectors: the known one, or claimed now
         (first write); raises DimensionMismatchError when they differ."""
-        stored = self._dimension or self._claim_dimension(conn, dim, with_index=with_index)
+        stored = self._dimension or self._claim_dimension(conn, dim)
         self._check_dimension(stored, dim)
         return stored
 
@@ -264,35 +259,16 @@ class PostgresCollection(BaseCollection):
                 "Use the embedder the palace was built with (see `mempalace palace set-embedder`)."
             )
 
-    @property
-    def _index_name(self) -> str:
-        return f"records_c{self._pk}_embedding_hnsw"
+    def _build_vector_index(self, conn: psycopg.Connection, dim: int) -> None:
+        """Make every row one vector index segment, built in one go (writes wait for it), then merge the
+        GIN pending lists and refresh statistics. For bulk loads and ``reindex``.
 
-    def _create_vector_index(self, conn: psycopg.Connection, dim: int) -> None:
-        if dim > HNSW_MAX_DIM:
-            return
-        conn.execute(sql.SQL(
-            "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ((embedding::{}) halfvec_cosine_ops) "
-            "WITH (" + _HNSW_OPTIONS + ") WHERE vector_indexed"
-        ).format(sql.Identifier(self._index_name), self._table, self._half_type(dim)))
-
-    def _build_vector_index(self, conn: psycopg.Connection, dim: int, *, rebuild: bool) -> None:
-        """(Re)build the HNSW index in one go over every row (fresh ones included), with memory for
-        the build, then refresh statistics.
-
-        ``conn`` is a pooled (autocommit) connection: the settings below apply to its session and are
-        reset afterwards.
+        ``conn`` is a pooled (autocommit) connection: the build's session settings are reset afterwards.
         """
-        conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (BUILD_MAINTENANCE_WORK_MEM,))
-        conn.execute("SELECT set_config('max_parallel_maintenance_workers', %s, false)",
-                     (str(BUILD_PARALLEL_WORKERS),))
+        indexing.build_session(conn)
         try:
-            if rebuild:
-                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(self._db.ident(self._index_name)))
-            # With the index gone, marking fresh rows costs no graph inserts: the build takes them all.
-            conn.execute(sql.SQL("UPDATE {} SET vector_indexed = true WHERE collection_pk = %s "
-                                 "AND NOT vector_indexed").format(self._table), (self._pk,))
-            self._create_vector_index(conn, dim)
+            indexing.rebuild(conn, self._db.schema, self._pk, dim)
+            indexing.forget(self)
             # Merge what the load left in the GIN indexes' pending lists (every search scans them).
             for name in self._gin_indexes(conn):
                 conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (f"{self._db.schema}.{name}",))
@@ -303,6 +279,8 @@ class PostgresCollection(BaseCollection):
         finally:
             conn.execute("RESET maintenance_work_mem")
             conn.execute("RESET max_parallel_maintenance_workers")
+            conn.execute("SELECT set_config('statement_timeout', %s, false)",
+                         (str(self._db.settings.statement_timeout_ms),))
 
     def _gin_indexes(self, conn: psycopg.Connection) -> list[str]:
         """The names of this collection's GIN indexes (full text, metadata): its partition's own."""
@@ -347,7 +325,7 @@ class PostgresCollection(BaseCollection):
             existing = self.get(ids=ids, include=[]).ids
             raise ValueError(f"ids already exist in collection {self.name!r}: {existing[:10]}; "
                              "nothing in this batch was written") from None
-        indexing.after_write(self, len(ids))
+        indexing.after_write(self)
 
     def write_rows(self, conn: psycopg.Connection, ids: list, documents: list, metas: list,
                    matrix: np.ndarray, *, replace: bool) -> None:
@@ -358,7 +336,7 @@ class PostgresCollection(BaseCollection):
         conflict = (
             sql.SQL("ON CONFLICT (collection_pk, {}(id)) DO UPDATE SET document = EXCLUDED.document, "
                     "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding, written_at = now(), "
-                    "vector_indexed = false").format(self._db.ident("text_key"))
+                    "vector_seq = DEFAULT").format(self._db.ident("text_key"))
             if replace else sql.SQL("")
         )
         n = len(ids)
@@ -381,12 +359,11 @@ class PostgresCollection(BaseCollection):
         conn.execute(query, params)
 
     def _copy_rows(self, conn, table, ids, documents, metas, matrix, *, with_pk: bool) -> None:
-        """Binary COPY of validated rows into ``table``: the partition itself (bulk load: the rows count
-        as indexed, the index being rebuilt afterwards), or a staging table."""
-        cols = ("collection_pk, vector_indexed, id, document, metadata, embedding" if with_pk
+        """Binary COPY of validated rows into ``table``: the partition itself (bulk load) or a staging table."""
+        cols = ("collection_pk, id, document, metadata, embedding" if with_pk
                 else "id, document, metadata, embedding")
-        types = (["int4", "bool"] if with_pk else []) + ["text", "text", "jsonb", "vector"]
-        prefix = (self._pk, True) if with_pk else ()
+        types = (["int4"] if with_pk else []) + ["text", "text", "jsonb", "vector"]
+        prefix = (self._pk,) if with_pk else ()
         with conn.cursor().copy(sql.SQL("COPY {} (" + cols + ") FROM STDIN WITH (FORMAT BINARY)").format(table)) as copy:
             copy.set_types(types)
             for i in range(len(ids)):
@@ -433,7 +410,7 @@ class PostgresCollection(BaseCollection):
             "document = CASE WHEN %(has_docs)s THEN u.document ELSE r.document END, "
             "metadata = CASE WHEN %(has_metas)s THEN r.metadata || u.metadata ELSE r.metadata END, "
             "embedding = CASE WHEN %(has_vecs)s THEN u.embedding ELSE r.embedding END, "
-            "written_at = now(), vector_indexed = false "
+            "written_at = now(), vector_seq = DEFAULT "
             "FROM unnest(%(ids)s::text[], %(docs)s::text[], %(metas)s::jsonb[], %(vecs)b::vector[]) "
             "AS u(id, document, metadata, embedding) "
             "WHERE r.collection_pk = %(pk)s AND r.id = u.id"
@@ -450,7 +427,7 @@ class PostgresCollection(BaseCollection):
         }
         updated = db.run(lambda conn: conn.execute(query, params).rowcount)
         if updated:
-            indexing.after_write(self, updated)
+            indexing.after_write(self)
 
     def delete(self, *, ids=None, where=None) -> None:
         """Delete the given ids and/or the records matching ``where`` (both: the intersection)."""
@@ -691,25 +668,27 @@ class PostgresCollection(BaseCollection):
 
     def nearest_sql(self, columns: sql.Composable, condition: sql.Composable, cparams: list, q: Any, n: int,
                     dim: int, *, filtered: bool, gate: Optional[tuple[sql.Composable, list]] = None,
-                    ) -> tuple[sql.Composable, list]:
+                    layout: Optional[indexing.Layout] = None) -> tuple[sql.Composable, list]:
         """The statement (also usable as a subquery) of the ``n`` records nearest to ``q`` that meet
         ``condition``: ``columns`` plus ``distance``, nearest first. Parameters are positional.
 
-        Up to three arms: the HNSW index over indexed rows (iterative scan, so a filter still fills n);
-        an exact scan over the few fresh rows not merged into the index yet; and, when ``gate`` (SQL
-        counting the records the filter can match, e.g. from facet_counts) says at most
-        EXACT_SCAN_MAX, an exact scan instead of both: scanning a thousand rows by B-tree beats walking
-        the graph for them, at recall 1.0. Arms not taken are cut off by one-time filters, inside the
-        same statement. The ANN arm walks the half-precision index and re-ranks by the exact distance;
-        a filtered search takes FILTERED_OVERSAMPLE times the candidates first, which lifts recall.
+        One arm per vector index segment of ``layout`` (default: :meth:`vector_layout`; a caller that
+        keeps the statement keeps it per layout), each walking its HNSW graph with an iterative scan so
+        a filter still fills n; one exact scan over the tail, the rows no segment holds yet; and, when
+        ``gate`` (SQL counting the records the filter can match, e.g. from facet_counts) says at most
+        EXACT_SCAN_MAX, an exact scan instead of all of them: scanning a thousand rows by B-tree beats
+        walking the graphs for them, at recall 1.0. Arms not taken are cut off by one-time filters,
+        inside the same statement. The index arms walk half-precision graphs and re-rank by the exact
+        distance; a filtered search takes FILTERED_OVERSAMPLE times the candidates first, which lifts recall.
 
-        The row counts are written into the statement (see :func:`row_count`), so that PostgreSQL
-        plans it once and reuses the plan.
+        The row counts and segment bounds are written into the statement (see :func:`row_count`), so
+        that PostgreSQL plans it once, matches each arm to its partial index, and reuses the plan.
         """
+        layout = layout or self.vector_layout()
         fmt = dict(cols=columns, vt=self._vector_type(dim), ht=self._half_type(dim), t=self._table,
                    cond=condition, n=row_count(n))
         candidates = row_count(min(MAX_ROW_COUNT, FILTERED_OVERSAMPLE * n) if filtered else n)
-        parts, params, arms = [], [], ["ann", "fresh"]
+        parts, params, arms = [], [], []
         gate_ann = sql.SQL("")
         if gate is not None:
             count_sql, count_params = gate
@@ -722,16 +701,23 @@ class PostgresCollection(BaseCollection):
             ).format(max=sql.Literal(EXACT_SCAN_MAX), **fmt))
             params += [*count_params, q, *cparams]
             arms.append("exact")
+        for i, (lo, hi) in enumerate(layout.segments):
+            arm = f"segment_{i}"
+            parts.append(sql.SQL(
+                "{arm} AS MATERIALIZED ("
+                " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
+                " WHERE {seg} AND {cond}{gate} ORDER BY embedding::{ht} <=> %s::{ht} LIMIT {k})"
+            ).format(arm=sql.Identifier(arm), seg=indexing.segment_condition(lo, hi), gate=gate_ann,
+                     k=candidates, **fmt))
+            params += [q, *cparams, q]
+            arms.append(arm)
         parts.append(sql.SQL(
-            "ann AS MATERIALIZED ("
+            "tail AS MATERIALIZED ("
             " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
-            " WHERE vector_indexed AND {cond}{gate} ORDER BY embedding::{ht} <=> %s::{ht} LIMIT {k})"
-        ).format(gate=gate_ann, k=candidates, **fmt))
-        parts.append(sql.SQL(
-            "fresh AS MATERIALIZED ("
-            " SELECT {cols}, (embedding::{vt} <=> %s::{vt}) AS distance FROM {t}"
-            " WHERE NOT vector_indexed AND {cond}{gate} ORDER BY distance LIMIT {n})").format(gate=gate_ann, **fmt))
-        params += [q, *cparams, q, q, *cparams]
+            " WHERE {tail} AND {cond}{gate} ORDER BY distance LIMIT {n})").format(
+            tail=indexing.tail_condition(layout), gate=gate_ann, **fmt))
+        params += [q, *cparams]
+        arms.append("tail")
         union = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT * FROM {}").format(sql.Identifier(a)) for a in arms)
         query = sql.SQL("WITH {} SELECT * FROM ({}) AS hits ORDER BY distance + 0, id LIMIT {}").format(
             sql.SQL(", ").join(parts), union, row_count(n))
@@ -783,17 +769,19 @@ class PostgresCollection(BaseCollection):
 
     def _nearest_statement(self, spec: _IncludeSpec, columns: sql.Composable, condition: sql.Composable,
                            fparams: list, where, where_document, n: int, dim: int) -> list:
-        """query()'s statement and parameter template, kept per filter and shape."""
+        """query()'s statement and parameter template, kept per filter, shape and vector index layout."""
+        layout = self.vector_layout()
         try:
             key = (json.dumps([where, where_document], sort_keys=True, allow_nan=False),
-                   spec.documents, spec.metadatas, spec.embeddings, n, dim)
+                   spec.documents, spec.metadatas, spec.embeddings, n, dim, layout)
         except (TypeError, ValueError):
             key = None  # a filter value JSON cannot spell exactly: build it, don't keep it
 
         def build():
             keys = wing_room_equalities(where) if not where_document else None
             return self.nearest_sql(columns, condition, fparams, QUERY_VECTOR, n, dim,
-                                    filtered=bool(where or where_document), gate=self._wing_room_gate(keys))
+                                    filtered=bool(where or where_document), gate=self._wing_room_gate(keys),
+                                    layout=layout)
 
         return self._statements.get(key, build)
 
@@ -898,20 +886,22 @@ class PostgresCollection(BaseCollection):
         db = self._open()
         query = sql.SQL(
             "SELECT (SELECT count(*) FROM {t}), "
-            " (SELECT indexrelid::regclass::text FROM pg_index i WHERE i.indrelid = %(rel)s::regclass"
-            "   AND pg_get_indexdef(i.indexrelid) LIKE '%%USING hnsw%%' LIMIT 1), "
-            " (SELECT indisvalid FROM pg_index i WHERE i.indrelid = %(rel)s::regclass"
-            "   AND pg_get_indexdef(i.indexrelid) LIKE '%%USING hnsw%%' LIMIT 1), "
+            " (SELECT array_agg(index_name ORDER BY lo) FROM {segs} WHERE collection_pk = %(pk)s), "
+            " (SELECT bool_and(i.indisvalid) FROM {segs} s JOIN pg_class c ON c.relname = s.index_name"
+            "   JOIN pg_index i ON i.indexrelid = c.oid WHERE s.collection_pk = %(pk)s"
+            "   AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = %(rel)s::regclass)), "
             " (SELECT GREATEST(last_analyze, last_autoanalyze) FROM pg_stat_user_tables WHERE relid = %(rel)s::regclass), "
             " (SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables WHERE relid = %(rel)s::regclass)"
-        ).format(t=self._table)
+        ).format(t=self._table, segs=db.ident("vector_segments"))
         rel = self._relname
-        count, index, valid, analyzed, changes = db.run(lambda conn: conn.execute(query, {"rel": rel}).fetchone())
+        count, segments, valid, analyzed, changes = db.run(
+            lambda conn: conn.execute(query, {"rel": rel, "pk": self._pk}).fetchone())
         return {
             "rows": int(count),
             "fresh_rows": self.fresh_count(),
             "dimension": self._dimension,
-            "vector_index": index,
+            "vector_index": segments[-1] if segments else None,
+            "vector_index_segments": list(segments or []),
             "vector_index_valid": valid,
             "last_analyze": analyzed.isoformat() if analyzed else None,
             "consistency_token": int(changes or 0),
@@ -939,8 +929,7 @@ class PostgresCollection(BaseCollection):
                 if dim is None:
                     return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})
                 t0 = time.perf_counter()
-                indexing.forget(self)
-                self._build_vector_index(conn, dim, rebuild=True)
+                self._build_vector_index(conn, dim)
                 return MaintenanceResult(kind=kind, status="ran",
                                          stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)})
             finally:

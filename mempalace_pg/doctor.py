@@ -15,8 +15,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 import psycopg
+from psycopg import sql
 
 from .config import Settings
+from .indexing import HNSW_MAX_DIM
 
 #: Versions with known problems that matter here (the code works around them; say so).
 KNOWN_ISSUES = {
@@ -193,33 +195,53 @@ def _check_indexes(report: Report, conn: psycopg.Connection, settings: Settings)
     schemas = [settings.schema, settings.graph]
     invalid = conn.execute(
         "SELECT n.nspname || '.' || c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ANY(%s) AND NOT i.indisvalid",
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ANY(%s) AND NOT i.indisvalid "
+        # a segment is listed once its build is done: one still building is invalid until then, and a
+        # folder drops what an interrupted build left
+        "AND c.relname NOT LIKE 'records\\_c%%\\_vec\\_%%'",
         (schemas,)).fetchall()
     if invalid:
         names = ", ".join(r[0] for r in invalid)
         report.add("indexes", "fail", f"invalid indexes (an interrupted build): {names}",
                    "; ".join(f"REINDEX INDEX {r[0]}" for r in invalid))
-    rows = conn.execute(
-        "SELECT c.relname, c.reltuples::bigint, s.idx_scan, pg_relation_size(c.oid), t.relname "
-        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_index i ON i.indexrelid = c.oid "
-        "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am a ON a.oid = c.relam "
-        "LEFT JOIN pg_stat_user_indexes s ON s.indexrelid = c.oid "
-        "WHERE n.nspname = %s AND a.amname = 'hnsw' ORDER BY t.relname", (settings.schema,)).fetchall()
-    partitions = conn.execute(
-        "SELECT c.relname, c.reltuples::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = %s AND c.relname ~ '^records_c[0-9]+$' ORDER BY 1", (settings.schema,)).fetchall()
-    indexed = {r[4] for r in rows}
-    missing = [p for p, tuples in partitions if p not in indexed and tuples > 0]
-    if missing:
-        report.add("vector indexes", "warn", f"collections without an HNSW index (searched exactly): "
-                                             f"{', '.join(missing)}",
-                   "run MemPalace's maintenance (`run_maintenance('reindex')`) or write to the collection once")
-    if rows:
-        scans = sum(r[2] or 0 for r in rows)
-        report.add("vector indexes", "ok", f"{len(rows)} HNSW index(es), "
-                                           f"{sum(r[3] for r in rows) / 1e6:.1f} MB, {scans} scans since stats reset")
-    elif not missing and not invalid:
-        report.add("indexes", "ok", "no collections yet" if not partitions else "all indexes valid")
+    else:
+        report.add("indexes", "ok", "all indexes valid")
+    if conn.execute("SELECT to_regclass(%s)", (f"{settings.schema}.vector_segments",)).fetchone()[0]:
+        _check_vector_segments(report, conn, settings)
+
+
+def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
+    """Per collection: its vector index segments, the rows waiting for one (searched exactly meanwhile),
+    and what its folder process last did."""
+    schema = sql.Identifier(settings.schema)
+    rows = conn.execute(sql.SQL(
+        "SELECT c.collection_pk, c.name, p.palace_key, c.dimension, "
+        " (SELECT count(*) FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk), "
+        " (SELECT COALESCE(sum(pg_relation_size(to_regclass(quote_ident(%s) || '.' || quote_ident(v.index_name)))), 0)"
+        "  FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk), "
+        " (SELECT COALESCE(max(hi), -1) FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk), "
+        " f.activity, f.updated_at, f.last_error, now() - f.updated_at "
+        "FROM {s}.collections c JOIN {s}.palaces p USING (palace_pk) "
+        "LEFT JOIN {s}.vector_folders f USING (collection_pk) "
+        "WHERE c.dimension IS NOT NULL ORDER BY c.collection_pk").format(s=schema), (settings.schema,)).fetchall()
+    for pk, name, palace, dim, segments, size, top, activity, updated, error, age in rows:
+        table = sql.Identifier(settings.schema, f"records_c{pk}")
+        waiting = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(table),
+                               (top,)).fetchone()[0]
+        what = f"{palace} {name}: {segments} HNSW segment(s), {float(size) / 1e6:.1f} MB, {waiting} rows waiting for the index"
+        folder = f"; folder: {activity} ({age.total_seconds():.0f} s ago)" if activity else "; no folder has run"
+        if error:
+            report.add("vector index", "warn", what + folder + f"; its last error: {error}",
+                       "the rows stay searchable exactly; check the server log, then write once or run "
+                       "MemPalace's maintenance (`run_maintenance('reindex')`)")
+        elif dim > HNSW_MAX_DIM:
+            report.add("vector index", "ok", f"{palace} {name}: {dim}-dimension vectors are searched exactly "
+                                             f"(pgvector's HNSW indexes at most {HNSW_MAX_DIM})")
+        elif waiting and (activity in (None, "exited") or age.total_seconds() > 60):
+            report.add("vector index", "warn", what + folder,
+                       "the next write or search starts a folder; or run `run_maintenance('reindex')`")
+        else:
+            report.add("vector index", "ok", what + folder)
 
 
 def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) -> None:

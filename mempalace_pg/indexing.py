@@ -1,26 +1,46 @@
-"""Folding freshly written records into their collection's HNSW index, off the write path.
+"""A collection's vector index: HNSW segments over ranges of write order, built off the write path.
 
-Inserting one vector into an HNSW graph that already holds 100k vectors costs milliseconds (the
-insert walks the graph), which would make every ``add`` of a few drawers slow. So writes land with
-``vector_indexed = false``, outside the index's partial predicate: nothing is inserted into the graph
-on the write path, and queries search those *fresh* rows exactly alongside the index (see
-``PostgresCollection.query``), so every record is findable the moment its transaction commits.
+Why. MemPalace writes through ``upsert``, in batches of 50 to 1,000, from processes that exit when
+they are done (``mempalace mine``) and from the long-lived MCP server. Inserting a vector into a grown
+HNSW graph walks the graph, milliseconds a row; building a graph over many rows at once costs a small
+fraction of that per row (benchmarks/RESULTS.md). So a write never touches an HNSW index: indexes are
+built, in one go, over rows already written.
 
-A background thread in the writing process then folds fresh rows into the index in small
-transactions (``UPDATE ... SET vector_indexed = true``), once at least ``MERGE_AT`` are waiting.
-One merger per collection runs at a time across all processes (an advisory lock); a writer that
-finds more than ``HARD_LIMIT`` rows waiting helps drain them before it returns, so the exact part of
-every query stays small. ``run_maintenance("reindex")`` folds everything at once and rebuilds the index.
+How. Every write gives its row the next ``records.vector_seq``. A collection's vector index is a set of
+*segments*, partial HNSW indexes each over the rows whose vector_seq lies in ``(lo, hi]``, listed in the
+``vector_segments`` table. A query searches each segment through its index and the *tail* (rows above
+every segment) exactly, all in one statement, so a row is found the moment its transaction commits.
+A row written again takes a new vector_seq and so leaves its segment: no graph insert either.
+
+Who. A *folder* process per collection (``python -m mempalace_pg.indexing``) turns the tail into
+segments and merges segments, with ``CREATE INDEX CONCURRENTLY``, so no writer or reader waits for it.
+Any process that writes to a collection, or searches one that has a tail, starts a folder when none
+runs. The folder is a session of its own: it outlives the CLI that started it (Ctrl-C included), and
+a reader starts one after a writer that was killed. It exits once the collection is folded and quiet.
+One folder per collection (an advisory lock); every change of a collection's segments is made under a
+second lock, which bulk loads and ``run_maintenance("reindex")`` take too.
+
+The policy, in :class:`Folder`: a tail of FOLD_ROWS rows, or any tail once writes have paused for
+QUIET_S, becomes a segment; a small quiet tail is absorbed into the newest segment instead (a few graph
+inserts cost less than one more segment to search); the newer segments are merged into one when
+there are more than MAX_SEGMENTS, and everything into one when the newer ones reach half the oldest,
+so each row is rebuilt a bounded number of times while the palace grows.
 """
 
 from __future__ import annotations
 
-import atexit
+import contextlib
 import logging
+import os
+import secrets
+import socket
+import subprocess
+import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
+import psycopg
 from psycopg import sql
 
 if TYPE_CHECKING:
@@ -28,138 +48,487 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Fresh rows that make a writer's process start a background merge.
-MERGE_AT = 500
-#: Rows folded into the index per merge transaction.
-MERGE_CHUNK = 100
-#: Above this many fresh rows a writer waits for (or does) merging before it returns.
-HARD_LIMIT = 10_000
+#: HNSW parameters of every segment: 16 links per node, built with ef_construction 64 over
+#: half-precision copies of the vectors (queries re-rank by the exact distance). See "Index
+#: parameters" in benchmarks/RESULTS.md for the recall and build time of the alternatives.
+HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 64")
+#: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
+HNSW_MAX_DIM = 4000
+#: A tail this long is folded into a segment without waiting for writes to pause.
+FOLD_ROWS = 2000
+#: Writes paused this long: the tail is folded whatever its size.
+QUIET_S = 1.0
+#: Once writes pause, a collection of at most this many rows is rebuilt as one segment (each further
+#: segment costs every query one more index walk, a small one about as much as a large one).
+FULL_MERGE_ROWS = 250_000
+#: In a larger collection, a quiet tail of at most this many rows is inserted into the newest segment
+#: rather than made a segment of its own.
+ABSORB_ROWS = 2000
+#: More segments than this and the newer ones are merged.
+MAX_SEGMENTS = 3
+#: The newer segments are merged into the oldest once they hold this fraction of its rows.
+MERGE_FRACTION = 0.5
+#: A folder with nothing to do for this long exits (the next write starts another).
+LINGER_S = 15.0
+#: How often a folder looks for new rows.
+POLL_S = 0.2
+#: A replaced segment's index is dropped this long after the switch (processes re-read the layout
+#: every LAYOUT_TTL_S, so none still plans with it).
+GRACE_S = 5.0
+#: How long a process reuses a collection's layout before reading it again.
+LAYOUT_TTL_S = 1.0
+#: A process checks that a folder runs at most this often per collection.
+SPAWN_CHECK_S = 2.0
+#: Memory for building a segment (a build that does not fit in it spills to disk, several times slower).
+BUILD_MEMORY = os.environ.get("MEMPALACE_PG_BUILD_MEMORY", "1GB")
+#: Parallel workers of a build, beside the folder's own backend (a small server has two cores).
+BUILD_WORKERS = 1
 
-_MERGERS: dict[tuple, "Merger"] = {}
+#: The environment variable that carries the DSN to a folder (never its command line, which `ps` shows).
+DSN_VARIABLE = "MEMPALACE_PG_FOLDER_DSN"
+
+
+class Layout(NamedTuple):
+    """A collection's segments as ``((lo, hi), ...)`` in write order, and the newest vector_seq."""
+
+    segments: tuple
+    newest: int
+
+    @property
+    def top(self) -> int:
+        """The highest vector_seq any segment covers (-1 without segments): the tail lies above it."""
+        return self.segments[-1][1] if self.segments else -1
+
+    @property
+    def has_tail(self) -> bool:
+        return self.newest > self.top
+
+
+def segment_condition(lo: int, hi: int) -> sql.Composable:
+    """The predicate of the segment over (lo, hi]: the same text in its index and in queries."""
+    return sql.SQL("vector_seq > {} AND vector_seq <= {}").format(sql.Literal(int(lo)), sql.Literal(int(hi)))
+
+
+def tail_condition(layout: Layout) -> sql.Composable:
+    return sql.SQL("vector_seq > {}").format(sql.Literal(int(layout.top)))
+
+
+def half_type(dim: int) -> sql.Composable:
+    return sql.SQL("halfvec({})").format(sql.Literal(int(dim)))
+
+
+def segment_ddl(index: str, table: sql.Composable, dim: int, lo: int, hi: int, *,
+                concurrently: bool) -> sql.Composable:
+    return sql.SQL(
+        "CREATE INDEX {how} {name} ON {table} USING hnsw ((embedding::{ht}) halfvec_cosine_ops) "
+        "WITH ({opts}) WHERE {cond}").format(
+        how=sql.SQL("CONCURRENTLY" if concurrently else ""), name=sql.Identifier(index), table=table,
+        ht=half_type(dim), opts=HNSW_OPTIONS, cond=segment_condition(lo, hi))
+
+
+def segment_name(pk: int, hi: int) -> str:
+    """A fresh index name for a segment ending at ``hi`` (a merge may end where a segment it replaces did)."""
+    return f"records_c{int(pk)}_vec_{int(hi)}_{secrets.token_hex(3)}"
+
+
+def lock_keys(schema: str, pk: int) -> tuple[str, str]:
+    """Advisory-lock keys: one folder per collection; one change of its segments at a time."""
+    return f"mempalace_pg:folder:{schema}:{pk}", f"mempalace_pg:segments:{schema}:{pk}"
+
+
+# ----------------------------------------------------------------------------- the layout, in every process
+_LAYOUTS: dict[tuple, tuple[float, Layout]] = {}
+_FOLDERS: dict[tuple, subprocess.Popen] = {}
+_CHECKED: dict[tuple, float] = {}
 _LOCK = threading.Lock()
-_SHUTDOWN = threading.Event()
-
-
-class Merger:
-    """The merge state of one collection within this process."""
-
-    def __init__(self, collection: "PostgresCollection"):
-        self.db = collection._db
-        self.table = collection._table
-        self.pk = collection._pk
-        self.fresh = collection.fresh_count()  # known count, kept up to date by writes and merges
-        self.thread: threading.Thread | None = None
-        self.lock = threading.Lock()
-        self.last_busy = 0.0
-
-    def lock_key(self) -> str:
-        return f"mempalace_pg:merge:{self.db.schema}:{self.pk}"
-
-    def wrote(self, n: int) -> None:
-        with self.lock:
-            self.fresh += n
-            start = self.fresh >= MERGE_AT and (self.thread is None or not self.thread.is_alive()) \
-                and time.monotonic() - self.last_busy > 1.0 and not _SHUTDOWN.is_set()
-            if start:
-                self.thread = threading.Thread(target=self.run, name=f"mempalace-pg merge c{self.pk}", daemon=True)
-                self.thread.start()
-        if self.fresh > HARD_LIMIT:
-            self.wait_below(HARD_LIMIT // 2)
-
-    def wait_below(self, target: int) -> None:
-        """Back-pressure: block the writer until the merge has brought fresh rows under ``target``."""
-        while self.fresh > target and not _SHUTDOWN.is_set():
-            thread = self.thread
-            if thread is None or not thread.is_alive():
-                if time.monotonic() - self.last_busy <= 1.0:
-                    return  # another process holds the merge; it is draining them
-                self.run()
-                return
-            thread.join(timeout=0.05)
-
-    def merge_chunk(self, conn) -> int:
-        """Fold up to MERGE_CHUNK fresh rows into the index; return how many remain fresh."""
-        with conn.transaction():
-            conn.execute(sql.SQL(
-                "WITH chunk AS (SELECT id FROM {t} WHERE collection_pk = %s AND NOT vector_indexed "
-                "LIMIT %s FOR UPDATE SKIP LOCKED) "
-                "UPDATE {t} AS r SET vector_indexed = true FROM chunk "
-                "WHERE r.collection_pk = %s AND r.id = chunk.id").format(t=self.table),
-                (self.pk, MERGE_CHUNK, self.pk))
-            return conn.execute(sql.SQL(
-                "SELECT count(*) FROM {t} WHERE collection_pk = %s AND NOT vector_indexed").format(t=self.table),
-                (self.pk,)).fetchone()[0]
-
-    def run(self) -> None:
-        try:
-            with self.db.connection() as conn:
-                if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.lock_key(),)).fetchone()[0]:
-                    self.last_busy = time.monotonic()
-                    return
-                try:
-                    while not _SHUTDOWN.is_set():
-                        remaining = self.merge_chunk(conn)
-                        with self.lock:
-                            self.fresh = remaining
-                        if remaining == 0:
-                            break
-                finally:
-                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.lock_key(),))
-        except Exception as exc:  # noqa: BLE001 - a failed merge leaves rows fresh, still searchable
-            log.warning("mempalace-pg: merging fresh rows into the vector index of collection %s failed: %s",
-                        self.pk, exc)
 
 
 def _key(collection: "PostgresCollection") -> tuple:
-    """One merger per collection per database, whichever handle a writer holds."""
     return (collection._db.settings.dsn, collection._db.schema, collection._pk)
 
 
-def after_write(collection: "PostgresCollection", n: int) -> None:
-    """Record that ``n`` rows of ``collection`` were written fresh; merge in the background when due."""
+def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
+    """The collection's layout, read now (one statement)."""
+    row = conn.execute(sql.SQL(
+        "SELECT (SELECT COALESCE(array_agg(ARRAY[lo, hi] ORDER BY lo), '{{}}') FROM {segs} WHERE collection_pk = %s), "
+        "(SELECT max(vector_seq) FROM {table})").format(
+        segs=sql.Identifier(schema, "vector_segments"), table=sql.Identifier(schema, f"records_c{int(pk)}")),
+        (pk,)).fetchone()
+    return Layout(tuple((int(lo), int(hi)) for lo, hi in row[0]), -1 if row[1] is None else int(row[1]))
+
+
+def layout(collection: "PostgresCollection", *, fresh: bool = False) -> Layout:
+    """The collection's layout as this process last read it (at most LAYOUT_TTL_S old, unless ``fresh``).
+
+    A collection with a tail and no folder gets one (unless this process may not write)."""
     key = _key(collection)
+    now = time.monotonic()
     with _LOCK:
-        merger = _MERGERS.get(key)
-    if merger is None:
-        # One count query, once per collection per process; it already includes the rows just written.
-        fresh = Merger(collection)
-        with _LOCK:
-            merger = _MERGERS.setdefault(key, fresh)
-        if merger is fresh:
-            n = 0
-    merger.wrote(n)
+        cached = _LAYOUTS.get(key)
+    if cached is not None and not fresh and now - cached[0] < LAYOUT_TTL_S:
+        return cached[1]
+    db = collection._db
+    current = db.run(lambda conn: read_layout(conn, db.schema, collection._pk))
+    with _LOCK:
+        _LAYOUTS[key] = (now, current)
+    if current.has_tail:
+        ensure_folder(collection)
+    return current
 
 
-def drain(collection: "PostgresCollection", timeout: float = 60.0) -> int:
-    """Wait for this process's merge of ``collection`` to finish (tests, tools); return rows still fresh."""
-    key = _key(collection)
-    merger = _MERGERS.get(key)
-    if merger is not None and merger.thread is not None:
-        merger.thread.join(timeout)
-    return collection.fresh_count()
-
-
-def merge_now(collection: "PostgresCollection") -> int:
-    """Fold every fresh row of ``collection`` into its index now, in this thread; return rows left
-    (non-zero only when another process holds the merge)."""
-    drain(collection)
-    Merger(collection).run()
-    return collection.fresh_count()
+def after_write(collection: "PostgresCollection") -> None:
+    """Rows of ``collection`` were written (their vector_seq is above every segment): see that they get folded."""
+    ensure_folder(collection)
 
 
 def forget(collection: "PostgresCollection") -> None:
-    """Drop what this process knows about ``collection`` (after a rebuild that changed the counts)."""
-    key = _key(collection)
+    """Drop this process's copy of the collection's layout (after this process changed it)."""
     with _LOCK:
-        merger = _MERGERS.pop(key, None)
-    if merger is not None and merger.thread is not None:
-        merger.thread.join(10)
+        _LAYOUTS.pop(_key(collection), None)
 
 
-@atexit.register
-def _stop_merging() -> None:
-    """At exit, let a running merge finish its current small transaction, then stop."""
-    _SHUTDOWN.set()
-    for merger in list(_MERGERS.values()):
-        if merger.thread is not None and merger.thread.is_alive():
-            merger.thread.join(2.0)
+def ensure_folder(collection: "PostgresCollection") -> None:
+    """Start a folder for ``collection`` unless one runs (checked at most every SPAWN_CHECK_S)."""
+    if collection._read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off":
+        return
+    key = _key(collection)
+    now = time.monotonic()
+    with _LOCK:
+        child = _FOLDERS.get(key)
+        if child is not None and child.poll() is None:
+            return  # ours, still starting or folding
+        if now - _CHECKED.get(key, 0.0) < SPAWN_CHECK_S:
+            return
+        _CHECKED[key] = now
+    db = collection._db
+    presence, _ = lock_keys(db.schema, collection._pk)
+
+    def free(conn: psycopg.Connection) -> bool:
+        if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+            return False  # a standby: its primary's folder does the work
+        got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (presence,)).fetchone()[0]
+        if got:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (presence,))
+        return bool(got)
+
+    try:
+        if not db.run(free):
+            return
+        env = dict(os.environ)
+        env[DSN_VARIABLE] = db.settings.dsn
+        child = subprocess.Popen(
+            [sys.executable, "-m", "mempalace_pg.indexing", db.schema, str(collection._pk)],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True, cwd="/")
+    except Exception as exc:  # noqa: BLE001 - rows stay searchable exactly; the next write tries again
+        log.warning("mempalace-pg: could not start the vector index folder of %s: %s", collection, exc)
+        return
+    with _LOCK:
+        _FOLDERS[key] = child
+
+
+class Pause:
+    """Holds a collection's segments as they are (no folder changes them) until :meth:`close`."""
+
+    def __init__(self, collection: "PostgresCollection"):
+        self._stack = contextlib.ExitStack()
+        self._conn = self._stack.enter_context(collection._db.connection())
+        self._key = lock_keys(collection._db.schema, collection._pk)[1]
+        self._conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._key,))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self._key,))
+            finally:
+                self._conn = None
+                self._stack.close()
+
+
+def pause(collection: "PostgresCollection") -> Pause:
+    """Keep folders off ``collection`` (a bulk load builds its index at the end); waits for a running build."""
+    return Pause(collection)
+
+
+def settle(collection: "PostgresCollection", *, timeout: float = 120.0, single: bool = False) -> Layout:
+    """Wait until no row of ``collection`` waits for the index (and, with ``single``, until it is one
+    segment); return the layout. Raises TimeoutError. For tests, benchmarks and tools."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = layout(collection, fresh=True)
+        if not current.has_tail and (not single or len(current.segments) <= 1):
+            return current
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{collection}: {current} after {timeout} s")
+        time.sleep(0.1)
+
+
+# ----------------------------------------------------------------------------- building (folder, reindex, bulk)
+def build_session(conn: psycopg.Connection) -> None:
+    """Session settings of a connection that builds segments (a folder's, or a pooled one for a while)."""
+    conn.execute("SELECT set_config('maintenance_work_mem', %s, false), "
+                 "set_config('max_parallel_maintenance_workers', %s, false), "
+                 "set_config('statement_timeout', '0', false)", (BUILD_MEMORY, str(BUILD_WORKERS)))
+
+
+def register(conn: psycopg.Connection, schema: str, pk: int, index: str, lo: int, hi: int, seconds: float,
+             replaced: list[str]) -> None:
+    """Make a built index a segment and retire the ones it replaces, in one transaction."""
+    segs = sql.Identifier(schema, "vector_segments")
+    table = sql.Identifier(schema, f"records_c{int(pk)}")
+    with conn.transaction():
+        rows = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, segment_condition(lo, hi))
+                            ).fetchone()[0]
+        conn.execute(sql.SQL("DELETE FROM {} WHERE index_name = ANY(%s)").format(segs), (replaced,))
+        conn.execute(sql.SQL("INSERT INTO {} (collection_pk, index_name, lo, hi, rows, build_seconds) "
+                             "VALUES (%s, %s, %s, %s, %s, %s)").format(segs), (pk, index, lo, hi, rows, seconds))
+
+
+def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> Optional[str]:
+    """Make every row of the collection one segment, built in one go (not concurrently: writes wait), and
+    drop the other segments. ``conn`` holds no transaction. For bulk loads and ``reindex``."""
+    if dim > HNSW_MAX_DIM:
+        return None
+    _, changes = lock_keys(schema, pk)
+    table = sql.Identifier(schema, f"records_c{int(pk)}")
+    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (changes,))
+    try:
+        old = [name for (name,) in conn.execute(sql.SQL(
+            "SELECT index_name FROM {} WHERE collection_pk = %s").format(sql.Identifier(schema, "vector_segments")),
+            (pk,))]
+        hi = conn.execute(sql.SQL("SELECT COALESCE(max(vector_seq), 0) FROM {}").format(table)).fetchone()[0]
+        name = segment_name(pk, hi)
+        t0 = time.perf_counter()
+        conn.execute(segment_ddl(name, table, dim, -1, hi, concurrently=False))
+        register(conn, schema, pk, name, -1, hi, time.perf_counter() - t0, old)
+        for stale in _orphans(conn, schema, pk):  # the replaced segments, and any interrupted build's
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, stale)))
+        return name
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (changes,))
+
+
+def _orphans(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
+    """Segment indexes of the collection that no segment lists (a build or switch was interrupted)."""
+    return [name for (name,) in conn.execute(sql.SQL(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname LIKE %s "
+        "AND c.relname NOT IN (SELECT index_name FROM {} WHERE collection_pk = %s)").format(
+        sql.Identifier(schema, "vector_segments")), (schema, f"records\\_c{int(pk)}\\_vec\\_%", pk))]
+
+
+# ----------------------------------------------------------------------------- the folder process
+class Folder:
+    """Folds one collection's tail into segments and merges segments, until the collection is quiet."""
+
+    def __init__(self, conn: psycopg.Connection, schema: str, pk: int):
+        self.conn = conn
+        self.schema = schema
+        self.pk = pk
+        self.table = sql.Identifier(schema, f"records_c{int(pk)}")
+        self.presence, self.changes = lock_keys(schema, pk)
+        self.last_newest: Optional[int] = None
+        self.last_change = time.monotonic()
+        self.retired: list[tuple[float, str]] = []  # (drop after, index) of replaced segments
+
+    # -- state people can read (doctor, psql) --------------------------------------------------
+    def report(self, activity: str, error: Optional[str] = None) -> None:
+        self.conn.execute(sql.SQL(
+            "INSERT INTO {} AS f (collection_pk, pid, host, activity, last_error) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (collection_pk) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, "
+            "activity = EXCLUDED.activity, updated_at = now(), "
+            "last_error = COALESCE(EXCLUDED.last_error, f.last_error)").format(
+            sql.Identifier(self.schema, "vector_folders")),
+            (self.pk, os.getpid(), socket.gethostname(), activity, error))
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self) -> None:
+        conn = self.conn
+        if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+            return
+        if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.presence,)).fetchone()[0]:
+            return  # another folder has this collection
+        try:
+            self.report("started")
+            idle_since = time.monotonic()
+            while True:
+                dim = self.dimension()
+                if dim is None or dim > HNSW_MAX_DIM:
+                    return  # nothing written yet, or searched exactly
+                worked = self.step(dim)
+                now = time.monotonic()
+                self.drop_retired(now)
+                if worked:
+                    idle_since = now
+                elif now - idle_since > LINGER_S:
+                    return
+                else:
+                    time.sleep(POLL_S)
+        finally:
+            self.drop_retired(float("inf"))
+            try:
+                self.report("exited")
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.presence,))
+
+    def dimension(self) -> Optional[int]:
+        row = self.conn.execute(sql.SQL("SELECT dimension FROM {} WHERE collection_pk = %s").format(
+            sql.Identifier(self.schema, "collections")), (self.pk,)).fetchone()
+        if row is None:
+            raise LookupError("the collection is gone")
+        return row[0]
+
+    def step(self, dim: int) -> bool:
+        """Do the next piece of work, if any is due; True when something was done."""
+        current = read_layout(self.conn, self.schema, self.pk)
+        now = time.monotonic()
+        if current.newest != self.last_newest:
+            self.last_newest, self.last_change = current.newest, now
+        quiet = now - self.last_change >= QUIET_S
+        tail = self.count_above(current.top) if current.has_tail else 0
+        segments = self.segment_rows()
+        plan = self.merge_plan(segments, quiet)
+        # Too many segments come first: under sustained writes the tail is due again after every build.
+        if plan and len(current.segments) > MAX_SEGMENTS:
+            return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
+        total = sum(s[3] for s in segments)
+        if tail and quiet and segments and total + tail <= FULL_MERGE_ROWS:
+            # one build over the segments and the tail, rather than a segment and then a merge
+            return self.locked(lambda: self.fold(current, dim, replace=segments),
+                               f"rebuilding {total + tail} rows as one segment")
+        if tail >= FOLD_ROWS or (tail and quiet):
+            if quiet and tail <= ABSORB_ROWS and total > FULL_MERGE_ROWS:
+                return self.locked(lambda: self.absorb(current, dim), f"absorbing {tail} rows")
+            return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
+        if plan:
+            return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
+        return False
+
+    def locked(self, work, activity: str) -> bool:
+        if not self.conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.changes,)).fetchone()[0]:
+            return False  # a bulk load or reindex is changing the segments
+        try:
+            self.report(activity)
+            work()
+            self.report("idle")
+            return True
+        finally:
+            self.conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.changes,))
+
+    def count_above(self, top: int) -> int:
+        return self.conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(self.table),
+                                 (top,)).fetchone()[0]
+
+    def segment_rows(self) -> list[tuple[str, int, int, int]]:
+        return self.conn.execute(sql.SQL(
+            "SELECT index_name, lo, hi, rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
+            sql.Identifier(self.schema, "vector_segments")), (self.pk,)).fetchall()
+
+    def build(self, dim: int, lo: int, hi: int, replaced: list[str]) -> None:
+        name = segment_name(self.pk, hi)
+        t0 = time.perf_counter()
+        try:
+            self.conn.execute(segment_ddl(name, self.table, dim, lo, hi, concurrently=True))
+        except BaseException:
+            # an interrupted concurrent build leaves an invalid index behind
+            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                sql.Identifier(self.schema, name)))
+            raise
+        register(self.conn, self.schema, self.pk, name, lo, hi, time.perf_counter() - t0, replaced)
+        # The planner picks each arm's index by the rows it expects in the segment's vector_seq range.
+        self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))
+        due = time.monotonic() + GRACE_S
+        self.retired += [(due, old) for old in replaced]
+
+    def fold(self, current: Layout, dim: int, replace: Optional[list] = None) -> None:
+        """The tail becomes a segment (rows written during the build stay in the tail); with ``replace``,
+        one segment over those segments and the tail."""
+        for orphan in _orphans(self.conn, self.schema, self.pk):
+            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                sql.Identifier(self.schema, orphan)))
+        newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
+        if newest is not None and newest > current.top:
+            lo = replace[0][1] if replace else current.top
+            self.build(dim, lo, int(newest), [seg[0] for seg in replace or []])
+
+    def absorb(self, current: Layout, dim: int) -> None:
+        """Move a small quiet tail into the newest segment: each row is inserted into that segment's graph.
+        Rows a writer holds are skipped (they will be in the tail again anyway)."""
+        top = current.top
+        self.conn.execute(sql.SQL(
+            "WITH t AS (SELECT id FROM {t} WHERE vector_seq > %s ORDER BY vector_seq FOR UPDATE SKIP LOCKED) "
+            "UPDATE {t} AS r SET vector_seq = %s FROM t WHERE r.id = t.id AND r.vector_seq > %s").format(
+            t=self.table), (top, top, top))
+        self.conn.execute(sql.SQL("UPDATE {} SET rows = (SELECT count(*) FROM {} WHERE {}) WHERE collection_pk = %s "
+                                  "AND hi = %s").format(sql.Identifier(self.schema, "vector_segments"), self.table,
+                                                        segment_condition(*current.segments[-1])),
+                          (self.pk, top))
+
+    @staticmethod
+    def merge_plan(segments: list, quiet: bool) -> list[tuple[str, int, int, int]]:
+        """The segments to merge into one (empty: none due). Once writes pause, all of a collection of at
+        most FULL_MERGE_ROWS. Otherwise the newer segments once there are too many of them or writes
+        pause, and all of them once the newer ones hold MERGE_FRACTION of the oldest's rows."""
+        if len(segments) < 2:
+            return []
+        if quiet and sum(s[3] for s in segments) <= FULL_MERGE_ROWS:
+            return segments
+        newer = segments[1:]
+        if sum(s[3] for s in newer) >= MERGE_FRACTION * max(1, segments[0][3]):
+            return segments if quiet or len(segments) > MAX_SEGMENTS else []
+        if len(newer) >= 2 and (quiet or len(segments) > MAX_SEGMENTS):
+            return newer
+        return []
+
+    def merge(self, plan: list[tuple[str, int, int, int]], dim: int) -> None:
+        self.build(dim, plan[0][1], plan[-1][2], [s[0] for s in plan])
+
+    def drop_retired(self, now: float) -> None:
+        due = [name for when, name in self.retired if when <= now]
+        if not due:
+            return
+        if now == float("inf") and self.retired:
+            time.sleep(max(0.0, max(when for when, _ in self.retired) - time.monotonic()))
+        for name in due:
+            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                sql.Identifier(self.schema, name)))
+        self.retired = [(when, name) for when, name in self.retired if name not in due]
+
+
+def connect_folder(dsn: str, schema: str) -> psycopg.Connection:
+    conn = psycopg.connect(dsn, autocommit=True, application_name="mempalace-pg folder")
+    conn.execute("SELECT set_config('search_path', concat_ws(', ', quote_ident(%s), "
+                 "(SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                 " WHERE e.extname = 'vector')), false)", (schema,))
+    build_session(conn)
+    return conn
+
+
+def main(argv: list[str]) -> int:
+    """``python -m mempalace_pg.indexing SCHEMA COLLECTION_PK``, the DSN in MEMPALACE_PG_FOLDER_DSN."""
+    schema, pk = argv[0], int(argv[1])
+    dsn = os.environ.get(DSN_VARIABLE)
+    if not dsn:
+        print(f"{DSN_VARIABLE} is not set", file=sys.stderr)
+        return 2
+    try:
+        with connect_folder(dsn, schema) as conn:
+            folder = Folder(conn, schema, pk)
+            try:
+                folder.run()
+            except (LookupError, psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+                return 0  # the collection (or its palace) was dropped meanwhile
+            except psycopg.Error as exc:
+                try:
+                    folder.report("failed", f"{type(exc).__name__}: {exc}")
+                except psycopg.Error:
+                    pass
+                return 1
+    except psycopg.OperationalError:
+        return 1  # the server went away; the next write or search starts another folder
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -282,7 +282,9 @@ class PalaceSearch:
             boost_value = float(boost) if mode == "boost" else 0.0
             return query, params + rparams + [boost_value, col._pk]
 
-        key = ("around", hops, mode, float(boost), n, tuple(keys.items()), col is None)
+        # statements that search vectors are kept per vector index layout (their arms depend on it)
+        key = ("around", hops, mode, float(boost), n, tuple(keys.items()),
+               col.vector_layout() if col is not None else None)
         row = self._execute(self._cache.get(key, build), **values)
         return {"entity_found": row[0] > 0, "entities": row[0], "facts": row[1], "evidence_drawers": row[2],
                 "hits": _load(row[3]) if len(row) > 3 else []}
@@ -413,7 +415,8 @@ class PalaceSearch:
                      key=self._fn("kg_key"), text_key=self._fn("text_key"), n=row_count(n))
             return query, p_near + [palace, AS_OF]
 
-        row = self._execute(self._cache.get(("entities", n, max(1, int(drawers)), tuple(keys.items())), build),
+        row = self._execute(self._cache.get(("entities", n, max(1, int(drawers)), tuple(keys.items()),
+                                                 col.vector_layout()), build),
                             **values)
         return _load(row[0])
 
@@ -459,7 +462,7 @@ class PalaceSearch:
             ).format(near=near, lexical=lexical, rec=col._table, n=row_count(n))
             return query, p_near + p_lex + [int(k), col._pk]
 
-        row = self._execute(self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items())), build), **values)
+        row = self._execute(self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.vector_layout()), build), **values)
         return _load(row[0])
 
 

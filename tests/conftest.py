@@ -43,17 +43,23 @@ def pg_dsn() -> str:
     return dsn
 
 
+def stop_folders(conn) -> None:
+    """End the vector index folders on the test server (a running build holds locks a DROP needs)."""
+    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                 "WHERE application_name = 'mempalace-pg folder' AND pid <> pg_backend_pid()")
+
+
 @pytest.fixture(scope="session")
 def pg_schema(pg_dsn):
     """A schema for this test session, dropped afterwards."""
     name = f"t_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     yield name
-    from mempalace_pg import database, indexing
+    from mempalace_pg import database
 
-    # Stop background merges first: one still folding fresh rows would deadlock with the DROP.
-    indexing._stop_merging()
     database.close_all()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        # Folder processes the tests' writes started would hold the DROP up until their builds end.
+        stop_folders(conn)
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
         conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
                      (f"{name}_kg",))

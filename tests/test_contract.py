@@ -21,7 +21,7 @@ from mempalace.backends.base import EmbedderIdentity, UnsupportedMaintenanceKind
 
 from mempalace_pg.backend import PostgresBackend
 from mempalace_pg.marker import MARKER_FILENAME
-from mempalace_pg import bulk
+from mempalace_pg import bulk, indexing
 
 
 def seed(col):
@@ -278,9 +278,10 @@ def test_close_palace_evicts_handles(make_collection, backend, tmp_path):
 def test_maintenance(make_collection):
     col = make_collection()
     seed(col)
+    indexing.settle(col)  # the folder the writes started builds the first segment
     state = col.maintenance_state()
     assert state["rows"] == 3 and state["dimension"] == 2 and state["vector_index"]
-    assert state["vector_index_valid"] is True
+    assert state["vector_index_valid"] is True and state["fresh_rows"] == 0
     assert col.run_maintenance("analyze").status == "ran"
     assert col.run_maintenance("reindex").status == "ran"
     with pytest.raises(UnsupportedMaintenanceKindError):
@@ -374,11 +375,14 @@ def test_reindex_recreates_a_missing_index(make_collection, pg_dsn):
 
     col = make_collection()
     seed(col)
+    name = indexing.settle(col) and col.maintenance_state()["vector_index"]
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP INDEX "{col._db.schema}"."records_c{col._pk}_embedding_hnsw"')
-    assert col.maintenance_state()["vector_index"] is None
+        conn.execute(f'DROP INDEX "{col._db.schema}"."{name}"')
+    assert col.maintenance_state()["vector_index_valid"] is None  # listed, but its index is gone
     assert col.run_maintenance("reindex").status == "ran"
-    assert col.maintenance_state()["vector_index"]
+    state = col.maintenance_state()
+    assert state["vector_index"] not in (None, name) and state["vector_index_valid"]
+    assert len(state["vector_index_segments"]) == 1
 
 
 def test_counts_follow_every_write(make_collection):
@@ -406,41 +410,49 @@ def test_counts_follow_every_write(make_collection):
     assert col.facet_counts("room", where={"wing": {"$eq": "other"}}) == {"r": 1}
 
 
-def test_fresh_rows_are_found_then_merged_into_the_index(make_collection, monkeypatch):
-    """Writes skip the HNSW insert; queries see fresh rows at once; a background merge indexes them."""
+def test_written_rows_are_found_at_once_then_folded_into_segments(make_collection, monkeypatch):
+    """Writes touch no HNSW index; queries see the tail at once; the folder process the writes start
+    makes segments of it (a separate process: it outlives this one's writes); rows written again leave
+    their segment; one query over segments and tail gives the exact answer."""
     import numpy as np
 
-    from mempalace_pg import indexing
-
-    monkeypatch.setattr(indexing, "MERGE_AT", 40)
-    monkeypatch.setattr(indexing, "MERGE_CHUNK", 15)
+    monkeypatch.setattr(indexing, "SPAWN_CHECK_S", 0.0)
     col = make_collection()
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(120, 16)).astype("float32")
     ids = [f"v{i:03d}" for i in range(120)]
-    for start in range(0, 30, 10):  # 30 rows: below MERGE_AT, they stay fresh
-        col.add(ids=ids[start:start + 10], documents=["d"] * 10, metadatas=[{"wing": "w"}] * 10,
-                embeddings=vectors[start:start + 10].tolist())
-    assert indexing.drain(col) == 30
 
     def exact(q, k, allowed):
         sims = (vectors[allowed] @ q) / (np.linalg.norm(vectors[allowed], axis=1) * np.linalg.norm(q))
         return [ids[allowed[i]] for i in np.argsort(-sims)[:k]]
 
     q = rng.normal(size=16).astype("float32")
+    for start in range(0, 30, 10):
+        col.add(ids=ids[start:start + 10], documents=["d"] * 10, metadatas=[{"wing": "w"}] * 10,
+                embeddings=vectors[start:start + 10].tolist())
+    # straight after the writes, the rows are searched exactly (the folder waits for writes to pause)
     assert col.query(query_embeddings=[q.tolist()], n_results=5).ids[0] == exact(q, 5, list(range(30)))
+    first = indexing.settle(col, timeout=60)
+    assert len(first.segments) == 1 and col.fresh_count() == 0
     for start in range(30, 120, 10):
         col.add(ids=ids[start:start + 10], documents=["d"] * 10, metadatas=[{"wing": "w"}] * 10,
                 embeddings=vectors[start:start + 10].tolist())
-    assert indexing.drain(col) == 0  # merged in the background, in chunks
+    assert indexing.settle(col, timeout=60).top >= first.top
     state = col.maintenance_state()
-    assert state["fresh_rows"] == 0 and state["rows"] == 120
-    # half indexed, half fresh: one query over both arms gives the exact answer
+    assert state["fresh_rows"] == 0 and state["rows"] == 120 and state["vector_index_valid"]
+    folder = col._db.run(lambda conn: conn.execute(
+        f'SELECT pid, activity, last_error FROM "{col._db.schema}".vector_folders WHERE collection_pk = %s',
+        (col._pk,)).fetchone())
+    assert folder[0] != os.getpid() and folder[2] is None
+    # rows written again leave their segment for the tail; the query spans both
     col.update(ids=ids[:60], metadatas=[{"touched": True}] * 60)
-    assert col.fresh_count() in range(0, 61)
+    assert indexing.layout(col, fresh=True).has_tail
     res = col.query(query_embeddings=[q.tolist()], n_results=8, include=["distances"])
     assert res.ids[0] == exact(q, 8, list(range(120)))
     assert res.distances[0] == sorted(res.distances[0])
+    indexing.settle(col, timeout=60)
+    res = col.query(query_embeddings=[q.tolist()], n_results=8, where={"touched": True})
+    assert res.ids[0] == exact(q, 8, list(range(60)))
 
 
 def test_mempalace_treats_backend_as_multi_writer(tmp_path):

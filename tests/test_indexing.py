@@ -1,0 +1,122 @@
+"""The vector index on MemPalace's write path: a process writes through ``upsert`` and ends (exit, Ctrl-C,
+kill -9); the rows get an HNSW segment without anyone asking, and no two folders build the same rows."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psycopg
+from psycopg import sql
+
+from mempalace_pg import indexing
+
+#: A writer: upserts ROWS drawers in batches of 50 into the palace at argv[1], prints "written", then
+#: waits on stdin (so the test chooses how it ends).
+WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from mempalace.backends import PalaceRef
+    from mempalace_pg.backend import PostgresBackend
+
+    path, rows, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    col = PostgresBackend().get_collection(palace=PalaceRef(id=path, local_path=path),
+                                           collection_name="mempalace_drawers", create=True)
+    rng = np.random.default_rng(start)
+    for s in range(start, start + rows, 50):
+        vecs = rng.normal(size=(50, 32)).astype("float32")
+        col.upsert(ids=[f"d{i}" for i in range(s, s + 50)], documents=[f"drawer {i}" for i in range(s, s + 50)],
+                   metadatas=[{"wing": "w", "room": f"r{i % 4}"} for i in range(s, s + 50)],
+                   embeddings=vecs.tolist())
+    print("written", col._pk, flush=True)
+    sys.stdin.read()
+""")
+
+
+def start_writer(path, rows: int, start: int = 0, **env) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(rows), str(start)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **env), start_new_session=True)
+    line = proc.stdout.readline().split()
+    assert line[:1] == ["written"], f"writer failed (exit {proc.poll()})"
+    return proc, int(line[1])
+
+
+def waiting(conn, schema: str, pk: int) -> tuple[int, int]:
+    """(rows not in any segment, segments), read with plain SQL: asking through the plugin would itself
+    start a folder."""
+    top, segments = conn.execute(sql.SQL(
+        "SELECT COALESCE(max(hi), -1), count(*) FROM {} WHERE collection_pk = %s").format(
+        sql.Identifier(schema, "vector_segments")), (pk,)).fetchone()
+    tail = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(
+        sql.Identifier(schema, f"records_c{pk}")), (top,)).fetchone()[0]
+    return tail, segments
+
+
+def wait_indexed(conn, schema: str, pk: int, timeout: float = 60.0) -> float:
+    t0 = time.monotonic()
+    while waiting(conn, schema, pk)[0]:
+        assert time.monotonic() - t0 < timeout, f"rows still waiting after {timeout} s: {waiting(conn, schema, pk)}"
+        time.sleep(0.1)
+    return time.monotonic() - t0
+
+
+def test_rows_a_cli_wrote_get_indexed_after_it_exits(pg_dsn, pg_schema, tmp_path):
+    proc, pk = start_writer(tmp_path / "palace", 1000)
+    proc.communicate("")  # the writer exits normally, straight after its writes
+    assert proc.returncode == 0
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        wait_indexed(conn, pg_schema, pk)
+        assert waiting(conn, pg_schema, pk)[1] >= 1
+        pid, activity = conn.execute(sql.SQL("SELECT pid, activity FROM {} WHERE collection_pk = %s").format(
+            sql.Identifier(pg_schema, "vector_folders")), (pk,)).fetchone()
+        assert pid not in (os.getpid(), proc.pid) and activity
+
+
+def test_rows_a_writer_stopped_by_ctrl_c_wrote_get_indexed(pg_dsn, pg_schema, tmp_path):
+    proc, pk = start_writer(tmp_path / "palace", 600)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the foreground process group
+    proc.wait(timeout=30)
+    assert proc.returncode != 0
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        wait_indexed(conn, pg_schema, pk)
+
+
+def test_a_search_starts_the_folder_a_killed_writer_never_did(pg_dsn, pg_schema, tmp_path, make_collection):
+    # MEMPALACE_PG_FOLDER=off stands for a writer killed before its folder started
+    proc, pk = start_writer(tmp_path / "palace", 500, MEMPALACE_PG_FOLDER="off")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        time.sleep(indexing.QUIET_S + 1)
+        assert waiting(conn, pg_schema, pk) == (500, 0)  # nobody folded them
+        col = make_collection()
+        assert col._pk == pk
+        q = col.get(ids=["d7"], include=["embeddings"]).embeddings[0]
+        assert col.query(query_embeddings=[list(q)], n_results=1).ids == [["d7"]]  # found exactly, at once
+        wait_indexed(conn, pg_schema, pk)  # and that search started a folder
+        assert col.query(query_embeddings=[list(q)], n_results=1).ids == [["d7"]]
+
+
+def test_two_writers_at_once_get_disjoint_segments(pg_dsn, pg_schema, tmp_path, make_collection):
+    first, pk = start_writer(tmp_path / "palace", 50)
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "palace"), "3000", str(start)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+             for start in (10_000, 20_000)]
+    for proc in procs + [first]:
+        proc.communicate("")
+        assert proc.returncode == 0
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        wait_indexed(conn, pg_schema, pk, timeout=120)
+        segments = conn.execute(sql.SQL("SELECT lo, hi FROM {} WHERE collection_pk = %s ORDER BY lo").format(
+            sql.Identifier(pg_schema, "vector_segments")), (pk,)).fetchall()
+        assert all(a[1] <= b[0] for a, b in zip(segments, segments[1:])), segments  # no row in two segments
+        # every row is found through the segments, with the exact answer
+        col = make_collection()
+        q = col.get(ids=["d10007"], include=["embeddings"]).embeddings[0]
+        assert col.query(query_embeddings=[list(q)], n_results=1).ids == [["d10007"]]
+        assert col.count() == 6050
