@@ -21,10 +21,11 @@ One folder per collection (an advisory lock); every change of a collection's seg
 second lock, which bulk loads and ``run_maintenance("reindex")`` take too.
 
 The policy, in :class:`Folder`: a tail of FOLD_ROWS rows, or any tail once writes have paused for
-QUIET_S, becomes a segment; a small quiet tail is absorbed into the newest segment instead (a few graph
-inserts cost less than one more segment to search); the newer segments are merged into one when
-there are more than MAX_SEGMENTS, and everything into one when the newer ones reach half the oldest,
-so each row is rebuilt a bounded number of times while the palace grows.
+QUIET_S, becomes a segment. Once writes pause, a collection of at most FULL_MERGE_ROWS is rebuilt as one
+segment (each segment costs a query one more index walk); in a larger one a small quiet tail is
+inserted into the newest segment instead, and the newer segments are merged into one. Under sustained
+writes the newer segments are merged once there are more than MAX_SEGMENTS, and everything once they
+hold MERGE_FRACTION of the oldest's rows, so each row is rebuilt a bounded number of times as it grows.
 """
 
 from __future__ import annotations
@@ -393,8 +394,9 @@ class Folder:
         if plan and len(current.segments) > MAX_SEGMENTS:
             return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
         total = sum(s[3] for s in segments)
-        if tail and quiet and segments and total + tail <= FULL_MERGE_ROWS:
-            # one build over the segments and the tail, rather than a segment and then a merge
+        if tail and quiet and tail <= FOLD_ROWS and segments and total + tail <= FULL_MERGE_ROWS:
+            # one build over the segments and a small tail, rather than a segment and then a merge (a
+            # large tail is made a segment first: searching it exactly costs every query meanwhile)
             return self.locked(lambda: self.fold(current, dim, replace=segments),
                                f"rebuilding {total + tail} rows as one segment")
         if tail >= FOLD_ROWS or (tail and quiet):
