@@ -7,8 +7,9 @@
 
 How it is fast:
 
-* the collection's HNSW index is dropped for the load and built once at the end, with memory and
-  parallel workers for the build (maintaining a graph row by row costs milliseconds per row);
+* no folder builds index segments during the load (it holds the segments as they are); at the end
+  every row becomes one HNSW segment, built once with memory and a parallel worker, and the old
+  segments are dropped (see :mod:`mempalace_pg.indexing`);
 * each batch goes in with one binary COPY straight into the collection's partition;
 * the GIN indexes (full text, metadata) may buffer the whole load in their pending lists, which are
   merged once at the end (a small pending list, as the schema sets it, merges every few batches);
@@ -18,7 +19,7 @@ How it is fast:
   batches wait in the queue: memory stays flat however large the load.
 
 Each batch commits on its own: an interrupted load keeps the batches it wrote, and queries meanwhile
-still answer, by exact scan. Records must be new, as with ``add``; a batch with an existing id is
+still answer (the rows loaded so far by exact scan). Records must be new, as with ``add``; a batch with an existing id is
 not written and the load stops with that error.
 """
 
