@@ -382,13 +382,14 @@ class Folder:
 
     def step(self, dim: int) -> bool:
         """Do the next piece of work, if any is due; True when something was done."""
-        current = read_layout(self.conn, self.schema, self.pk)
+        segments = self.segment_rows()
+        newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
+        current = Layout(tuple((lo, hi) for _, lo, hi, _ in segments), -1 if newest is None else int(newest))
         now = time.monotonic()
         if current.newest != self.last_newest:
             self.last_newest, self.last_change = current.newest, now
         quiet = now - self.last_change >= QUIET_S
         tail = self.count_above(current.top) if current.has_tail else 0
-        segments = self.segment_rows()
         plan = self.merge_plan(segments, quiet)
         # Too many segments come first: under sustained writes the tail is due again after every build.
         if plan and len(current.segments) > MAX_SEGMENTS:
