@@ -140,6 +140,22 @@ def cleanup(name: str, dsn: str, tag: str, col) -> None:
             conn.execute(f'DROP TABLE IF EXISTS "{col._table}"')
 
 
+def load_drawers(col, name: str, n: int, centers) -> float:
+    """Drawers 0..n into ``col``: ``postgres`` through its bulk path, other backends by upserts of BATCH;
+    the seconds it took."""
+    t0 = time.perf_counter()
+    if name == "postgres":
+        with col.bulk_load() as load:
+            for start in range(0, n, BATCH):
+                ids, docs, metas, vecs = batch_data(start, min(BATCH, n - start), centers)
+                load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
+    else:
+        for start in range(0, n, BATCH):
+            ids, docs, metas, vecs = batch_data(start, min(BATCH, n - start), centers)
+            col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
+    return time.perf_counter() - t0
+
+
 # ----------------------------------------------------------------------------- timing
 def timed(fn, *, reps: int, budget_s: float = 20.0, min_reps: int = 5):
     """Call fn(i) up to ``reps`` times (fewer if it runs past ``budget_s``); return ms timings, last result."""

@@ -56,20 +56,6 @@ def make_facts(n_facts: int, n_entities: int, drawer_ids: list[str], seed: int =
                      drawer_ids=drawer_ids, adapter_name="bench")
 
 
-def load_drawers(col, name: str, n: int, centers) -> float:
-    t0 = time.perf_counter()
-    if name == "postgres":
-        with col.bulk_load() as load:
-            for start in range(0, n, bb.BATCH):
-                ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
-                load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
-    else:
-        for start in range(0, n, bb.BATCH):
-            ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
-            col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
-    return time.perf_counter() - t0
-
-
 # ----------------------------------------------------------------------------- the two-store way
 class TwoStores:
     """A vector backend of MemPalace plus MemPalace's SQLite knowledge graph, joined in Python."""
@@ -212,7 +198,7 @@ def run_store(args, store: str) -> dict:
     backend, col = bb.open_collection(vector_store, str(workdir / f"palace_{vector_store}"), dsn, tag)
     try:
         print(f"[bench_retrieval] loading {n} drawers into {store} ...", file=sys.stderr, flush=True)
-        out["load_s"][store] = round(load_drawers(col, vector_store, n, centers), 1)
+        out["load_s"][store] = round(bb.load_drawers(col, vector_store, n, centers), 1)
         drawer_ids = [f"drawer_{bb.WINGS[i % len(bb.WINGS)]}_{bb.ROOMS[(i // len(bb.WINGS)) % len(bb.ROOMS)]}_{i:08d}"
                       for i in range(n)]
         entities, triples = make_facts(n_facts, args.entities, drawer_ids)

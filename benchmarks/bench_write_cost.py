@@ -50,20 +50,6 @@ TSV = {"words": "to_tsvector('simple'::regconfig, {fn}(document))",
        "tokens": "to_tsvector('simple'::regconfig, document)"}
 
 
-def _load(name: str, col, n: int, centers) -> float:
-    t0 = time.perf_counter()
-    if name == "postgres":  # its bulk path, as bench_backends loads it
-        with col.bulk_load() as load:
-            for start in range(0, n, bb.BATCH):
-                ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
-                load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
-    else:
-        for start in range(0, n, bb.BATCH):
-            ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
-            col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
-    return time.perf_counter() - t0
-
-
 def _upserts(col, first: int, count: int, centers) -> list[float]:
     """``count`` upserts of UPSERT new drawers from drawer ``first`` on; ms each."""
     times = []
@@ -117,7 +103,7 @@ def run_child(store: str, n: int, rounds: int, upserts: int, dsn: str) -> dict:
     centers = bb.cluster_centers()
     backend, col = bb.open_collection(store, str(workdir / "palace"), dsn, tag)
     try:
-        out: dict = {"store": store, "load_s": round(_load(store, col, n, centers), 1), "rounds": []}
+        out: dict = {"store": store, "load_s": round(bb.load_drawers(col, store, n, centers), 1), "rounds": []}
         first = n
         _upserts(col, first, 5, centers)  # warm-up: statements prepared, pages cached
         first += 5 * UPSERT
