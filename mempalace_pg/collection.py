@@ -35,6 +35,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from . import indexing
+from .database import search_breadth
 from .filters import INDEX_PREFIX, compile_filters, wing_room_equalities
 from .records import as_matrix, clean_batch, clean_document, clean_id, clean_lookup_ids, clean_metadata
 from .text import storable
@@ -107,9 +108,11 @@ class StatementCache:
 
     @staticmethod
     def sql(entry: list, conn: psycopg.Connection) -> bytes:
-        """The entry's statement as SQL bytes (rendered once, on this first use)."""
+        """The entry's statement as SQL bytes (rendered once, on this first use), with ``conn`` set up for
+        it: an entry's optional third item is the HNSW search breadth it was built for."""
         if not isinstance(entry[0], bytes):
             entry[0] = entry[0].as_bytes(conn)
+        search_breadth(conn, entry[2] if len(entry) > 2 else None)
         return entry[0]
 
 
@@ -158,9 +161,6 @@ EXACT_SCAN_MAX = 3000
 #: from their own index scan); tests/test_contract.py checks the agreement.
 LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
-#: Session settings for building a vector index in one go (bulk loads, reindex).
-BUILD_MAINTENANCE_WORK_MEM = "512MB"
-BUILD_PARALLEL_WORKERS = 1  # leader + 1 worker: both cores of a small server (2 workers measured no faster)
 
 
 class PostgresCollection(BaseCollection):
@@ -687,7 +687,9 @@ class PostgresCollection(BaseCollection):
         layout = layout or self.vector_layout()
         fmt = dict(cols=columns, vt=self._vector_type(dim), ht=self._half_type(dim), t=self._table,
                    cond=condition, n=row_count(n))
-        candidates = row_count(min(MAX_ROW_COUNT, FILTERED_OVERSAMPLE * n) if filtered else n)
+        # each segment holds a share of the matches: it oversamples by that share (at least n)
+        candidates = row_count(min(MAX_ROW_COUNT, max(n, math.ceil(FILTERED_OVERSAMPLE * n * layout.largest)))
+                               if filtered else n)
         parts, params, arms = [], [], []
         gate_ann = sql.SQL("")
         if gate is not None:
@@ -779,9 +781,10 @@ class PostgresCollection(BaseCollection):
 
         def build():
             keys = wing_room_equalities(where) if not where_document else None
-            return self.nearest_sql(columns, condition, fparams, QUERY_VECTOR, n, dim,
-                                    filtered=bool(where or where_document), gate=self._wing_room_gate(keys),
-                                    layout=layout)
+            query, template = self.nearest_sql(columns, condition, fparams, QUERY_VECTOR, n, dim,
+                                               filtered=bool(where or where_document),
+                                               gate=self._wing_room_gate(keys), layout=layout)
+            return query, template, indexing.search_breadth(layout, self._db.settings.ef_search)
 
         return self._statements.get(key, build)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, TypeVar
 
@@ -155,11 +156,28 @@ class Database:
 
 
 
+#: Each pooled connection's hnsw.ef_search: [configured, current] (see search_breadth).
+_BREADTH: "weakref.WeakKeyDictionary[psycopg.Connection, list[int]]" = weakref.WeakKeyDictionary()
+
+
+def search_breadth(conn: psycopg.Connection, ef_search: Optional[int]) -> None:
+    """Give the statements ``conn`` runs next the HNSW search breadth ``ef_search`` (None: the configured
+    one). A round trip only when it changes: a connection keeps the breadth of the statement it ran last."""
+    state = _BREADTH.get(conn)
+    if state is None:
+        return  # not one of our pooled connections: its own settings stand
+    want = state[0] if ef_search is None else int(ef_search)
+    if want != state[1]:
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(want),))
+        state[1] = want
+
+
 def _configure(settings: Settings):
     def configure(conn: psycopg.Connection) -> None:
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
+        _BREADTH[conn] = [settings.ef_search, settings.ef_search]
         # Session settings for every pooled connection: the statement timeout, HNSW search breadth,
         # iterative index scans (filtered queries still return n_results rows), and the schema
         # holding pgvector on the search path so its type and operators resolve wherever it lives,

@@ -21,11 +21,16 @@ One folder per collection (an advisory lock); every change of a collection's seg
 second lock, which bulk loads and ``run_maintenance("reindex")`` take too.
 
 The policy, in :class:`Folder`: a tail of FOLD_ROWS rows, or any tail once writes have paused for
-QUIET_S, becomes a segment. Once writes pause, a collection of at most FULL_MERGE_ROWS is rebuilt as one
-segment (each segment costs a query one more index walk); in a larger one a small quiet tail is
-inserted into the newest segment instead, and the newer segments are merged into one. Under sustained
-writes the newer segments are merged once there are more than MAX_SEGMENTS, and everything once they
-hold MERGE_FRACTION of the oldest's rows, so each row is rebuilt a bounded number of times as it grows.
+QUIET_S, becomes a segment; when writes pause the tail goes first (a row searched exactly costs every
+query more than another segment does). Merges combine the *open* segments, the newest ones that
+together hold at most SEGMENT_ROWS rows; older segments are full and stay as they are. Once writes
+pause, the open segments are rebuilt as one (each segment costs a query one more index walk), so a
+collection of at most SEGMENT_ROWS ends as one segment; in a larger one a small quiet tail is inserted
+into the newest segment instead. Under sustained writes, once there are more than MAX_SEGMENTS, the
+newest segments that hold no more rows than the one before them (or than BUSY_MERGE_ROWS) are
+merged: no merge then holds the tail up for long, and each row is rebuilt a bounded number of times
+however large the collection grows. A query over several segments walks each with a narrower breadth
+(:func:`search_breadth`).
 """
 
 from __future__ import annotations
@@ -65,10 +70,19 @@ FULL_MERGE_ROWS = 250_000
 #: In a larger collection, a quiet tail of at most this many rows is inserted into the newest segment
 #: rather than made a segment of its own.
 ABSORB_ROWS = 2000
-#: More segments than this and the newer ones are merged.
+#: More segments than this under sustained writes and the newer ones are merged.
 MAX_SEGMENTS = 3
-#: The newer segments are merged into the oldest once they hold this fraction of its rows.
-MERGE_FRACTION = 0.5
+#: Under sustained writes a merge of the newest segments may hold this many rows even when the segment
+#: before them is smaller (a few seconds' build here, while the tail grows).
+BUSY_MERGE_ROWS = 10 * FOLD_ROWS
+#: Merges make segments of at most this many rows: older segments, which a merge with the newer ones
+#: would take past it, stay as they are (so a row is rebuilt a bounded number of times however large
+#: the collection grows, and a query walks about one segment per SEGMENT_ROWS).
+SEGMENT_ROWS = FULL_MERGE_ROWS
+#: The smallest HNSW search breadth (hnsw.ef_search) a query over several segments uses: each segment
+#: holds a share of the rows and of the nearest ones, so a narrower walk finds its share (see
+#: search_breadth; measured in benchmarks/RESULTS.md, "Search breadth over segments").
+MIN_SEARCH_BREADTH = 60
 #: A folder with nothing to do for this long exits (the next write starts another).
 LINGER_S = 15.0
 #: How often a folder looks for new rows.
@@ -82,7 +96,9 @@ LAYOUT_TTL_S = 1.0
 SPAWN_CHECK_S = 2.0
 #: Memory for building a segment (a build that does not fit in it spills to disk, several times slower).
 BUILD_MEMORY = os.environ.get("MEMPALACE_PG_BUILD_MEMORY", "1GB")
-#: Parallel workers of a build, beside the folder's own backend (a small server has two cores).
+#: Parallel workers of a build, beside its own backend: both cores of a small server. (Queries beside a
+#: merge built this way were no slower than beside one without a worker: benchmarks/RESULTS.md, "Search
+#: breadth over segments".)
 BUILD_WORKERS = 1
 
 #: The environment variable that carries the DSN to a folder (never its command line, which `ps` shows).
@@ -90,10 +106,12 @@ DSN_VARIABLE = "MEMPALACE_PG_FOLDER_DSN"
 
 
 class Layout(NamedTuple):
-    """A collection's segments as ``((lo, hi), ...)`` in write order, and the newest vector_seq."""
+    """A collection's segments as ``((lo, hi), ...)`` in write order, the newest vector_seq, and the
+    share of the indexed rows the largest segment holds."""
 
     segments: tuple
     newest: int
+    largest: float = 1.0
 
     @property
     def top(self) -> int:
@@ -103,6 +121,26 @@ class Layout(NamedTuple):
     @property
     def has_tail(self) -> bool:
         return self.newest > self.top
+
+
+def largest_share(rows) -> float:
+    """The largest of segment row counts ``rows`` as a share of their sum, rounded to a tenth (a
+    layout is part of statement cache keys; the rounding keeps a trickle of rows from changing it)."""
+    rows = [int(r) for r in rows]
+    total = sum(rows)
+    return 1.0 if len(rows) < 2 or total <= 0 else max(0.1, round(max(rows) / total, 1))
+
+
+def search_breadth(layout: Layout, configured: int) -> int:
+    """The hnsw.ef_search of a query over ``layout``: the configured breadth, scaled down by the largest
+    segment's share of the rows, to at least MIN_SEARCH_BREADTH (never above the configured one).
+
+    Every segment's walk runs at the statement's one breadth. The nearest rows are spread over the
+    segments, so each walk needs only its share of them, from a smaller graph (recall and time per
+    layout: "Search breadth over segments" in benchmarks/RESULTS.md)."""
+    if len(layout.segments) < 2:
+        return configured
+    return min(configured, max(MIN_SEARCH_BREADTH, int(configured * layout.largest + 0.999)))
 
 
 def segment_condition(lo: int, hi: int) -> sql.Composable:
@@ -151,11 +189,12 @@ def _key(collection: "PostgresCollection") -> tuple:
 def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
     """The collection's layout, read now (one statement)."""
     row = conn.execute(sql.SQL(
-        "SELECT (SELECT COALESCE(array_agg(ARRAY[lo, hi] ORDER BY lo), '{{}}') FROM {segs} WHERE collection_pk = %s), "
-        "(SELECT max(vector_seq) FROM {table})").format(
+        "SELECT (SELECT COALESCE(array_agg(ARRAY[lo, hi, rows] ORDER BY lo), '{{}}') FROM {segs} "
+        "WHERE collection_pk = %s), (SELECT max(vector_seq) FROM {table})").format(
         segs=sql.Identifier(schema, "vector_segments"), table=sql.Identifier(schema, f"records_c{int(pk)}")),
         (pk,)).fetchone()
-    return Layout(tuple((int(lo), int(hi)) for lo, hi in row[0]), -1 if row[1] is None else int(row[1]))
+    return Layout(tuple((int(lo), int(hi)) for lo, hi, _ in row[0]), -1 if row[1] is None else int(row[1]),
+                  largest_share(r for _, _, r in row[0]))
 
 
 def layout(collection: "PostgresCollection", *, fresh: bool = False) -> Layout:
@@ -265,11 +304,11 @@ def settle(collection: "PostgresCollection", *, timeout: float = 120.0, single: 
 
 
 # ----------------------------------------------------------------------------- building (folder, reindex, bulk)
-def build_session(conn: psycopg.Connection) -> None:
+def build_session(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> None:
     """Session settings of a connection that builds segments (a folder's, or a pooled one for a while)."""
     conn.execute("SELECT set_config('maintenance_work_mem', %s, false), "
                  "set_config('max_parallel_maintenance_workers', %s, false), "
-                 "set_config('statement_timeout', '0', false)", (BUILD_MEMORY, str(BUILD_WORKERS)))
+                 "set_config('statement_timeout', '0', false)", (BUILD_MEMORY, str(int(workers))))
 
 
 def register(conn: psycopg.Connection, schema: str, pk: int, index: str, lo: int, hi: int, seconds: float,
@@ -384,25 +423,25 @@ class Folder:
         """Do the next piece of work, if any is due; True when something was done."""
         segments = self.segment_rows()
         newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
-        current = Layout(tuple((lo, hi) for _, lo, hi, _ in segments), -1 if newest is None else int(newest))
+        current = Layout(tuple((lo, hi) for _, lo, hi, _ in segments), -1 if newest is None else int(newest),
+                         largest_share(r for *_, r in segments))
         now = time.monotonic()
         if current.newest != self.last_newest:
             self.last_newest, self.last_change = current.newest, now
         quiet = now - self.last_change >= QUIET_S
         tail = self.count_above(current.top) if current.has_tail else 0
-        plan = self.merge_plan(segments, quiet)
-        # Too many segments come first: under sustained writes the tail is due again after every build.
-        if plan and len(current.segments) > MAX_SEGMENTS:
-            return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
         total = sum(s[3] for s in segments)
-        if tail and quiet and tail <= FOLD_ROWS and segments and total + tail <= FULL_MERGE_ROWS:
-            # one build over the segments and a small tail, rather than a segment and then a merge (a
-            # large tail is made a segment first: searching it exactly costs every query meanwhile)
-            return self.locked(lambda: self.fold(current, dim, replace=segments),
-                               f"rebuilding {total + tail} rows as one segment")
-        if tail >= FOLD_ROWS or (tail and quiet):
-            if quiet and tail <= ABSORB_ROWS and total > FULL_MERGE_ROWS:
+        if tail and quiet:
+            # Writes paused: the tail first. A row searched exactly costs every query more than one
+            # more segment does, and folding a tail takes a fraction of a merge's time.
+            if tail <= ABSORB_ROWS and total > FULL_MERGE_ROWS:
                 return self.locked(lambda: self.absorb(current, dim), f"absorbing {tail} rows")
+            return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
+        plan = self.merge_plan(segments, quiet)
+        # Under sustained writes too many segments come first: the tail is due again after every build.
+        if plan and len(self.open_segments(segments)) > MAX_SEGMENTS:
+            return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
+        if tail >= FOLD_ROWS:
             return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
         if plan:
             return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
@@ -444,16 +483,14 @@ class Folder:
         due = time.monotonic() + GRACE_S
         self.retired += [(due, old) for old in replaced]
 
-    def fold(self, current: Layout, dim: int, replace: Optional[list] = None) -> None:
-        """The tail becomes a segment (rows written during the build stay in the tail); with ``replace``,
-        one segment over those segments and the tail."""
+    def fold(self, current: Layout, dim: int) -> None:
+        """The tail becomes a segment (rows written during the build stay in the tail)."""
         for orphan in _orphans(self.conn, self.schema, self.pk):
             self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
                 sql.Identifier(self.schema, orphan)))
         newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
         if newest is not None and newest > current.top:
-            lo = replace[0][1] if replace else current.top
-            self.build(dim, lo, int(newest), [seg[0] for seg in replace or []])
+            self.build(dim, current.top, int(newest), [])
 
     def absorb(self, current: Layout, dim: int) -> None:
         """Move a small quiet tail into the newest segment: each row is inserted into that segment's graph.
@@ -469,20 +506,33 @@ class Folder:
                           (self.pk, top))
 
     @staticmethod
+    def open_segments(segments: list) -> list:
+        """The newest segments that a merge may combine: the longest run, newest first, of at most
+        SEGMENT_ROWS rows (older segments are full and stay as they are)."""
+        rows, start = 0, len(segments)
+        while start > 0 and rows + segments[start - 1][3] <= SEGMENT_ROWS:
+            start -= 1
+            rows += segments[start][3]
+        return segments[start:]
+
+    @staticmethod
     def merge_plan(segments: list, quiet: bool) -> list[tuple[str, int, int, int]]:
-        """The segments to merge into one (empty: none due). Once writes pause, all of a collection of at
-        most FULL_MERGE_ROWS. Otherwise the newer segments once there are too many of them or writes
-        pause, and all of them once the newer ones hold MERGE_FRACTION of the oldest's rows."""
-        if len(segments) < 2:
+        """The segments to merge into one (empty: none due), among the open ones. Once writes pause, all
+        of them. Under sustained writes, once there are more than MAX_SEGMENTS, the newest ones that
+        together hold no more rows than the segment before them (or than BUSY_MERGE_ROWS): a merge then
+        takes little longer than that segment's build did (the tail grows while it runs), and each row
+        is rebuilt about once per doubling of the segment it ends in."""
+        group = Folder.open_segments(segments)
+        if len(group) < 2:
             return []
-        if quiet and sum(s[3] for s in segments) <= FULL_MERGE_ROWS:
-            return segments
-        newer = segments[1:]
-        if sum(s[3] for s in newer) >= MERGE_FRACTION * max(1, segments[0][3]):
-            return segments if quiet or len(segments) > MAX_SEGMENTS else []
-        if len(newer) >= 2 and (quiet or len(segments) > MAX_SEGMENTS):
-            return newer
-        return []
+        if quiet:
+            return group
+        if len(group) <= MAX_SEGMENTS:
+            return []
+        for start in range(1, len(group) - 1):  # the longest such run first
+            if sum(s[3] for s in group[start:]) <= max(group[start - 1][3], BUSY_MERGE_ROWS):
+                return group[start:]
+        return []  # the newest segments grew with the tail: they are few, and a merge would be long
 
     def merge(self, plan: list[tuple[str, int, int, int]], dim: int) -> None:
         self.build(dim, plan[0][1], plan[-1][2], [s[0] for s in plan])

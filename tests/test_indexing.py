@@ -120,3 +120,75 @@ def test_two_writers_at_once_get_disjoint_segments(pg_dsn, pg_schema, tmp_path, 
         q = col.get(ids=["d10007"], include=["embeddings"]).embeddings[0]
         assert col.query(query_embeddings=[list(q)], n_results=1).ids == [["d10007"]]
         assert col.count() == 6050
+
+
+def segment(rows: int, lo: int = 0) -> tuple[str, int, int, int]:
+    return (f"s{lo}", lo, lo + rows, rows)
+
+
+def test_merges_leave_full_segments_as_they_are():
+    full = indexing.SEGMENT_ROWS
+    big = segment(full)
+    newer = [segment(10_000, full)] + [segment(900, full + 10_000 + i * 1000) for i in range(indexing.MAX_SEGMENTS)]
+    # a pause merges the open segments only: a merge with the full one would take it past SEGMENT_ROWS
+    assert indexing.Folder.open_segments([big, *newer]) == newer
+    assert indexing.Folder.merge_plan([big, *newer], quiet=True) == newer
+    # under sustained writes, only once the open ones are too many: then the newest ones that hold no
+    # more rows than the segment before them
+    assert indexing.Folder.merge_plan([big, *newer[:3]], quiet=False) == []
+    assert indexing.Folder.merge_plan([big, *newer], quiet=False) == newer[1:]
+    # folds that grow with the tail (a folder behind the writer): merged only up to BUSY_MERGE_ROWS
+    slow = [segment(3000 + 500 * i, 10 ** 5 * i) for i in range(8)]
+    assert indexing.Folder.merge_plan(slow, quiet=False) == slow[-3:]
+    assert sum(s[3] for s in slow[-3:]) <= indexing.BUSY_MERGE_ROWS < sum(s[3] for s in slow[-4:])
+    doubling = [segment(4000 * 2 ** i, 10 ** 6 * i) for i in range(5)]
+    assert indexing.Folder.merge_plan(doubling, quiet=False) == []
+    # below SEGMENT_ROWS in all, a pause merges everything into one
+    small = [segment(1000, i * 1000) for i in range(3)]
+    assert indexing.Folder.merge_plan(small, quiet=True) == small
+
+
+def test_breadth_narrows_with_the_share_of_the_largest_segment():
+    one = indexing.Layout(((-1, 100),), 100)
+    four = indexing.Layout(((-1, 34), (34, 64), (64, 86), (86, 100)), 100, indexing.largest_share([34, 30, 22, 14]))
+    two = indexing.Layout(((-1, 74), (74, 100)), 100, indexing.largest_share([74, 26]))
+    assert indexing.search_breadth(one, 150) == 150
+    assert indexing.search_breadth(four, 150) == indexing.MIN_SEARCH_BREADTH
+    assert indexing.search_breadth(two, 150) == 105  # share 0.7
+    assert indexing.search_breadth(four, 40) == 40  # never wider than configured
+
+
+def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema, make_collection, monkeypatch):
+    import numpy as np
+
+    from mempalace_pg import database
+
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test makes the segments itself
+    col = make_collection()
+    rng = np.random.default_rng(5)
+    vecs = rng.normal(size=(1500, 32)).astype("float32")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        indexing.build_session(conn)
+        for start in (0, 600, 1100):  # three segments of 600, 500 and 400 rows
+            stop = {0: 600, 600: 1100, 1100: 1500}[start]
+            col.upsert(ids=[f"d{i}" for i in range(start, stop)], documents=[f"drawer {i}" for i in range(start, stop)],
+                       metadatas=[{"wing": f"w{i % 3}", "room": "r"} for i in range(start, stop)],
+                       embeddings=vecs[start:stop].tolist())
+            indexing.Folder(conn, pg_schema, col._pk).fold(indexing.read_layout(conn, pg_schema, col._pk), 32)
+    current = indexing.layout(col, fresh=True)
+    assert len(current.segments) == 3 and not current.has_tail
+    assert indexing.search_breadth(current, col._db.settings.ef_search) == indexing.MIN_SEARCH_BREADTH
+    unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    wings = np.array([i % 3 for i in range(1500)])
+    for q in rng.normal(size=(10, 32)).astype("float32"):
+        exact = [f"d{i}" for i in np.argsort(-(unit @ (q / np.linalg.norm(q))))[:10]]
+        assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact
+        order = np.argsort(-(unit @ (q / np.linalg.norm(q))))
+        in_wing = [f"d{i}" for i in order if wings[i] == 1][:10]
+        assert col.query(query_embeddings=[q.tolist()], n_results=10, where={"wing": "w1"}).ids[0] == in_wing
+    # the breadth is per statement: the connection goes back to the configured one for the next
+    with col._db.connection() as conn:
+        database.search_breadth(conn, 60)
+        assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "60"
+        database.search_breadth(conn, None)
+        assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(col._db.settings.ef_search)
