@@ -132,11 +132,8 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
         for label, where in FILTERS.items():
             out["query"][label] = measure(col, queries, truth, label, where)
     elif merge_workers == "idle":  # the baseline of the merge runs, measured their way
-        times, stop = [], time.perf_counter() + IDLE_S
-        while time.perf_counter() < stop:
-            times += [measure(col, queries[:10], truth_slice(truth, 10), "unfiltered", None)["p50"]]
-        out["query"]["unfiltered"] = {"p50": float(np.median(times)), "p95": float(np.percentile(times, 95)),
-                                      "n": len(times) * 10, "note": "p50/p95 of per-10-query medians"}
+        stop = time.perf_counter() + IDLE_S
+        out["query"]["unfiltered"] = ten_query_medians(col, queries, truth, lambda: time.perf_counter() < stop)
     else:
         import psycopg
         from psycopg import sql
@@ -156,19 +153,23 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
         thread = threading.Thread(target=build)
         thread.start()
         time.sleep(2.0)  # past the build's start
-        times = []
-        while not done:
-            times += [measure(col, queries[:10], truth_slice(truth, 10), "unfiltered", None)["p50"]]
+        out["query"]["unfiltered"] = ten_query_medians(col, queries, truth, lambda: not done)
         thread.join()
         out["merge_seconds"] = done[0]
-        out["query"]["unfiltered"] = {"p50": float(np.median(times)), "p95": float(np.percentile(times, 95)),
-                                      "n": len(times) * 10, "note": "p50/p95 of per-10-query medians"}
     backend.close()
     return out
 
 
-def truth_slice(truth: dict, k: int) -> dict:
-    return {label: rows[:k] for label, rows in truth.items()}
+def ten_query_medians(col, queries, truth, going) -> dict:
+    """The first ten queries, unfiltered, over and over while ``going()``: p50/p95 of each round's median."""
+    first = {label: rows[:10] for label, rows in truth.items()}
+    times = []
+    while going():
+        times.append(measure(col, queries[:10], first, "unfiltered", None)["p50"])
+    if not times:
+        raise SystemExit("the merge ended before the first round of queries: use a larger --n")
+    return {"p50": float(np.median(times)), "p95": float(np.percentile(times, 95)), "n": len(times) * 10,
+            "note": "p50/p95 of per-10-query medians"}
 
 
 # ----------------------------------------------------------------------------- parent

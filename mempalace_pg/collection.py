@@ -35,7 +35,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from . import indexing
-from .database import search_breadth
+from .database import use_search_breadth
 from .filters import INDEX_PREFIX, compile_filters, wing_room_equalities
 from .records import as_matrix, clean_batch, clean_document, clean_id, clean_lookup_ids, clean_metadata
 from .text import storable
@@ -112,7 +112,7 @@ class StatementCache:
         it: an entry's optional third item is the HNSW search breadth it was built for."""
         if not isinstance(entry[0], bytes):
             entry[0] = entry[0].as_bytes(conn)
-        search_breadth(conn, entry[2] if len(entry) > 2 else None)
+        use_search_breadth(conn, entry[2] if len(entry) > 2 else None)
         return entry[0]
 
 

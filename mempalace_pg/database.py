@@ -156,11 +156,11 @@ class Database:
 
 
 
-#: Each pooled connection's hnsw.ef_search: [configured, current] (see search_breadth).
+#: Each pooled connection's hnsw.ef_search: [configured, current] (see use_search_breadth).
 _BREADTH: "weakref.WeakKeyDictionary[psycopg.Connection, list[int]]" = weakref.WeakKeyDictionary()
 
 
-def search_breadth(conn: psycopg.Connection, ef_search: Optional[int]) -> None:
+def use_search_breadth(conn: psycopg.Connection, ef_search: Optional[int]) -> None:
     """Give the statements ``conn`` runs next the HNSW search breadth ``ef_search`` (None: the configured
     one). A round trip only when it changes: a connection keeps the breadth of the statement it ran last."""
     state = _BREADTH.get(conn)

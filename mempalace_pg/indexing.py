@@ -64,9 +64,12 @@ HNSW_MAX_DIM = 4000
 FOLD_ROWS = 2000
 #: Writes paused this long: the tail is folded whatever its size.
 QUIET_S = 1.0
-#: Once writes pause, a collection of at most this many rows is rebuilt as one segment (each further
-#: segment costs every query one more index walk, a small one about as much as a large one).
-FULL_MERGE_ROWS = 250_000
+#: Merges make segments of at most this many rows. Once writes pause, a collection of at most this many
+#: is rebuilt as one segment (each further segment costs every query one more index walk, a small one
+#: about as much as a large one); in a larger one, older segments that a merge with the newer ones
+#: would take past it stay as they are, so a row is rebuilt a bounded number of times however large
+#: the collection grows, and a query walks about one segment per SEGMENT_ROWS.
+SEGMENT_ROWS = 250_000
 #: In a larger collection, a quiet tail of at most this many rows is inserted into the newest segment
 #: rather than made a segment of its own.
 ABSORB_ROWS = 2000
@@ -75,10 +78,6 @@ MAX_SEGMENTS = 3
 #: Under sustained writes a merge of the newest segments may hold this many rows even when the segment
 #: before them is smaller (a few seconds' build here, while the tail grows).
 BUSY_MERGE_ROWS = 10 * FOLD_ROWS
-#: Merges make segments of at most this many rows: older segments, which a merge with the newer ones
-#: would take past it, stay as they are (so a row is rebuilt a bounded number of times however large
-#: the collection grows, and a query walks about one segment per SEGMENT_ROWS).
-SEGMENT_ROWS = FULL_MERGE_ROWS
 #: The smallest HNSW search breadth (hnsw.ef_search) a query over several segments uses: each segment
 #: holds a share of the rows and of the nearest ones, so a narrower walk finds its share (see
 #: search_breadth; measured in benchmarks/RESULTS.md, "Search breadth over segments").
@@ -434,17 +433,16 @@ class Folder:
         if tail and quiet:
             # Writes paused: the tail first. A row searched exactly costs every query more than one
             # more segment does, and folding a tail takes a fraction of a merge's time.
-            if tail <= ABSORB_ROWS and total > FULL_MERGE_ROWS:
+            if tail <= ABSORB_ROWS and total > SEGMENT_ROWS:
                 return self.locked(lambda: self.absorb(current, dim), f"absorbing {tail} rows")
             return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
+        # A merge comes before a due tail: under sustained writes merge_plan has one only when the
+        # segments are too many, and the tail is due again after every build.
         plan = self.merge_plan(segments, quiet)
-        # Under sustained writes too many segments come first: the tail is due again after every build.
-        if plan and len(self.open_segments(segments)) > MAX_SEGMENTS:
+        if plan:
             return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
         if tail >= FOLD_ROWS:
             return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
-        if plan:
-            return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
         return False
 
     def locked(self, work, activity: str) -> bool:

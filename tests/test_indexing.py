@@ -129,7 +129,8 @@ def segment(rows: int, lo: int = 0) -> tuple[str, int, int, int]:
 def test_merges_leave_full_segments_as_they_are():
     full = indexing.SEGMENT_ROWS
     big = segment(full)
-    newer = [segment(10_000, full)] + [segment(900, full + 10_000 + i * 1000) for i in range(indexing.MAX_SEGMENTS)]
+    newer = [segment(10_000, full)]
+    newer += [segment(900, full + 10_000 + i * 1000) for i in range(indexing.MAX_SEGMENTS)]
     # a pause merges the open segments only: a merge with the full one would take it past SEGMENT_ROWS
     assert indexing.Folder.open_segments([big, *newer]) == newer
     assert indexing.Folder.merge_plan([big, *newer], quiet=True) == newer
@@ -150,7 +151,8 @@ def test_merges_leave_full_segments_as_they_are():
 
 def test_breadth_narrows_with_the_share_of_the_largest_segment():
     one = indexing.Layout(((-1, 100),), 100)
-    four = indexing.Layout(((-1, 34), (34, 64), (64, 86), (86, 100)), 100, indexing.largest_share([34, 30, 22, 14]))
+    four = indexing.Layout(((-1, 34), (34, 64), (64, 86), (86, 100)), 100,
+                           indexing.largest_share([34, 30, 22, 14]))
     two = indexing.Layout(((-1, 74), (74, 100)), 100, indexing.largest_share([74, 26]))
     assert indexing.search_breadth(one, 150) == 150
     assert indexing.search_breadth(four, 150) == indexing.MIN_SEARCH_BREADTH
@@ -169,9 +171,9 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema
     vecs = rng.normal(size=(1500, 32)).astype("float32")
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         indexing.build_session(conn)
-        for start in (0, 600, 1100):  # three segments of 600, 500 and 400 rows
-            stop = {0: 600, 600: 1100, 1100: 1500}[start]
-            col.upsert(ids=[f"d{i}" for i in range(start, stop)], documents=[f"drawer {i}" for i in range(start, stop)],
+        for start, stop in ((0, 600), (600, 1100), (1100, 1500)):  # three segments
+            col.upsert(ids=[f"d{i}" for i in range(start, stop)],
+                       documents=[f"drawer {i}" for i in range(start, stop)],
                        metadatas=[{"wing": f"w{i % 3}", "room": "r"} for i in range(start, stop)],
                        embeddings=vecs[start:stop].tolist())
             indexing.Folder(conn, pg_schema, col._pk).fold(indexing.read_layout(conn, pg_schema, col._pk), 32)
@@ -181,14 +183,14 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema
     unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     wings = np.array([i % 3 for i in range(1500)])
     for q in rng.normal(size=(10, 32)).astype("float32"):
-        exact = [f"d{i}" for i in np.argsort(-(unit @ (q / np.linalg.norm(q))))[:10]]
-        assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact
         order = np.argsort(-(unit @ (q / np.linalg.norm(q))))
+        exact = [f"d{i}" for i in order[:10]]
+        assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact
         in_wing = [f"d{i}" for i in order if wings[i] == 1][:10]
         assert col.query(query_embeddings=[q.tolist()], n_results=10, where={"wing": "w1"}).ids[0] == in_wing
     # the breadth is per statement: the connection goes back to the configured one for the next
     with col._db.connection() as conn:
-        database.search_breadth(conn, 60)
+        database.use_search_breadth(conn, 60)
         assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "60"
-        database.search_breadth(conn, None)
+        database.use_search_breadth(conn, None)
         assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(col._db.settings.ef_search)
