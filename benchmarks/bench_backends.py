@@ -91,7 +91,7 @@ def open_collection(name: str, palace: str, dsn: str, tag: str):
 
     ref = PalaceRef(id=palace, local_path=palace)
     if name == "postgres":
-        from mempalace_pg.backend import PostgresBackend
+        from mempalace_pg.store.backend import PostgresBackend
 
         os.environ["MEMPALACE_PG_DSN"] = dsn
         os.environ["MEMPALACE_PG_SCHEMA"] = f"bench_{tag}"
@@ -313,7 +313,7 @@ def run_child(name: str, n: int, dsn: str) -> dict:
                               "findable": len(found) == 50 and top == [last_ids[-1]]}
         if name == "postgres":
             # Those rows wait in the tail until the folder process builds them a segment: time it.
-            from mempalace_pg import indexing
+            from mempalace_pg.store import indexing
 
             t0 = time.perf_counter()
             fresh_before = col.fresh_count()

@@ -69,7 +69,7 @@ def load_sqlite(kg, entities, triples):
 
 
 def load_age(kg, entities, triples):
-    from mempalace_pg.kg_import import _write_batch
+    from mempalace_pg.graph.kg_import import _write_batch
 
     for table, rows in (("entities", entities), ("triples", triples)):
         for i in range(0, len(rows), 1000):
@@ -93,8 +93,8 @@ def pct(xs, q):
 
 def run_size(n: int, dsn: str, schema: str) -> dict:
     from mempalace_pg.config import Settings
-    from mempalace_pg.graph import AgeKnowledgeGraph
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.graph.routing import _sqlite_class
 
     entities, triples = make_rows(n)
     tmp = tempfile.mkdtemp(prefix="kgbench-")

@@ -34,7 +34,7 @@ def build_chroma(path: Path, n: int, triples: int) -> float:
     from mempalace.backends.chroma import ChromaBackend
 
     from bench_kg import load_sqlite
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.routing import _sqlite_class
 
     t0 = time.perf_counter()
     backend = ChromaBackend()

@@ -123,7 +123,7 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
     queries = bb.query_vectors(QUERIES, 777, centers)
     out: dict = {"started": started, "query": {}}
     if store == "postgres":
-        from mempalace_pg import indexing
+        from mempalace_pg.store import indexing
 
         layout = indexing.layout(col, fresh=True)
         out["index_at_start"] = {"segments": len(layout.segments), "waiting": col.fresh_count()}
@@ -163,7 +163,7 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
         res["incremental_50_rows_per_s"] = 1000 / (time.perf_counter() - t0)
         out["ops"] = res
         if store == "postgres":
-            from mempalace_pg import indexing
+            from mempalace_pg.store import indexing
 
             state = col.maintenance_state()
             size = col._db.run(lambda conn: conn.execute(

@@ -206,7 +206,7 @@ def run_store(args, store: str) -> dict:
 
         if store == "postgres":
             from mempalace_pg.config import Settings
-            from mempalace_pg.graph import AgeKnowledgeGraph
+            from mempalace_pg.graph.kg import AgeKnowledgeGraph
             from mempalace_pg.retrieval import PalaceSearch
 
             settings = Settings.load()
@@ -218,7 +218,7 @@ def run_store(args, store: str) -> dict:
             kg.close()
             ours = PalaceSearch(palace_key=col._palace.id, settings=settings)
         else:
-            from mempalace_pg.routing import _sqlite_class
+            from mempalace_pg.graph.routing import _sqlite_class
 
             sqlite_kg = _sqlite_class()(str(workdir / "knowledge_graph.sqlite3"))
             t0 = time.perf_counter()

@@ -45,7 +45,7 @@ def run(facts: int, entities: int, dsn: str, reps: int) -> dict:
 
     from bench_kg import load_age
     from mempalace_pg.config import Settings
-    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
     from mempalace_pg.retrieval import PalaceSearch
 
     schema = f"walk_{uuid.uuid4().hex[:6]}"

@@ -1,7 +1,7 @@
 """mempalace-pg: a MemPalace storage plugin that keeps a whole palace in one PostgreSQL database.
 
 MemPalace discovers the backend through the ``mempalace.backends`` entry point ``postgres``
-(``mempalace_pg.backend:PostgresBackend``). This package's import is kept cheap: MemPalace imports
+(``mempalace_pg.store.backend:PostgresBackend``). This package's import is kept cheap: MemPalace imports
 every installed plugin in every process.
 
 Importing it also installs :mod:`mempalace_pg.hooks`, the adaptations that make MemPalace's own
@@ -12,7 +12,7 @@ other palaces are untouched. ``mempalace_pg_hooks.pth`` installs them when Pytho
 __version__ = "0.1.0"
 
 # MemPalace reads some of a palace's stores itself; adapt those paths for postgres palaces (hooks.py).
-from .hooks import install as _install_hooks  # noqa: E402
+from mempalace_pg.hooks import install as _install_hooks  # noqa: E402
 
 _install_hooks()
 
@@ -21,11 +21,11 @@ __all__ = ["unit_of_work", "UnitOfWork", "PalaceSearch"]
 
 def __getattr__(name):  # the public API, imported on first use (keeps `import mempalace_pg` cheap)
     if name in ("unit_of_work", "UnitOfWork"):
-        from . import atomic
+        from mempalace_pg import atomic
 
         return getattr(atomic, name)
     if name == "PalaceSearch":
-        from .retrieval import PalaceSearch
+        from mempalace_pg.retrieval import PalaceSearch
 
         return PalaceSearch
     raise AttributeError(f"module 'mempalace_pg' has no attribute {name!r}")

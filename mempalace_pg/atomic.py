@@ -30,12 +30,12 @@ import psycopg
 from mempalace.backends import PalaceRef
 from psycopg import sql
 
-from . import indexing
-from .collection import DRAWERS_COLLECTION, PostgresCollection
-from .config import Settings
-from .graph import AgeKnowledgeGraph
-from .records import clean_batch
-from .text import storable
+from mempalace_pg.store import indexing
+from mempalace_pg.store.collection import DRAWERS_COLLECTION, PostgresCollection
+from mempalace_pg.config import Settings
+from mempalace_pg.graph.kg import AgeKnowledgeGraph
+from mempalace_pg.store.records import clean_batch
+from mempalace_pg.text import storable
 
 
 class UnitOfWork:
@@ -111,7 +111,7 @@ def open_drawers(palace_path: Optional[str] = None, *, palace_key: Optional[str]
                  namespace: Optional[str] = None, settings: Optional[Settings] = None,
                  create: bool = True) -> tuple[PostgresCollection, AgeKnowledgeGraph]:
     """The drawers collection and the knowledge graph of one postgres palace."""
-    from .backend import PostgresBackend
+    from mempalace_pg.store.backend import PostgresBackend
 
     settings = settings or Settings.load()
     kg = AgeKnowledgeGraph(palace_path=palace_path, palace_key=palace_key, namespace=namespace,

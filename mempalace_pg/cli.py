@@ -28,7 +28,7 @@ from typing import Optional
 
 from mempalace.backends.base import BackendError
 
-from .config import ConfigError, Settings
+from mempalace_pg.config import ConfigError, Settings
 
 
 def _settings(args) -> Settings:
@@ -36,7 +36,7 @@ def _settings(args) -> Settings:
 
 
 def cmd_db_upgrade(args) -> int:
-    from .schema import head_revision, upgrade
+    from mempalace_pg.db.schema import head_revision, upgrade
 
     settings = _settings(args)
     revision = upgrade(settings)
@@ -45,8 +45,8 @@ def cmd_db_upgrade(args) -> int:
 
 
 def cmd_db_current(args) -> int:
-    from .database import connect
-    from .schema import current_revision, head_revision
+    from mempalace_pg.db.connect import connect
+    from mempalace_pg.db.schema import current_revision, head_revision
 
     settings = _settings(args)
     with connect(settings) as conn:
@@ -70,7 +70,7 @@ def _palace_target(args) -> dict:
     and PalaceSearch."""
     import os
 
-    from .routing import _configured_palace, _has_marker
+    from mempalace_pg.graph.routing import _configured_palace, _has_marker
 
     settings = _settings(args)
     if getattr(args, "palace_key", None):
@@ -95,8 +95,8 @@ def _palace_target(args) -> dict:
 def cmd_db_bootstrap(args) -> int:
     import os
 
-    from .database import connect
-    from .schema import apply_bootstrap
+    from mempalace_pg.db.connect import connect
+    from mempalace_pg.db.schema import apply_bootstrap
 
     settings = _settings(args)
     password = None
@@ -114,7 +114,7 @@ def cmd_db_bootstrap(args) -> int:
 
 def _kg(args):
     """The AGE knowledge graph of the palace the command means (see _palace_target)."""
-    from .graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     return AgeKnowledgeGraph(**_palace_target(args))
 
@@ -122,7 +122,7 @@ def _kg(args):
 def cmd_kg_import(args) -> int:
     import os
 
-    from .kg_import import import_sqlite, print_progress
+    from mempalace_pg.graph.kg_import import import_sqlite, print_progress
 
     if not os.path.isfile(args.sqlite):
         raise ConfigError(f"{args.sqlite}: no such file")
@@ -169,13 +169,13 @@ def cmd_kg_stats(args) -> int:
 
 # -- search: the graph joined with the drawers (mempalace_pg.retrieval) ------------------------------
 def _search(args):
-    from .retrieval import PalaceSearch
+    from mempalace_pg.retrieval import PalaceSearch
 
     return PalaceSearch(**_palace_target(args))
 
 
 def _embed(text: str) -> list:
-    from .retrieval import embed_query
+    from mempalace_pg.retrieval import embed_query
 
     try:
         return embed_query(text)
@@ -280,14 +280,14 @@ def _palace_handles(args, *, create: bool):
     directory that is not one yet becomes a postgres palace."""
     import os
 
-    from .atomic import open_drawers
-    from .routing import _has_marker
+    from mempalace_pg.atomic import open_drawers
+    from mempalace_pg.graph.routing import _has_marker
 
     settings = _settings(args)
     if create and getattr(args, "palace", None) and not _has_marker(os.path.expanduser(args.palace)):
         from mempalace.backends import PalaceRef
 
-        from .backend import PostgresBackend
+        from mempalace_pg.store.backend import PostgresBackend
 
         path = os.path.realpath(os.path.expanduser(args.palace))
         PostgresBackend().get_collection(palace=PalaceRef(id=path, local_path=path),
@@ -301,7 +301,7 @@ def _palace_handles(args, *, create: bool):
 def cmd_export(args) -> int:
     import os
 
-    from .portable import export_palace
+    from mempalace_pg.tools.portable import export_palace
 
     drawers, kg = _palace_handles(args, create=False)
     tmp = args.file + ".partial"
@@ -314,7 +314,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from .portable import import_palace
+    from mempalace_pg.tools.portable import import_palace
 
     drawers, kg = _palace_handles(args, create=True)
     report = import_palace(args.file, drawers, kg)
@@ -329,7 +329,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_migrate(args) -> int:
-    from .migrate import migrate, print_progress
+    from mempalace_pg.tools.migrate import migrate, print_progress
 
     show = print_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
     report = migrate(args.source, args.target, settings=_settings(args), dry_run=args.dry_run, page=args.batch,
@@ -362,7 +362,7 @@ def cmd_migrate(args) -> int:
 
 
 def cmd_backup(args) -> int:
-    from .backup import backup
+    from mempalace_pg.tools.backup import backup
 
     result = backup(args.file, _settings(args), pg_dump=args.pg_dump)
     print(json.dumps(result) if args.json else
@@ -372,7 +372,7 @@ def cmd_backup(args) -> int:
 
 
 def cmd_restore(args) -> int:
-    from .backup import restore
+    from mempalace_pg.tools.backup import restore
 
     result = restore(args.file, _settings(args), pg_restore=args.pg_restore)
     print(json.dumps(result) if args.json else
@@ -382,7 +382,7 @@ def cmd_restore(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from .doctor import render, run_checks
+    from mempalace_pg.tools.doctor import render, run_checks
 
     report = run_checks(_settings(args), palace_path=args.palace)
     print(json.dumps(report.as_dict()) if args.json else render(report))

@@ -11,7 +11,7 @@ MemPalace module (what is patched)     why
 =====================================  ========================================================
 ``knowledge_graph`` (KnowledgeGraph)   the MCP server, ``mine --source``, the fact checker,
                                        Hermes and ``kg normalize`` build it themselves: the
-                                       router (:mod:`mempalace_pg.routing`) gives postgres
+                                       router (:mod:`mempalace_pg.graph.routing`) gives postgres
                                        palaces the AGE graph
 ``palace`` (multi-writer backends)     PostgreSQL coordinates concurrent writers; without this an
                                        MCP server locks ``mempalace mine`` out
@@ -53,8 +53,8 @@ import sys
 import threading
 from typing import Callable, Optional
 
-from .marker import BACKEND_NAME, MARKER_FILENAME
-from .marker import has_marker as _is_postgres_palace
+from mempalace_pg.store.marker import BACKEND_NAME, MARKER_FILENAME
+from mempalace_pg.store.marker import has_marker as _is_postgres_palace
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ _lock = threading.RLock()
 
 def _palace_key(palace_path: str) -> str:
     """The palace key this palace's marker records (what the backend knows it by)."""
-    from .backend import read_marker
+    from mempalace_pg.store.backend import read_marker
 
     marker = read_marker(os.path.expanduser(palace_path)) or {}
     return str((marker.get("postgres") or {}).get("palace_key") or palace_path)
@@ -74,7 +74,7 @@ def _drawers(palace_path: str, collection_name: str):
     """(backend, collection) of a postgres palace, opened read-only; (None, None) when it has none."""
     from mempalace.backends import CollectionNotInitializedError, PalaceNotFoundError, PalaceRef
 
-    from .backend import PostgresBackend
+    from mempalace_pg.store.backend import PostgresBackend
 
     backend = PostgresBackend()
     path = os.path.expanduser(palace_path)
@@ -99,7 +99,7 @@ def _swap(module, patched: Callable, original: Callable) -> None:
 
 def _patch_knowledge_graph(module) -> None:
     """``KnowledgeGraph`` routed per palace, where it is defined and where it was bound already."""
-    from .routing import install
+    from mempalace_pg.graph.routing import install
 
     install(module)
 
@@ -164,7 +164,7 @@ def _patch_palace_graph(module) -> None:
 def _read_age_kg(marker_path: str) -> Optional[dict]:
     """``mempalace audit``'s knowledge-graph figures for a postgres palace (the shape of
     ``palace_audit._read_kg``), from its AGE graph."""
-    from .graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     kg = AgeKnowledgeGraph(palace_path=os.path.dirname(marker_path))
     try:
@@ -219,7 +219,7 @@ def _patch_kg_normalize(module) -> None:
     original = module.off_vocabulary_facts
 
     def off_vocabulary_facts(kg, vocabulary):
-        from .graph import AgeKnowledgeGraph
+        from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
         if not isinstance(kg, AgeKnowledgeGraph):
             return original(kg, vocabulary)

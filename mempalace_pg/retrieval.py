@@ -34,10 +34,11 @@ from typing import Any, Optional, Sequence
 from mempalace.backends import CollectionNotInitializedError
 from psycopg import sql
 
-from .collection import (QUERY_VECTOR, PostgresCollection, Slot, StatementCache, as_matrix, clamped_row_count, fill,
-                         row_count)
-from .config import Settings
-from .graph import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
+from mempalace_pg.config import Settings
+from mempalace_pg.db.sqlkit import QUERY_VECTOR, Slot, StatementCache, clamped_row_count, fill, row_count
+from mempalace_pg.store.collection import PostgresCollection
+from mempalace_pg.store.records import as_matrix
+from mempalace_pg.graph.kg import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
 
 #: Reciprocal rank fusion constant (the usual 60): a document's fused score is sum(1 / (k + rank)).
 RRF_K = 60
@@ -64,7 +65,7 @@ def embed_query(text: str) -> list[float]:
 class PalaceSearch:
     """Graph-and-vector retrieval over one postgres palace (its drawers and its AGE graph).
 
-    Build it like :class:`~mempalace_pg.graph.AgeKnowledgeGraph`: with the palace directory, or with
+    Build it like :class:`~mempalace_pg.graph.kg.AgeKnowledgeGraph`: with the palace directory, or with
     ``palace_key`` (and ``namespace``) for a palace without one.
     """
 
@@ -88,7 +89,7 @@ class PalaceSearch:
     def drawers(self) -> Optional[PostgresCollection]:
         """The palace's drawers collection (None while the palace has none)."""
         if self._collection is None:
-            from .atomic import open_drawers
+            from mempalace_pg.atomic import open_drawers
 
             try:
                 self._collection, _ = open_drawers(self.palace_path, palace_key=self.kg.palace_key,

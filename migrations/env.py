@@ -10,6 +10,6 @@ diff. Revisions are hand-written and each applies one file from sql/.
 
 from alembic import context
 
-from mempalace_pg.schema import run_migrations_online
+from mempalace_pg.db.schema import run_migrations_online
 
 run_migrations_online(context)

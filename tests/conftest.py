@@ -54,9 +54,9 @@ def pg_schema(pg_dsn):
     """A schema for this test session, dropped afterwards."""
     name = f"t_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     yield name
-    from mempalace_pg import database
+    from mempalace_pg.db import pool
 
-    database.close_all()
+    pool.close_all()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         # Folder processes the tests' writes started would hold the DROP up until their builds end.
         stop_folders(conn)
@@ -77,7 +77,7 @@ def pg_env(pg_dsn, pg_schema, monkeypatch, tmp_path_factory):
 
 @pytest.fixture
 def backend():
-    from mempalace_pg.backend import PostgresBackend
+    from mempalace_pg.store.backend import PostgresBackend
 
     b = PostgresBackend()
     yield b
@@ -100,7 +100,7 @@ def make_collection(backend, tmp_path):
 @pytest.fixture
 def age_kg(pg_env):
     """A fresh AGE knowledge graph (its own palace) in the session schema."""
-    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     kg = AgeKnowledgeGraph(palace_key=f"kg-{uuid.uuid4().hex}")
     yield kg
@@ -110,7 +110,7 @@ def age_kg(pg_env):
 @pytest.fixture
 def sqlite_kg(tmp_path):
     """MemPalace's own SQLite knowledge graph, the reference."""
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.routing import _sqlite_class
 
     kg = _sqlite_class()(str(tmp_path / "reference" / "knowledge_graph.sqlite3"))
     yield kg

@@ -12,7 +12,7 @@ import pytest
 
 from mempalace_pg import unit_of_work
 from mempalace_pg.atomic import open_drawers
-from mempalace_pg.graph import AgeKnowledgeGraph
+from mempalace_pg.graph.kg import AgeKnowledgeGraph
 from mempalace_pg.retrieval import PalaceSearch
 
 

@@ -139,7 +139,7 @@ def test_restore_into_an_empty_database(seeded, pg_dsn, tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert answers(target, "home") == before
         # and the restored palace takes writes: a new fact through the write functions, seen by Cypher
-        code = ("from mempalace_pg.graph import AgeKnowledgeGraph\n"
+        code = ("from mempalace_pg.graph.kg import AgeKnowledgeGraph\n"
                 "kg = AgeKnowledgeGraph(palace_key='home'); kg.add_triple('Alice', 'knows', 'Bob')\n"
                 "print(kg.stats()['triples'])")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **target})

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from mempalace.backends import DimensionMismatchError, PalaceRef
 
-from mempalace_pg.backend import PostgresBackend
+from mempalace_pg.store.backend import PostgresBackend
 from mempalace_pg.config import ConfigError, Settings, redact_dsn
 from mempalace_pg.errors import DatabaseUnavailableError, ExtensionMissingError, InvalidRecordError
 
@@ -74,7 +74,7 @@ def test_nan_query_vector(make_collection):
 @pytest.mark.parametrize("count", ["10", "10; DROP TABLE records", True, -1, 10.0, 2**31])
 def test_row_counts_in_statement_text_are_plain_ints_only(count):
     """Row counts are the one thing written into statement text; anything but an int in range is refused."""
-    from mempalace_pg.collection import row_count
+    from mempalace_pg.db.sqlkit import row_count
 
     with pytest.raises(ValueError, match="row count"):
         row_count(count)
@@ -162,7 +162,7 @@ def test_settings_from_config_json(monkeypatch, tmp_path):
 
 
 def test_missing_extension_names_the_package(pg_dsn):
-    from mempalace_pg.schema import require_extension
+    from mempalace_pg.db.schema import require_extension
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         major = conn.info.server_version // 10000
@@ -172,7 +172,7 @@ def test_missing_extension_names_the_package(pg_dsn):
 
 
 def test_version_parsing_and_current_server_accepted(pg_dsn):
-    from mempalace_pg.schema import _version_tuple, check_server
+    from mempalace_pg.db.schema import _version_tuple, check_server
 
     assert _version_tuple("0.8.0") == (0, 8, 0) and _version_tuple("0.7.4") < (0, 8, 0)
     assert _version_tuple("1.8.0~rc0") == (1, 8, 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mempalace_pg.chroma_files import ChromaFormatError, ChromaPalaceFiles
+from mempalace_pg.tools.chroma_files import ChromaFormatError, ChromaPalaceFiles
 
 
 def write_palace(path: Path, n: int) -> None:

@@ -23,7 +23,7 @@ def test_a_stray_sqlite_graph_in_a_postgres_palace_is_never_read(tmp_path, embed
     with p.mcp() as mcp:
         assert mcp.call("mempalace_kg_add", subject="NAS", predicate="stores_dumps_of", object="Home Server")["success"]
     # a SQLite graph with other facts, where MemPalace would look for one
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.routing import _sqlite_class
 
     stray = _sqlite_class()(str(p.path / "knowledge_graph.sqlite3"))
     for i in range(5):
@@ -59,7 +59,7 @@ def test_hooks_are_installed_when_python_starts(tmp_path):
         "from mempalace.knowledge_graph import KnowledgeGraph\n"
         "from mempalace.palace_audit import resolve_kg_path, _read_kg\n"
         "import mempalace.palace as palace, mempalace.palace_graph as graph\n"
-        "from mempalace_pg.routing import KnowledgeGraph as Router\n"
+        "from mempalace_pg.graph.routing import KnowledgeGraph as Router\n"
         "assert KnowledgeGraph is Router, KnowledgeGraph\n"
         "for f in (off_vocabulary_facts, resolve_kg_path, _read_kg, graph.sqlite_grouped_counts_reader):\n"
         "    assert hasattr(f, '__wrapped__'), f\n"

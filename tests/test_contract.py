@@ -19,9 +19,10 @@ from mempalace.backends import (
 )
 from mempalace.backends.base import EmbedderIdentity, UnsupportedMaintenanceKindError
 
-from mempalace_pg.backend import PostgresBackend
-from mempalace_pg.marker import MARKER_FILENAME
-from mempalace_pg import bulk, indexing
+from mempalace_pg.store.backend import PostgresBackend
+from mempalace_pg.store.marker import MARKER_FILENAME
+from mempalace_pg.store import bulk
+from mempalace_pg.store import indexing
 
 
 def seed(col):
@@ -346,7 +347,7 @@ def test_wing_room_query_arms_agree_with_exact_answer(make_collection, monkeypat
     (few), chosen inside the statement from facet_counts; both give the exact top k here."""
     import numpy as np
 
-    from mempalace_pg import collection as collection_module
+    from mempalace_pg.store import collection as collection_module
 
     monkeypatch.setattr(collection_module, "EXACT_SCAN_MAX", exact_scan_max)
     col = make_collection()

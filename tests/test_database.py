@@ -13,11 +13,11 @@ import psycopg
 import pytest
 from mempalace.backends import PalaceRef
 
-from mempalace_pg import database
-from mempalace_pg.backend import PostgresBackend
+from mempalace_pg.db import pool
+from mempalace_pg.store.backend import PostgresBackend
 from mempalace_pg.config import Settings
 from mempalace_pg.errors import SchemaVersionError
-from mempalace_pg.schema import current_revision, head_revision
+from mempalace_pg.db.schema import current_revision, head_revision
 
 
 def test_one_pool_per_dsn_shared_by_backends(make_collection, tmp_path):
@@ -96,7 +96,7 @@ def test_concurrent_writers_from_several_processes(pg_dsn, pg_schema, tmp_path):
 def _first_use(args):
     dsn, schema = args
     os.environ.update(MEMPALACE_PG_DSN=dsn, MEMPALACE_PG_SCHEMA=schema)
-    return database.Database.get(Settings.load()).schema_revision
+    return pool.Database.get(Settings.load()).schema_revision
 
 
 def test_fresh_schema_created_once_by_concurrent_first_users(pg_dsn):
@@ -119,9 +119,9 @@ def test_fresh_schema_created_once_by_concurrent_first_users(pg_dsn):
 def scratch_schema(pg_dsn, monkeypatch):
     schema = f"scratch_{os.getpid()}"
     monkeypatch.setenv("MEMPALACE_PG_SCHEMA", schema)
-    database.close_all()
+    pool.close_all()
     yield schema
-    database.close_all()
+    pool.close_all()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
@@ -129,21 +129,21 @@ def scratch_schema(pg_dsn, monkeypatch):
 
 
 def test_schema_newer_than_code_is_refused(pg_dsn, scratch_schema):
-    database.Database.get(Settings.load())
-    database.close_all()
+    pool.Database.get(Settings.load())
+    pool.close_all()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"UPDATE {scratch_schema}.alembic_version SET version_num = '9999_from_the_future'")
     with pytest.raises(SchemaVersionError, match="newer than this mempalace-pg"):
-        database.Database.get(Settings.load())
+        pool.Database.get(Settings.load())
 
 
 def test_schema_behind_code_without_auto_upgrade_names_the_command(pg_dsn, scratch_schema, monkeypatch):
-    database.Database.get(Settings.load())
-    database.close_all()
+    pool.Database.get(Settings.load())
+    pool.close_all()
     # pretend the database predates the current head by recording an older (known) revision
     from alembic.script import ScriptDirectory
 
-    from mempalace_pg.schema import migrations_dir
+    from mempalace_pg.db.schema import migrations_dir
 
     revisions = [r.revision for r in ScriptDirectory(str(migrations_dir())).walk_revisions()]
     older = revisions[1] if len(revisions) > 1 else None
@@ -158,7 +158,7 @@ def test_schema_behind_code_without_auto_upgrade_names_the_command(pg_dsn, scrat
             conn.execute(f"UPDATE {scratch_schema}.alembic_version SET version_num = %s", (older,))
     monkeypatch.setenv("MEMPALACE_PG_AUTO_UPGRADE", "0")
     with pytest.raises(SchemaVersionError) as info:
-        database.Database.get(Settings.load())
+        pool.Database.get(Settings.load())
     assert "mempalace-pg db upgrade" in str(info.value) or "newer" in str(info.value)
 
 
@@ -192,7 +192,7 @@ def test_schema_is_documented_for_psql_users(make_collection, pg_dsn, pg_schema)
 
 
 def test_head_revision_constant_matches_migrations():
-    from mempalace_pg.schema import HEAD_REVISION
+    from mempalace_pg.db.schema import HEAD_REVISION
 
     assert HEAD_REVISION == head_revision()
 
@@ -200,8 +200,8 @@ def test_head_revision_constant_matches_migrations():
 def test_upgrade_from_0003_replaces_the_graph_write_helpers(pg_dsn, scratch_schema):
     """A database at revision 0003 upgrades to head: the SQL-language write helpers become PL/pgSQL
     (planned once per session) and the graph's writes keep their results."""
-    from mempalace_pg.graph import AgeKnowledgeGraph
-    from mempalace_pg.schema import upgrade
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.db.schema import upgrade
 
     settings = Settings.load()
     assert upgrade(settings, "0003_graph_and_drawers") == "0003_graph_and_drawers"
@@ -232,8 +232,8 @@ def test_upgrade_from_0003_replaces_the_graph_write_helpers(pg_dsn, scratch_sche
 def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_dsn, scratch_schema):
     """A palace written at revision 0004 (by SQL, as that release wrote it) upgrades to head: records,
     embeddings, facet counts and facts unchanged; words inside paths found; long values now storable."""
-    from mempalace_pg.graph import AgeKnowledgeGraph
-    from mempalace_pg.schema import upgrade
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.db.schema import upgrade
 
     settings = Settings.load()
     assert upgrade(settings, "0004_planned_once") == "0004_planned_once"
@@ -253,7 +253,7 @@ def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_ds
                          (pk, rid, doc, json.dumps({"wing": "w", "room": f"r{i % 2}"}), f"[{i + 1}, 1, 0]"))
         conn.execute("SELECT kg_add_triple(%s, 'ann', 'Ann', 'likes', 'tea', 'Tea', 't_ann_likes_tea_1', "
                      "'2024-01-01', NULL, 1.0, NULL, NULL, 'd1', NULL)", (palace,))
-    database.close_all()
+    pool.close_all()
     ref = PalaceRef(id="up-0004", local_path=None)
     col = PostgresBackend().get_collection(palace=ref, collection_name="mempalace_drawers")  # upgrades
     got = col.get(ids=list(docs), include=["documents", "metadatas", "embeddings"])

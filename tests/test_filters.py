@@ -173,6 +173,6 @@ def test_filtered_query_returns_n_results(filled):
     ({"source_file": "x"}, None),
 ])
 def test_wing_room_equalities(where, expected):
-    from mempalace_pg.filters import wing_room_equalities
+    from mempalace_pg.store.filters import wing_room_equalities
 
     assert wing_room_equalities(where) == expected

@@ -232,7 +232,7 @@ def test_dump_and_apply_rows_replicate(pair, age_kg):
     ref.add_triple("Ada", "knew", "Babbage", valid_from="1833-06-05", valid_to="1871-10-18")
     ref.add_entity("Ada", "person", {"born": 1815})
     ref.invalidate("Ada", "wrote", "Notes", ended="1852-11-27")
-    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     mirror = AgeKnowledgeGraph(palace_key=f"mirror-{uuid.uuid4().hex}")
     for table in ("triples", "entities"):  # triples first: their entities arrive later
@@ -285,8 +285,8 @@ OPS = st.one_of(
 # found by this test: two facts with the same valid_from, whose order depends on their (time-hashed) ids
 @example(ops=[("supersede", "Bob Smith", "loves", "bob", "bob", "2021-06-15")] * 2)
 def test_generated_sequences(tmp_path_factory, pg_env, ops):
-    from mempalace_pg.graph import AgeKnowledgeGraph
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.graph.routing import _sqlite_class
 
     ref = _sqlite_class()(str(tmp_path_factory.mktemp("gen") / "knowledge_graph.sqlite3"))
     age = AgeKnowledgeGraph(palace_key=f"gen-{uuid.uuid4().hex}")

@@ -58,7 +58,7 @@ def test_bad_input_is_a_clear_value_error_and_writes_nothing(age_kg, call):
 
 def test_unreachable_server_says_so_without_the_password(monkeypatch):
     from mempalace_pg.config import Settings
-    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     settings = Settings.load({"dsn": "postgresql://someone:s3cret-pw@127.0.0.1:9/nowhere", "connect_timeout_s": 2})
     kg = AgeKnowledgeGraph(palace_key="unreachable", settings=settings)
@@ -68,7 +68,7 @@ def test_unreachable_server_says_so_without_the_password(monkeypatch):
 
 
 def test_palaces_are_isolated(pg_env):
-    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     one = AgeKnowledgeGraph(palace_key=f"iso-{uuid.uuid4().hex}")
     two = AgeKnowledgeGraph(palace_key=f"iso-{uuid.uuid4().hex}")
@@ -85,7 +85,7 @@ def test_palaces_are_isolated(pg_env):
 
 def _writer(dsn, schema, palace_key, barrier, rounds):
     os.environ["MEMPALACE_PG_DSN"], os.environ["MEMPALACE_PG_SCHEMA"] = dsn, schema
-    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     kg = AgeKnowledgeGraph(palace_key=palace_key)
     kg.stats()  # connect before the race
@@ -99,7 +99,7 @@ def _writer(dsn, schema, palace_key, barrier, rounds):
 
 
 def test_concurrent_processes_leave_one_open_fact(pg_dsn, pg_schema, pg_env):
-    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     palace_key = f"race-{uuid.uuid4().hex}"
     AgeKnowledgeGraph(palace_key=palace_key).stats()  # schema and palace exist before the race
@@ -126,7 +126,7 @@ def test_non_superuser_role_reads_and_writes(pg_dsn, pg_schema, pg_env):
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     from mempalace_pg.config import Settings
-    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     AgeKnowledgeGraph(palace_key="owner-setup").stats()  # the superuser applied the schema
     role, password = f"kg_app_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
@@ -155,9 +155,9 @@ def test_non_superuser_role_reads_and_writes(pg_dsn, pg_schema, pg_env):
                 "RETURN o.name ORDER BY o.name $$) AS (o agtype)").fetchall()
         assert rows == [('"Cluster"',), ('"Server"',)]
     finally:
-        from mempalace_pg import database
+        from mempalace_pg.db import pool
 
-        database.close_all()
+        pool.close_all()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
@@ -166,7 +166,7 @@ def test_non_superuser_role_reads_and_writes(pg_dsn, pg_schema, pg_env):
 # -- mempalace-pg kg import --------------------------------------------------------------------
 
 def _sqlite_graph(path):
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.routing import _sqlite_class
 
     kg = _sqlite_class()(str(path))
     for i in range(1200):
@@ -181,8 +181,8 @@ def _sqlite_graph(path):
 
 
 def test_kg_import_is_idempotent_and_verified(tmp_path, pg_env):
-    from mempalace_pg.graph import AgeKnowledgeGraph
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.graph.routing import _sqlite_class
 
     source = tmp_path / "knowledge_graph.sqlite3"
     _sqlite_graph(source)
@@ -229,7 +229,7 @@ def test_kg_import_refuses_what_it_cannot_use(tmp_path, pg_env):
 
 
 def test_kg_query_and_stats_commands(tmp_path, pg_env):
-    from mempalace_pg.graph import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     key = f"cli-{uuid.uuid4().hex}"
     kg = AgeKnowledgeGraph(palace_key=key)

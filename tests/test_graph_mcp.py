@@ -26,7 +26,7 @@ def _server_env(tmp_path):
 def _postgres_palace(tmp_path):
     from mempalace.backends import PalaceRef
 
-    from mempalace_pg.backend import PostgresBackend
+    from mempalace_pg.store.backend import PostgresBackend
 
     palace = tmp_path / "palace"
     backend = PostgresBackend()
@@ -100,8 +100,8 @@ def test_routing_in_process(tmp_path):
     import mempalace.knowledge_graph as kgm
 
     import mempalace_pg  # noqa: F401 - installs the routing
-    from mempalace_pg.graph import AgeKnowledgeGraph
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.graph.routing import _sqlite_class
 
     palace = _postgres_palace(tmp_path)
     kg = kgm.KnowledgeGraph(db_path=str(palace / "knowledge_graph.sqlite3"))

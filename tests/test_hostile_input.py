@@ -19,7 +19,7 @@ import pytest
 from mempalace.backends.pgvector import _strip_nul
 from mempalace.config import strip_lone_surrogates
 
-from mempalace_pg.graph import AgeKnowledgeGraph
+from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
 _rng = random.Random(20261201)
 

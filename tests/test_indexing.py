@@ -13,7 +13,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from mempalace_pg import indexing
+from mempalace_pg.store import indexing
 
 #: A writer: upserts ROWS drawers in batches of 50 into the palace at argv[1], prints "written", then
 #: waits on stdin (so the test chooses how it ends).
@@ -21,7 +21,7 @@ WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     from mempalace.backends import PalaceRef
-    from mempalace_pg.backend import PostgresBackend
+    from mempalace_pg.store.backend import PostgresBackend
 
     path, rows, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     col = PostgresBackend().get_collection(palace=PalaceRef(id=path, local_path=path),
@@ -163,7 +163,7 @@ def test_breadth_narrows_with_the_share_of_the_largest_segment():
 def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema, make_collection, monkeypatch):
     import numpy as np
 
-    from mempalace_pg import database
+    from mempalace_pg.db import pool
 
     monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test makes the segments itself
     col = make_collection()
@@ -190,7 +190,7 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema
         assert col.query(query_embeddings=[q.tolist()], n_results=10, where={"wing": "w1"}).ids[0] == in_wing
     # the breadth is per statement: the connection goes back to the configured one for the next
     with col._db.connection() as conn:
-        database.use_search_breadth(conn, 60)
+        pool.use_search_breadth(conn, 60)
         assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "60"
-        database.use_search_breadth(conn, None)
+        pool.use_search_breadth(conn, None)
         assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(col._db.settings.ef_search)

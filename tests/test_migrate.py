@@ -23,7 +23,7 @@ def make_source(path: Path, backend_name: str = "chroma", n: int = N, model: str
     from mempalace.backends.base import EmbedderIdentity
     from mempalace.backends.registry import get_backend_class
 
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.routing import _sqlite_class
 
     backend = get_backend_class(backend_name)()
     ref = PalaceRef(id=str(path), local_path=str(path))
@@ -61,7 +61,7 @@ def run(*args, check=True):
 
 def test_migrate_chroma_palace(pg_env, tmp_path):
     from mempalace_pg.atomic import open_drawers
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.routing import _sqlite_class
 
     src, dst = tmp_path / "chroma_palace", tmp_path / "pg_palace"
     vecs = make_source(src)
@@ -93,9 +93,9 @@ def test_migrate_chroma_palace(pg_env, tmp_path):
 
 
 def test_migrate_falls_back_to_chromas_reader_for_a_layout_it_does_not_know(pg_env, tmp_path, monkeypatch):
-    from mempalace_pg import chroma_files
+    from mempalace_pg.tools import chroma_files
     from mempalace_pg.atomic import open_drawers
-    from mempalace_pg.migrate import migrate
+    from mempalace_pg.tools.migrate import migrate
 
     def unknown_layout(self, name):  # as for a palace written by a Chroma whose files it cannot read
         raise chroma_files.ChromaFormatError("a layout from another Chroma")
@@ -148,7 +148,7 @@ def test_migrate_refusals(pg_env, tmp_path):
     other = tmp_path / "other"
     from mempalace.backends import PalaceRef
 
-    from mempalace_pg.backend import PostgresBackend
+    from mempalace_pg.store.backend import PostgresBackend
 
     target = PostgresBackend().get_collection(palace=PalaceRef(id=str(other), local_path=str(other)),
                                               collection_name="mempalace_drawers", create=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mempalace_pg.atomic import open_drawers
-from mempalace_pg.portable import ExportFormatError, check_file, export_palace, import_palace
+from mempalace_pg.tools.portable import ExportFormatError, check_file, export_palace, import_palace
 
 
 def cli(*args):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mempalace_pg.atomic import open_drawers
-from mempalace_pg.graph import AgeKnowledgeGraph
+from mempalace_pg.graph.kg import AgeKnowledgeGraph
 from mempalace_pg.retrieval import RRF_K, PalaceSearch
 
 DIM = 16
@@ -34,7 +34,7 @@ def world(tmp_path_factory, pg_dsn, pg_schema):
     and the data in Python."""
     import os
 
-    from mempalace_pg.routing import _sqlite_class
+    from mempalace_pg.graph.routing import _sqlite_class
 
     os.environ["MEMPALACE_PG_DSN"] = pg_dsn
     os.environ["MEMPALACE_PG_SCHEMA"] = pg_schema
@@ -161,7 +161,7 @@ def test_around_entity_boost_and_wing_match_the_slow_way(world):
 
 def test_around_entity_by_the_index_arm_too(world, monkeypatch):
     """Large evidence sets go through the HNSW index (iterative scan) instead of an exact scan."""
-    from mempalace_pg import collection
+    from mempalace_pg.store import collection
 
     monkeypatch.setattr(collection, "EXACT_SCAN_MAX", 0)
     q = world["vecs"][5]

@@ -60,16 +60,17 @@ def test_bootstrap_then_normal_work_as_the_app_role(fresh_database, tmp_path, mo
         # normal work as the application role: schema and graph made on first use, drawers, facts, Cypher
         monkeypatch.setenv("MEMPALACE_PG_DSN", app)
         monkeypatch.setenv("MEMPALACE_PG_SCHEMA", "mempalace")
-        from mempalace_pg import database, unit_of_work
+        from mempalace_pg.db import pool
+        from mempalace_pg import unit_of_work
         from mempalace_pg.retrieval import PalaceSearch
 
-        database.close_all()
+        pool.close_all()
         with unit_of_work(palace_key="homelab") as uow:
             uow.add_drawers(ids=["d1"], documents=["the NAS runs PostgreSQL"], embeddings=[[1.0, 0.0]])
             uow.add_triple("NAS", "runs", "PostgreSQL", source_drawer_id="d1")
         [hit] = PalaceSearch(palace_key="homelab").around_entity("NAS", [1.0, 0.0])["hits"]
         assert hit["id"] == "d1"
-        database.close_all()
+        pool.close_all()
         with psycopg.connect(app, autocommit=True) as conn:
             assert conn.execute("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'mempalace'"
                                 ).fetchone()[0] == role
@@ -79,9 +80,9 @@ def test_bootstrap_then_normal_work_as_the_app_role(fresh_database, tmp_path, mo
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute("CREATE DATABASE not_allowed")
     finally:
-        from mempalace_pg import database
+        from mempalace_pg.db import pool
 
-        database.close_all()
+        pool.close_all()
         with psycopg.connect(fresh_database, autocommit=True) as conn:
             conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph")
             conn.execute(f"DROP OWNED BY {role} CASCADE")

@@ -4,7 +4,7 @@ Revision ID: 0002_knowledge_graph
 Revises: 0001_drawers
 Create Date: 2026-11-30
 """
-from mempalace_pg.schema import apply_sql_file
+from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0002_knowledge_graph"
 down_revision = "0001_drawers"

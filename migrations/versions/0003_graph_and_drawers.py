@@ -4,7 +4,7 @@ Revision ID: 0003_graph_and_drawers
 Revises: 0002_knowledge_graph
 Create Date: 2026-11-30
 """
-from mempalace_pg.schema import apply_sql_file
+from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0003_graph_and_drawers"
 down_revision = "0002_knowledge_graph"

@@ -4,7 +4,7 @@ Revision ID: 0005_long_values
 Revises: 0004_planned_once
 Create Date: 2026-12-01
 """
-from mempalace_pg.schema import apply_sql_file
+from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0005_long_values"
 down_revision = "0004_planned_once"

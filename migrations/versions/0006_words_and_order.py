@@ -4,7 +4,7 @@ Revision ID: 0006_words_and_order
 Revises: 0005_long_values
 Create Date: 2026-12-01
 """
-from mempalace_pg.schema import apply_sql_file
+from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0006_words_and_order"
 down_revision = "0005_long_values"

@@ -4,7 +4,7 @@ Revision ID: 0007_vector_segments
 Revises: 0006_words_and_order
 Create Date: 2026-12-01
 """
-from mempalace_pg.schema import apply_sql_file
+from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0007_vector_segments"
 down_revision = "0006_words_and_order"

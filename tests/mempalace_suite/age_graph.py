@@ -2,7 +2,7 @@
 
 Every ``KnowledgeGraph(db_path=...)`` those tests build, directly, through their fixtures or in the
 subprocesses they start (``sitecustomize.py`` beside this file), becomes an
-:class:`~mempalace_pg.graph.AgeKnowledgeGraph` in the database ``MEMPALACE_PG_DSN`` / schema
+:class:`~mempalace_pg.graph.kg.AgeKnowledgeGraph` in the database ``MEMPALACE_PG_DSN`` / schema
 ``MEMPALACE_PG_SCHEMA`` name: one graph per path (a palace keyed by the path), so a test that reopens its
 path finds its facts again and no two tests share a graph. Nothing else of MemPalace or of its tests is
 changed. Loaded as a pytest plugin (``-p age_graph``), it checks that the routing is in place.
@@ -18,12 +18,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def route_every_graph_to_age() -> None:
-    from mempalace_pg import routing
+    from mempalace_pg.graph.kg import routing
 
     def age_graph(cls, db_path=None):
         from mempalace import knowledge_graph as kgm
 
-        from mempalace_pg.graph import AgeKnowledgeGraph
+        from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
         path = os.path.realpath(os.path.expanduser(db_path or kgm.DEFAULT_KG_PATH))
         return AgeKnowledgeGraph(db_path=db_path, palace_key=f"mempalace-kg-suite:{path}")
@@ -34,7 +34,7 @@ def route_every_graph_to_age() -> None:
 def pytest_configure(config):
     import mempalace.knowledge_graph as kgm
 
-    from mempalace_pg import routing
+    from mempalace_pg.graph.kg import routing
 
     route_every_graph_to_age()
     assert kgm.KnowledgeGraph is routing.KnowledgeGraph, "mempalace-pg's hooks are not installed"

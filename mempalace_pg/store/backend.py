@@ -31,11 +31,11 @@ from mempalace.backends.base import (
 )
 from psycopg import sql
 
-from .collection import PostgresCollection
-from .config import Settings, dsn_target
-from .hooks import apply_pending
-from .marker import BACKEND_NAME, MARKER_FILENAME, marker_path
-from .text import storable
+from mempalace_pg.store.collection import PostgresCollection
+from mempalace_pg.config import Settings, dsn_target
+from mempalace_pg.hooks import apply_pending
+from mempalace_pg.store.marker import BACKEND_NAME, MARKER_FILENAME, marker_path
+from mempalace_pg.text import storable
 
 MARKER_FORMAT = 1
 
@@ -149,7 +149,7 @@ class PostgresBackend(BaseBackend):
                 "create it with `mempalace --backend postgres init` or `mine`")
 
         key = (settings.dsn, settings.schema, namespace, palace.id, collection_name)
-        from .database import Database
+        from mempalace_pg.db.pool import Database
 
         db = Database.get(settings)
         with self._lock:
@@ -198,7 +198,7 @@ class PostgresBackend(BaseBackend):
         if self._closed:
             return HealthStatus.unhealthy("backend closed")
         try:
-            from .database import Database
+            from mempalace_pg.db.pool import Database
 
             settings = Settings.load()
             db = Database.get(settings)

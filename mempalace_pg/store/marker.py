@@ -2,7 +2,7 @@
 
 It names the database and the palace key (never a password); MemPalace finds the backend by it (a
 file stat in ``detect()``), the knowledge-graph router and the hooks by it. Reading and checking its
-content is the backend's job (:func:`mempalace_pg.backend.read_marker`); this module imports nothing
+content is the backend's job (:func:`mempalace_pg.store.backend.read_marker`); this module imports nothing
 of MemPalace, so the hooks can use it at interpreter start.
 """
 

@@ -12,7 +12,7 @@ How. Every write gives its row the next ``records.vector_seq``. A collection's v
 every segment) exactly, all in one statement, so a row is found the moment its transaction commits.
 A row written again takes a new vector_seq and so leaves its segment: no graph insert either.
 
-Who. A *folder* process per collection (``python -m mempalace_pg.indexing``) turns the tail into
+Who. A *folder* process per collection (``python -m mempalace_pg.store.indexing``) turns the tail into
 segments and merges segments, with ``CREATE INDEX CONCURRENTLY``, so no writer or reader waits for it.
 Any process that writes to a collection, or searches one that has a tail, starts a folder when none
 runs. The folder is a session of its own: it outlives the CLI that started it (Ctrl-C included), and
@@ -50,7 +50,7 @@ import psycopg
 from psycopg import sql
 
 if TYPE_CHECKING:
-    from .collection import PostgresCollection
+    from mempalace_pg.store.collection import PostgresCollection
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ def ensure_folder(collection: "PostgresCollection") -> None:
         env = dict(os.environ)
         env[DSN_VARIABLE] = db.settings.dsn
         child = subprocess.Popen(
-            [sys.executable, "-m", "mempalace_pg.indexing", db.schema, str(collection._pk)],
+            [sys.executable, "-m", "mempalace_pg.store.indexing", db.schema, str(collection._pk)],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True, cwd="/")
     except Exception as exc:  # noqa: BLE001 - rows stay searchable exactly; the next write tries again
@@ -557,7 +557,7 @@ def connect_folder(dsn: str, schema: str) -> psycopg.Connection:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m mempalace_pg.indexing SCHEMA COLLECTION_PK``, the DSN in MEMPALACE_PG_FOLDER_DSN."""
+    """``python -m mempalace_pg.store.indexing SCHEMA COLLECTION_PK``, the DSN in MEMPALACE_PG_FOLDER_DSN."""
     schema, pk = argv[0], int(argv[1])
     dsn = os.environ.get(DSN_VARIABLE)
     if not dsn:

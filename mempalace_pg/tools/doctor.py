@@ -17,8 +17,8 @@ from typing import Optional
 import psycopg
 from psycopg import sql
 
-from .config import Settings
-from .indexing import HNSW_MAX_DIM
+from mempalace_pg.config import Settings
+from mempalace_pg.store.indexing import HNSW_MAX_DIM
 
 #: Versions with known problems that matter here (the code works around them; say so).
 KNOWN_ISSUES = {
@@ -55,14 +55,14 @@ class Report:
 
 
 def _version(text: Optional[str]) -> tuple:
-    from .schema import _version_tuple
+    from mempalace_pg.db.schema import _version_tuple
 
     return _version_tuple(text) if text else ()
 
 
 def run_checks(settings: Settings, *, palace_path: Optional[str] = None) -> Report:
     """Run every check against the configured database (and MemPalace's configured palace)."""
-    from .database import describe_connect_error
+    from mempalace_pg.db.connect import describe_connect_error
 
     report = Report(target=settings.redacted_dsn)
     try:
@@ -89,7 +89,7 @@ def run_checks(settings: Settings, *, palace_path: Optional[str] = None) -> Repo
 
 
 def _check_server(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
-    from .schema import MIN_POSTGRES
+    from mempalace_pg.db.schema import MIN_POSTGRES
 
     major = conn.info.server_version // 10000
     version = conn.execute("SHOW server_version").fetchone()[0]
@@ -101,7 +101,7 @@ def _check_server(report: Report, conn: psycopg.Connection, settings: Settings =
 
 
 def _check_extensions(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
-    from .schema import MIN_PGVECTOR
+    from mempalace_pg.db.schema import MIN_PGVECTOR
 
     major = conn.info.server_version // 10000
     rows = conn.execute(
@@ -166,7 +166,7 @@ class _RollBack(Exception):
 
 
 def _check_schema(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
-    from .schema import current_revision, head_revision, known_revisions
+    from mempalace_pg.db.schema import current_revision, head_revision, known_revisions
 
     current, head = current_revision(conn, settings.schema), head_revision()
     if current is None and conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'age'").fetchone():
@@ -259,9 +259,9 @@ def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) ->
 
 def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]) -> None:
     """What MemPalace will use for its configured palace (or --palace)."""
-    from .backend import check_marker_target
-    from .marker import MARKER_FILENAME
-    from .routing import _configured_palace
+    from mempalace_pg.store.backend import check_marker_target
+    from mempalace_pg.store.marker import MARKER_FILENAME
+    from mempalace_pg.graph.routing import _configured_palace
 
     palace = os.path.realpath(os.path.expanduser(palace_path)) if palace_path else _configured_palace()
     if not palace:

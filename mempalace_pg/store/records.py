@@ -25,8 +25,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from mempalace.backends.base import DimensionMismatchError
 
-from .errors import InvalidRecordError
-from .text import storable
+from mempalace_pg.errors import InvalidRecordError
+from mempalace_pg.text import storable
 
 _NOTHING_WRITTEN = "nothing in this batch was written"
 

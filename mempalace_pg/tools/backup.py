@@ -29,7 +29,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from .config import ConfigError, Settings, validate_identifier
+from mempalace_pg.config import ConfigError, Settings, validate_identifier
+from mempalace_pg.db.connect import scrub_password
 
 CATALOG_MARK = "mempalace-pg AGE label catalog (used by mempalace-pg restore): "
 
@@ -55,9 +56,7 @@ def _run(command: str, args: list[str], settings: Settings, *, stdin=None, stdou
                           "the command to run with --pg-dump / --pg-restore") from None
     if proc.returncode != 0:
         message = proc.stderr.decode("utf-8", "replace").strip()
-        password = conninfo_to_dict(settings.dsn).get("password")
-        if password:
-            message = message.replace(password, "***")
+        message = scrub_password(message, settings.dsn)
         hint = (" (pg_dump must be the server's major version or newer: pass --pg-dump)"
                 if "version mismatch" in message else "")
         raise ConfigError(f"{argv[0]} failed: {message[-800:]}{hint}")
@@ -72,7 +71,7 @@ def _label_catalog(conn: psycopg.Connection, graph: str) -> list[dict]:
 
 def backup(path: str, settings: Settings, *, pg_dump: str = "pg_dump") -> dict:
     """Dump our schema and graph to ``path`` (pg_dump custom format). Returns what was written."""
-    from .database import connect
+    from mempalace_pg.db.connect import connect
 
     schema, graph = validate_identifier(settings.schema, "schema"), validate_identifier(settings.graph, "graph")
     with connect(settings, autocommit=True) as conn:
@@ -92,7 +91,7 @@ def backup(path: str, settings: Settings, *, pg_dump: str = "pg_dump") -> dict:
 
 def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore") -> dict:
     """Restore a backup into the configured database, then re-register its graph with AGE."""
-    from .database import connect
+    from mempalace_pg.db.connect import connect
 
     if not os.path.isfile(path):
         raise ConfigError(f"{path}: no such file")

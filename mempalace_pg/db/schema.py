@@ -19,12 +19,13 @@ from typing import Optional
 import psycopg
 from psycopg import sql
 
-from .config import Settings, validate_identifier
-from .errors import ExtensionMissingError, SchemaVersionError
+from mempalace_pg.config import Settings, validate_identifier
+from mempalace_pg.db.connect import connect
+from mempalace_pg.errors import ExtensionMissingError, SchemaVersionError
 
 log = logging.getLogger(__name__)
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # mempalace_pg/, above db/
 
 
 def _data_dir(name: str) -> Path:
@@ -161,7 +162,6 @@ def require_extension(conn: psycopg.Connection, name: str, package: str, project
 
 def ensure_schema(settings: Settings) -> str:
     """Make sure ``settings.schema`` is at the code's revision; return that revision."""
-    from .database import connect
 
     with connect(settings, autocommit=True) as conn:
         check_server(conn)
@@ -188,7 +188,6 @@ def upgrade(settings: Settings, revision: str = "head") -> str:
     """Apply migrations up to ``revision`` under an advisory lock; return the resulting revision."""
     from alembic import command
 
-    from .database import connect
 
     with connect(settings, autocommit=True) as conn:
         require_extension(conn, "vector", "postgresql-{major}-pgvector",

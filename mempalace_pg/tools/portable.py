@@ -30,7 +30,7 @@ from typing import IO, Callable, Optional
 
 from psycopg import sql
 
-from .collection import existing_collections
+from mempalace_pg.store.collection import existing_collections
 
 FORMAT = "mempalace-pg-export"
 VERSION = 1
@@ -58,7 +58,7 @@ class ImportReport:
 def export_palace(out: IO[str], drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
                   ) -> dict:
     """Write the palace of ``drawers_collection`` (all its collections) and its graph ``kg`` to ``out``."""
-    from .schema import head_revision
+    from mempalace_pg.db.schema import head_revision
 
     backend, ref = drawers_collection._backend, drawers_collection._palace
     cols = list(existing_collections(backend, ref).values())
@@ -155,7 +155,7 @@ def import_palace(path: str, drawers_collection, kg, *, progress: Optional[Calla
     """Load an export into the palace of ``drawers_collection`` / ``kg`` (idempotent; see the module doc)."""
     from mempalace.backends.base import EmbedderIdentity
 
-    from .kg_import import _write_batch
+    from mempalace_pg.graph.kg_import import _write_batch
 
     header, footer = check_file(path)
     backend, ref = drawers_collection._backend, drawers_collection._palace

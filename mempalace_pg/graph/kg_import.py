@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .graph import _REPLICATION_COLUMNS, AgeKnowledgeGraph
-from .text import storable
+from mempalace_pg.graph.kg import _REPLICATION_COLUMNS, AgeKnowledgeGraph
+from mempalace_pg.text import storable
 
 
 @dataclass

@@ -27,8 +27,10 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .config import Settings, dsn_target, redact_dsn
-from .errors import DatabaseUnavailableError
+from mempalace_pg.config import Settings, redact_dsn
+from mempalace_pg.db.connect import describe_connect_error
+from mempalace_pg.db.schema import ensure_schema
+from mempalace_pg.errors import DatabaseUnavailableError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -36,43 +38,6 @@ T = TypeVar("T")
 _POOLS: dict[str, ConnectionPool] = {}
 _DATABASES: dict[tuple[str, str], "Database"] = {}
 _LOCK = threading.RLock()
-
-
-def _scrub(message: str, dsn: str) -> str:
-    """Remove the DSN's password from an error message, should a driver ever echo it."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        password = conninfo_to_dict(dsn).get("password")
-    except Exception:
-        password = None
-    if password:
-        message = message.replace(str(password), "***")
-    return message
-
-
-def describe_connect_error(settings: Settings, exc: BaseException) -> DatabaseUnavailableError:
-    target = dsn_target(settings.dsn)
-    where = f"{target['host']}:{target['port']}/{target['dbname']}"
-    reason = _scrub(str(exc).strip() or type(exc).__name__, settings.dsn)
-    return DatabaseUnavailableError(
-        f"cannot connect to PostgreSQL at {where} (DSN {settings.redacted_dsn}): {reason}. "
-        "Check that the server is running and reachable, and set MEMPALACE_PG_DSN or the "
-        "config.json key 'postgres_dsn' to the right DSN."
-    )
-
-
-def connect(settings: Settings, *, autocommit: bool = False) -> psycopg.Connection:
-    """A plain (unpooled) connection, for schema work and tools. Raises DatabaseUnavailableError."""
-    try:
-        return psycopg.connect(
-            settings.dsn,
-            autocommit=autocommit,
-            connect_timeout=settings.connect_timeout_s,
-            application_name="mempalace-pg",
-        )
-    except psycopg.OperationalError as exc:
-        raise describe_connect_error(settings, exc) from None
 
 
 class Database:
@@ -94,8 +59,6 @@ class Database:
             if db is not None and db._pool is not None and not db._pool.closed:
                 return db
             db = cls(settings)
-            from .schema import ensure_schema
-
             db.schema_revision = ensure_schema(settings)
             db._pool = _shared_pool(settings)
             _DATABASES[key] = db

@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Optional
 
-from .marker import has_marker as _has_marker
+from mempalace_pg.store.marker import has_marker as _has_marker
 
 _SQLITE_CLASS = None
 
@@ -75,7 +75,7 @@ class KnowledgeGraph:
         palace = palace_for_kg_path(db_path)
         if palace is None:
             return _sqlite_class()(db_path)
-        from .graph import AgeKnowledgeGraph
+        from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
         return AgeKnowledgeGraph(db_path=db_path, palace_path=palace)
 

@@ -18,7 +18,7 @@ would store silently: a non-numeric or non-finite confidence raises ``ValueError
 SQLite snapshot of the graph; ``mempalace kg normalize`` and ``mempalace audit`` read this graph
 through :mod:`mempalace_pg.hooks` instead.
 
-MemPalace constructs ``KnowledgeGraph(db_path=...)`` itself; :mod:`mempalace_pg.routing` hands it
+MemPalace constructs ``KnowledgeGraph(db_path=...)`` itself; :mod:`mempalace_pg.graph.routing` hands it
 this class for palaces on the ``postgres`` backend.
 """
 
@@ -33,10 +33,10 @@ from typing import Any, Iterator, Optional
 
 import psycopg
 
-from .collection import checked_row_count, clamped_row_count
-from .config import Settings
-from .errors import DatabaseUnavailableError
-from .text import storable
+from mempalace_pg.config import Settings
+from mempalace_pg.db.sqlkit import checked_row_count, clamped_row_count
+from mempalace_pg.errors import DatabaseUnavailableError
+from mempalace_pg.text import storable
 
 #: Raised by the kg_* SQL functions for bad input (an interval that would end before it starts).
 _BAD_INPUT_SQLSTATE = "MPKG1"
@@ -100,7 +100,7 @@ _PAGE = "/*page*/"
 
 def _page(limit: int, offset: int) -> str:
     """``LIMIT n OFFSET m`` as statement text, from two Python ints checked as the backend checks its
-    row counts (:func:`~mempalace_pg.collection.checked_row_count`).
+    row counts (:func:`~mempalace_pg.db.sqlkit.checked_row_count`).
 
     Bound as parameters, a LIMIT and OFFSET make PostgreSQL cost the statement's reusable plan as if
     it fetched a tenth of the facts, so it is planned afresh on every call; written in, the plan is made
@@ -180,7 +180,7 @@ class AgeKnowledgeGraph:
         self.palace_path = palace_path
         self._settings = settings or Settings.load()
         if palace_path is not None:
-            from .backend import check_marker_target
+            from mempalace_pg.store.backend import check_marker_target
 
             namespace, palace_key = check_marker_target(palace_path, self._settings)
         if not palace_key:
@@ -214,7 +214,7 @@ class AgeKnowledgeGraph:
         db = self._db
         if db is not None:
             return db
-        from .database import Database
+        from mempalace_pg.db.pool import Database
 
         with self._lock:
             if self._db is None:

@@ -28,7 +28,7 @@ from mempalace.backends.base import UnsupportedFilterError
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from .text import storable_any
+from mempalace_pg.text import storable_any
 
 WHERE_OPERATORS = frozenset({"$eq", "$ne", "$in", "$nin", "$contains", "$gt", "$gte", "$lt", "$lte"})
 DOCUMENT_OPERATORS = frozenset({"$contains", "$and", "$or"})

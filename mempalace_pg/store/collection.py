@@ -2,8 +2,8 @@
 
 Each collection's records live in their own partition of ``<schema>.records`` (``records_c<pk>``)
 with its vector index as HNSW segments over rows already written (the newest rows are searched
-exactly until a folder builds them a segment, see :mod:`mempalace_pg.indexing`). Every operation is one SQL statement on one pooled
-connection, filters are compiled to SQL (see :mod:`mempalace_pg.filters`), and every value travels
+exactly until a folder builds them a segment, see :mod:`mempalace_pg.store.indexing`). Every operation is one SQL statement on one pooled
+connection, filters are compiled to SQL (see :mod:`mempalace_pg.store.filters`), and every value travels
 as a bound parameter, vectors in binary.
 """
 
@@ -34,16 +34,23 @@ from mempalace.backends.base import (
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from . import indexing
-from .database import use_search_breadth
-from .filters import INDEX_PREFIX, compile_filters, wing_room_equalities
-from .records import as_matrix, clean_batch, clean_document, clean_id, clean_lookup_ids, clean_metadata
-from .text import storable
+from mempalace_pg.store import indexing
+from mempalace_pg.db.sqlkit import (
+    MAX_ROW_COUNT,
+    QUERY_VECTOR,
+    StatementCache,
+    clamped_row_count,
+    fill,
+    row_count,
+)
+from mempalace_pg.store.filters import INDEX_PREFIX, compile_filters, wing_room_equalities
+from mempalace_pg.store.records import as_matrix, clean_batch, clean_document, clean_id, clean_lookup_ids, clean_metadata
+from mempalace_pg.text import storable
 
 if TYPE_CHECKING:
-    from .backend import PostgresBackend
-    from .bulk import BulkLoader
-    from .database import Database
+    from mempalace_pg.store.backend import PostgresBackend
+    from mempalace_pg.store.bulk import BulkLoader
+    from mempalace_pg.db.pool import Database
 
 #: The collection whose records are drawers (facts name them as their source_drawer_id).
 DRAWERS_COLLECTION = "mempalace_drawers"
@@ -63,87 +70,10 @@ def existing_collections(backend, palace, options: Optional[dict] = None) -> dic
         except CollectionNotInitializedError:
             continue
     return out
+
+
 #: Batches at least this large go through COPY into a staging table instead of one INSERT.
 COPY_THRESHOLD = 2000
-
-
-class Slot:
-    """A per-call value in a statement's parameter template (the statement is built once, filled per call)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-def fill(template: list, **values) -> list:
-    """The parameters of one call: ``template`` with each :class:`Slot` replaced by its value."""
-    return [values[p.name] if isinstance(p, Slot) else p for p in template]
-
-
-QUERY_VECTOR = Slot("q")  # the query vector, in nearest_sql templates
-#: How many statements (one per filter and shape) a collection, or a PalaceSearch, keeps ready.
-STATEMENT_CACHE_SIZE = 256
-
-
-class StatementCache:
-    """Statements built once per key and rendered to SQL bytes on first use, so a repeated call
-    neither composes nor renders SQL (and psycopg prepares it after a few uses). Holds at most
-    STATEMENT_CACHE_SIZE; the oldest goes first."""
-
-    def __init__(self):
-        self._entries: dict = {}
-
-    def get(self, key, build) -> list:
-        """``[statement, parameter template]`` for ``key``; ``build()`` makes them on a miss. A ``None``
-        key is built every time and never kept."""
-        entry = self._entries.get(key) if key is not None else None
-        if entry is None:
-            entry = list(build())
-            if key is not None:
-                if len(self._entries) >= STATEMENT_CACHE_SIZE:
-                    self._entries.pop(next(iter(self._entries)))
-                self._entries[key] = entry
-        return entry
-
-    @staticmethod
-    def sql(entry: list, conn: psycopg.Connection) -> bytes:
-        """The entry's statement as SQL bytes (rendered once, on this first use), with ``conn`` set up for
-        it: an entry's optional third item is the HNSW search breadth it was built for."""
-        if not isinstance(entry[0], bytes):
-            entry[0] = entry[0].as_bytes(conn)
-        use_search_breadth(conn, entry[2] if len(entry) > 2 else None)
-        return entry[0]
-
-
-#: The largest row count a statement may carry in its text (see row_count).
-MAX_ROW_COUNT = 2**31 - 1
-
-
-def checked_row_count(n: int) -> int:
-    """``n`` if it may be written into a statement's text as a LIMIT or OFFSET: a Python ``int`` in
-    0..MAX_ROW_COUNT (bool, numpy ints and text are refused)."""
-    if type(n) is not int or not 0 <= n <= MAX_ROW_COUNT:
-        raise ValueError(f"a row count must be an int between 0 and {MAX_ROW_COUNT}, not {n!r}")
-    return n
-
-
-def clamped_row_count(value: Any, lowest: int = 0) -> int:
-    """A caller's count (n_results, limit, offset) as an int in lowest..MAX_ROW_COUNT."""
-    return min(MAX_ROW_COUNT, max(lowest, int(value)))
-
-
-def row_count(n: int) -> sql.Composable:
-    """A LIMIT row count as part of the statement's text, not as a bound parameter.
-
-    A bound LIMIT makes PostgreSQL cost the reusable (generic) plan of a nearest-neighbour
-    statement as if it fetched a tenth of the table, so it plans the statement afresh on every call.
-    With counts written in (and query()'s statements kept per filter), the unfiltered k=10 query at
-    100k drawers went from 2.49 to 1.78 ms p50 (backend runs of 13:30 and 14:58 UTC in
-    benchmarks/RESULTS.md). Only a Python ``int`` in 0..MAX_ROW_COUNT is accepted (never text, never a
-    caller's string), and each count gets its own prepared statement. Everything else stays bound.
-    """
-    return sql.Literal(checked_row_count(n))
 
 
 #: A filtered query takes this many times n_results candidates from the index before re-ranking: the
@@ -293,9 +223,9 @@ class PostgresCollection(BaseCollection):
         """Load many records fast: ``with col.bulk_load() as load: load(ids=..., ...)``.
 
         Binary COPY per batch, batches written by background connections while the caller prepares
-        the next, the HNSW index built once at the end. See :mod:`mempalace_pg.bulk`.
+        the next, the HNSW index built once at the end. See :mod:`mempalace_pg.store.bulk`.
         """
-        from .bulk import BulkLoader
+        from mempalace_pg.store.bulk import BulkLoader
 
         return BulkLoader(self)
 

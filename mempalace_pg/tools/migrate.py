@@ -3,7 +3,7 @@
 The source is read page by page, read-only: its drawers, closets and assets with their stored
 embeddings (no embedding model is loaded: nothing is re-embedded), metadata and embedder identity, then
 its SQLite knowledge graph (``mempalace-pg kg import``). A Chroma palace's records are read from its
-files (:mod:`mempalace_pg.chroma_files`), because Chroma's own reader loads a collection's whole vector
+files (:mod:`mempalace_pg.tools.chroma_files`), because Chroma's own reader loads a collection's whole vector
 index into memory first; a layout that reader does not know falls back to Chroma's reader, as the report
 says. Every other palace is read through MemPalace's own backend (``sqlite_exact``, the built-in
 ``pgvector``).
@@ -34,7 +34,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .config import ConfigError, Settings
+from mempalace_pg.config import ConfigError, Settings
 
 #: Backends whose palace is a directory of files: read from a snapshot copy (temporary; needs the space).
 FILE_BACKENDS = ("chroma", "sqlite_exact")
@@ -80,14 +80,14 @@ def _open_source(path: str, backend_name: str):
     from mempalace.backends import PalaceRef
     from mempalace.backends.registry import get_backend_class
 
-    from .collection import existing_collections
+    from mempalace_pg.store.collection import existing_collections
 
     backend = get_backend_class(backend_name)()  # our own instance: closing it touches nobody else's
     return backend, existing_collections(backend, PalaceRef(id=path, local_path=path), {"read_only": True})
 
 
 def _provenance(target_dir: str) -> Optional[dict]:
-    from .marker import marker_path
+    from mempalace_pg.store.marker import marker_path
 
     try:
         with open(marker_path(target_dir), encoding="utf-8") as f:
@@ -97,7 +97,7 @@ def _provenance(target_dir: str) -> Optional[dict]:
 
 
 def _record_provenance(target_dir: str, source: str, backend_name: str) -> None:
-    from .marker import marker_path
+    from mempalace_pg.store.marker import marker_path
 
     path = marker_path(target_dir)
     with open(path, encoding="utf-8") as f:
@@ -115,8 +115,8 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
     """Copy the palace at ``source`` into a postgres palace at ``target`` (see the module doc)."""
     from mempalace.backends import PalaceRef
 
-    from .backend import PostgresBackend, marker_path
-    from .collection import existing_collections
+    from mempalace_pg.store.backend import PostgresBackend, marker_path
+    from mempalace_pg.store.collection import existing_collections
 
     started = time.perf_counter()
     settings = settings or Settings.load()
@@ -217,8 +217,8 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
             stats["seconds"] = round(time.perf_counter() - t0, 1)
             _compare(report, name, src_col, col, sample)
         if report.graph is not None:
-            from .graph import AgeKnowledgeGraph
-            from .kg_import import import_sqlite
+            from mempalace_pg.graph.kg import AgeKnowledgeGraph
+            from mempalace_pg.graph.kg_import import import_sqlite
 
             kg = AgeKnowledgeGraph(palace_path=target, settings=settings)
             result = import_sqlite(kg_path, kg)
@@ -240,8 +240,8 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
 def _open_chroma_files(palace_dir: str):
     """A Chroma palace's collections read from its files: ``(palace files, {name: collection}, None)``,
     or ``(None, None, why not)`` when a file is in a layout :mod:`.chroma_files` does not know."""
-    from .chroma_files import ChromaFormatError, ChromaPalaceFiles
-    from .collection import COLLECTIONS
+    from mempalace_pg.tools.chroma_files import ChromaFormatError, ChromaPalaceFiles
+    from mempalace_pg.store.collection import COLLECTIONS
 
     files = None
     try:
@@ -292,7 +292,7 @@ def _compare(report: MigrationReport, name: str, src_col, col, sample: list) -> 
 
 def print_progress(name: str, done: int, total: int, seconds: float) -> None:
     """``migrate``'s progress: per collection, with the rate."""
-    from .kg_import import progress_bar
+    from mempalace_pg.graph.kg_import import progress_bar
 
     rate = done / seconds if seconds > 0 else 0.0
     progress_bar(f"{name:18s}", done, total, f"{done:,}/{total:,} ({rate:,.0f}/s)")

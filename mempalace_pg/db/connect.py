@@ -1,0 +1,52 @@
+"""Connecting to PostgreSQL, and saying why a connection failed without ever showing the password.
+
+The bottom of the database layer: the pool (:mod:`mempalace_pg.db.pool`) and the schema runner
+(:mod:`mempalace_pg.db.schema`) both connect through here, so neither needs the other to connect.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from mempalace_pg.config import Settings, dsn_target
+from mempalace_pg.errors import DatabaseUnavailableError
+
+
+def scrub_password(message: str, dsn: str) -> str:
+    """Remove the DSN's password from an error message, should a driver ever echo it."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        password = conninfo_to_dict(dsn).get("password")
+    except Exception:
+        password = None
+    if password:
+        message = message.replace(str(password), "***")
+    return message
+
+
+def describe_connect_error(settings: Settings, exc: BaseException) -> DatabaseUnavailableError:
+    target = dsn_target(settings.dsn)
+    where = f"{target['host']}:{target['port']}/{target['dbname']}"
+    reason = scrub_password(str(exc).strip() or type(exc).__name__, settings.dsn)
+    return DatabaseUnavailableError(
+        f"cannot connect to PostgreSQL at {where} (DSN {settings.redacted_dsn}): {reason}. "
+        "Check that the server is running and reachable, and set MEMPALACE_PG_DSN or the "
+        "config.json key 'postgres_dsn' to the right DSN."
+    )
+
+
+def connect(settings: Settings, *, autocommit: bool = False) -> psycopg.Connection:
+    """A plain (unpooled) connection, for schema work and tools. Raises DatabaseUnavailableError."""
+    try:
+        return psycopg.connect(
+            settings.dsn,
+            autocommit=autocommit,
+            connect_timeout=settings.connect_timeout_s,
+            application_name="mempalace-pg",
+        )
+    except psycopg.OperationalError as exc:
+        raise describe_connect_error(settings, exc) from None
+
+
+__all__ = ["connect", "describe_connect_error", "scrub_password"]
