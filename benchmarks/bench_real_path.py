@@ -125,8 +125,8 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
     if store == "postgres":
         from mempalace_pg.store import indexing
 
-        layout = indexing.layout(col, fresh=True)
-        out["index_at_start"] = {"segments": len(layout.segments), "waiting": col.fresh_count()}
+        layout = indexing.layout(col.partition, fresh=True)
+        out["index_at_start"] = {"segments": len(layout.segments), "waiting": col.partition.fresh_count()}
     for label, where in FILTERS.items():
         times, recalls, returned = [], [], []
         budget = time.perf_counter() + PROBE_BUDGET_S
@@ -166,13 +166,13 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
             from mempalace_pg.store import indexing
 
             state = col.maintenance_state()
-            size = col._db.run(lambda conn: conn.execute(
+            size = col.partition.db.run(lambda conn: conn.execute(
                 "SELECT COALESCE(sum(pg_relation_size(to_regclass(quote_ident(%s) || '.' || quote_ident(index_name)))), 0)"
-                f" FROM {col._db.schema}.vector_segments WHERE collection_pk = %s",
-                (col._db.schema, col._pk)).fetchone()[0])
+                f" FROM {col.partition.db.schema}.vector_segments WHERE collection_pk = %s",
+                (col.partition.db.schema, col.partition.pk)).fetchone()[0])
             out["index"] = {"segments": len(state["vector_index_segments"]), "index_mb": float(size) / 1e6,
-                            "table_mb": col._db.run(lambda conn: conn.execute(
-                                "SELECT pg_total_relation_size(%s::regclass)", (col._relname,)).fetchone()[0]) / 1e6}
+                            "table_mb": col.partition.db.run(lambda conn: conn.execute(
+                                "SELECT pg_total_relation_size(%s::regclass)", (col.partition.relname,)).fetchone()[0]) / 1e6}
     out["rss_mb"] = peak_rss_mb()
     backend.close()
     return out

@@ -59,7 +59,7 @@ def child_load(n: int, dsn: str, workdir: str, tag: str) -> dict:
     for ids, docs, metas, vecs in rp.batches(n, 1000, centers):
         col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
     seconds = time.perf_counter() - t0
-    pk = col._pk
+    pk = col.partition.pk
     backend.close()
     return {"seconds": seconds, "pk": pk}
 
@@ -125,9 +125,9 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
     truth = json.loads(Path(truth_file).read_text())
     backend, col = bb.open_collection("postgres", str(Path(workdir) / "palace"), dsn, tag)
     queries = bb.query_vectors(QUERIES, 777, bb.cluster_centers())
-    current = indexing.layout(col, fresh=True)
+    current = indexing.layout(col.partition, fresh=True)
     out = {"segments": len(current.segments),
-           "breadth": indexing.search_breadth(current, col._db.settings.ef_search), "query": {}}
+           "breadth": indexing.search_breadth(current, col.partition.db.settings.ef_search), "query": {}}
     if merge_workers == "-":
         for label, where in FILTERS.items():
             out["query"][label] = measure(col, queries, truth, label, where)
@@ -145,7 +145,7 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
                 conn.execute(sql.SQL("SET search_path = {}, public").format(sql.Identifier(schema)))
                 indexing.build_session(conn, int(merge_workers))
                 t0 = time.perf_counter()
-                conn.execute(indexing.segment_ddl("bench_merge", sql.Identifier(schema, f"records_c{col._pk}"),
+                conn.execute(indexing.segment_ddl("bench_merge", sql.Identifier(schema, f"records_c{col.partition.pk}"),
                                                   384, -1, current.newest, concurrently=True))
                 done.append(time.perf_counter() - t0)
                 conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema, "bench_merge")))

@@ -49,24 +49,24 @@ class UnitOfWork:
         self.kg = kg
         self.connection = conn
         self._written = 0
-        self._exists = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE collection_pk = %s AND id = %s)").format(
-            drawers._table)
+        self._exists = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE collection_pk = %(pk)s AND id = %(id)s)").format(
+            drawers.partition.table)
 
     # -- drawers -----------------------------------------------------------------------------------
     def add_drawers(self, *, ids, documents, embeddings, metadatas=None, replace: bool = False) -> None:
         """Write drawers (validated first: nothing of a bad batch is written). ``replace=False`` is
         ``add`` (an existing id fails the unit), ``replace=True`` is ``upsert``."""
-        col = self.drawers
+        part = self.drawers.partition
         batch = clean_batch(ids, documents, metadatas, embeddings)
         ids, documents, metas, matrix = batch.ids, batch.documents, batch.metadatas, batch.matrix
         if not ids:
             return
         dim = batch.dimension
-        col._check_dimension(col._dimension, dim)
-        col._dimension = col._width_for_write(self.connection, dim)
+        part.check_dimension(dim)
+        part.dimension = part.claim_width(self.connection, dim)
         try:
             with self.connection.transaction():  # a savepoint: the error below leaves the unit usable
-                col.write_rows(self.connection, ids, documents, metas, matrix, replace=replace)
+                part.write_rows(self.connection, ids, documents, metas, matrix, replace=replace)
         except psycopg.errors.UniqueViolation:
             raise ValueError(f"drawer ids already exist in this palace ({ids[:5]}...); nothing of this "
                              "batch was written (use replace=True to overwrite)") from None
@@ -74,7 +74,7 @@ class UnitOfWork:
 
     def delete_drawers(self, ids) -> None:
         """Delete drawers by id; facts drawn from them are kept and stamped (see the module doc)."""
-        statement = self.drawers.delete_sql(ids=ids)
+        statement = self.drawers.partition.delete_sql(ids=ids)
         if statement is not None:
             self.connection.execute(*statement)
 
@@ -84,7 +84,8 @@ class UnitOfWork:
             return
         if not isinstance(source_drawer_id, str):
             raise ValueError("source_drawer_id must be a string")
-        found = self.connection.execute(self._exists, (self.drawers._pk, storable(source_drawer_id))).fetchone()[0]
+        found = self.connection.execute(
+            self._exists, {"pk": self.drawers.partition.pk, "id": storable(source_drawer_id)}).fetchone()[0]
         if not found:
             raise ValueError(f"source_drawer_id {source_drawer_id!r} is not a drawer of this palace; "
                              "add the drawer first (in this unit of work or before it)")
@@ -129,15 +130,14 @@ def unit_of_work(palace_path: Optional[str] = None, *, palace_key: Optional[str]
     """Open a unit of work on a postgres palace (by directory, or by ``palace_key``): one pooled
     connection, one transaction, committed when the block ends and rolled back if it raises."""
     drawers, kg = open_drawers(palace_path, palace_key=palace_key, namespace=namespace, settings=settings)
-    if drawers._read_only:
-        raise PermissionError("the palace's drawers were opened read-only")
+    drawers.partition.check_writable()
     kg._palace()
     db = drawers._open()
     with db.transaction() as conn:
         uow = UnitOfWork(drawers, kg.bound_to(conn), conn)
         yield uow
     if uow._written:
-        indexing.after_write(drawers)
+        indexing.after_write(drawers.partition)
 
 
 __all__ = ["UnitOfWork", "unit_of_work", "open_drawers"]

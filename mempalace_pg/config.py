@@ -23,8 +23,12 @@ from urllib.parse import urlsplit, urlunsplit
 DEFAULT_DSN = "postgresql://localhost:5432/mempalace"
 DEFAULT_SCHEMA = "mempalace"
 
-#: Identifiers we splice into SQL (schema names): lower-case, start with a letter, at most 48 bytes.
-IDENTIFIER_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+#: The one rule for every name this package composes into SQL (schema, graph, role, label, index):
+#: lower-case letters, digits and _, starting with a letter, at most 63 characters (PostgreSQL's
+#: limit). A name the user chooses (schema, role) may have at most NAME_MAX of them, so that the names
+#: derived from it (``<schema>_kg``, index and lock names) still fit.
+IDENTIFIER_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+NAME_MAX = 48
 
 # setting name -> (environment variable, config.json key, default, parser)
 _SETTINGS: dict[str, tuple[str, str, Any, type]] = {
@@ -45,11 +49,12 @@ class ConfigError(ValueError):
     """A setting has a value we cannot use. The message names the setting and where it came from."""
 
 
-def validate_identifier(value: str, what: str) -> str:
-    """Return ``value`` if it is safe to use as a SQL identifier, else raise :class:`ConfigError`."""
-    if not isinstance(value, str) or not IDENTIFIER_RE.match(value):
+def validate_identifier(value: str, what: str, *, longest: int = NAME_MAX) -> str:
+    """Return ``value`` if it is safe to use as a SQL identifier of at most ``longest`` characters
+    (IDENTIFIER_RE), else raise :class:`ConfigError`. Derived names pass ``longest=63``."""
+    if not isinstance(value, str) or not IDENTIFIER_RE.match(value) or len(value) > longest:
         raise ConfigError(
-            f"{what} {value!r} is not a valid name: use 1-48 characters a-z, 0-9 and _, "
+            f"{what} {value!r} is not a valid name: use 1-{longest} characters a-z, 0-9 and _, "
             "starting with a letter"
         )
     return value

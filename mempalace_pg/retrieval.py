@@ -35,7 +35,8 @@ from mempalace.backends import CollectionNotInitializedError
 from psycopg import sql
 
 from mempalace_pg.config import Settings
-from mempalace_pg.db.sqlkit import QUERY_VECTOR, Slot, StatementCache, clamped_row_count, fill, row_count
+from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count, row_count
+from mempalace_pg.store import search
 from mempalace_pg.store.collection import PostgresCollection
 from mempalace_pg.store.records import as_matrix
 from mempalace_pg.graph.kg import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
@@ -77,7 +78,7 @@ class PalaceSearch:
         self.palace_path = palace_path
         self._collection: Optional[PostgresCollection] = None
         self._backend = None
-        # statements per query shape; in each template a Slot stands for a per-call value
+        # statements per query shape, with their constant parameters (each call adds its own)
         self._cache = StatementCache()
         s = sql.Identifier(self.settings.schema)
         g = sql.Identifier(self.settings.graph)
@@ -115,7 +116,7 @@ class PalaceSearch:
 
     def _vector(self, col: PostgresCollection, query_embedding: Sequence[float]) -> tuple[Any, int]:
         matrix = as_matrix([query_embedding], [0], what="query embedding")
-        dim = col._dimension or col._fetch_dimension()
+        dim = col.partition.known_dimension()
         if dim is not None and matrix.shape[1] != dim:
             from mempalace.backends import DimensionMismatchError
 
@@ -124,8 +125,8 @@ class PalaceSearch:
         return matrix[0], dim
 
     def _execute(self, entry: list, **values) -> tuple:
-        """Run a cached statement with this call's values; one round trip."""
-        params = fill(entry[1], **values)
+        """Run a cached statement with its constant parameters and this call's ``values``; one round trip."""
+        params = {**entry[1], **values}
 
         def work(conn):
             return conn.execute(StatementCache.sql(entry, conn), params).fetchone()
@@ -166,8 +167,9 @@ class PalaceSearch:
             " 'source_drawer_deleted_at', {t}({f}.properties, 'source_drawer_deleted_at'))"
         ).format(t=t, f=f)
 
-    def _walk(self, palace: int, entity_id: str, hops: int, as_of_key: Optional[str]) -> tuple[sql.Composable, list]:
-        """CTEs of the neighbourhood, unrolled hop by hop (the statement is prepared once per ``hops``):
+    def _walk(self, palace: int, hops: int) -> tuple[sql.Composable, dict]:
+        """CTEs of the neighbourhood of the entity ``%(entity)s`` valid at ``%(as_of)s`` (both the caller's
+        per-call parameters), unrolled hop by hop (the statement is prepared once per ``hops``):
 
         * ``w0`` the entity's vertex; ``e<d>`` the facts (valid at as_of) touching ``w<d-1>``; ``w<d>`` the
           vertices those facts reach that no earlier hop reached (a hashed anti-join: nothing is
@@ -182,24 +184,23 @@ class PalaceSearch:
         drawer = sql.SQL("{}(f.properties, 'source_drawer_id')").format(t)
         parts = [sql.SQL(
             "w0 AS MATERIALIZED (SELECT e.id AS vertex FROM {entity} e"
-            " WHERE {t}(e.properties, 'palace') = %s::text AND {key}(e.properties, 'entity_id') = {text_key}(%s))"
+            " WHERE {t}(e.properties, 'palace') = %(palace)s::text"
+            " AND {key}(e.properties, 'entity_id') = {text_key}(%(entity)s))"
         ).format(entity=self._entity, t=t, key=self._fn("kg_key"), text_key=self._fn("text_key"))]
-        params: list = [palace, entity_id]
         for d in range(1, hops + 1):
             seen = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT vertex FROM {}").format(sql.Identifier(f"w{k}"))
                                                for k in range(d))
             parts.append(sql.SQL(
                 "{e} AS MATERIALIZED ("
                 " SELECT f.id, f.start_id, f.end_id, {drawer} AS drawer, f.end_id AS other FROM {prev} w"
-                "  JOIN {fact} f ON f.start_id = w.vertex WHERE {valid}(f.properties, %s)"
+                "  JOIN {fact} f ON f.start_id = w.vertex WHERE {valid}(f.properties, %(as_of)s)"
                 " UNION ALL"
                 " SELECT f.id, f.start_id, f.end_id, {drawer}, f.start_id FROM {prev} w"
-                "  JOIN {fact} f ON f.end_id = w.vertex WHERE {valid}(f.properties, %s)),"
+                "  JOIN {fact} f ON f.end_id = w.vertex WHERE {valid}(f.properties, %(as_of)s)),"
                 " {w} AS MATERIALIZED (SELECT DISTINCT other AS vertex FROM {e}"
                 "  WHERE other NOT IN ({seen}))"
             ).format(e=sql.Identifier(f"e{d}"), w=sql.Identifier(f"w{d}"), prev=sql.Identifier(f"w{d - 1}"),
                      fact=fact, valid=valid, seen=seen, drawer=drawer))
-            params += [as_of_key, as_of_key]
         hood = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT vertex, {} AS depth FROM {}").format(
             sql.Literal(d), sql.Identifier(f"w{d}")) for d in range(hops + 1))
         crossed = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT id, start_id, end_id, drawer FROM {}").format(
@@ -210,7 +211,7 @@ class PalaceSearch:
             "  FROM ({crossed}) AS c),"
             " evidence AS MATERIALIZED (SELECT DISTINCT drawer AS drawer_id FROM facts WHERE drawer IS NOT NULL)"
         ).format(hood=hood, crossed=crossed, t=t))
-        return sql.SQL("WITH ") + sql.SQL(", ").join(parts), params
+        return sql.SQL("WITH ") + sql.SQL(", ").join(parts), {"palace": palace}
 
     # -- 1. search around an entity -------------------------------------------------------------
     def around_entity(self, entity: str, query_embedding: Sequence[float], *, hops: int = 1,
@@ -240,34 +241,34 @@ class PalaceSearch:
 
         def build():
             t = self._fn("kg_text")
-            head, params = self._walk(palace, ENTITY, hops, AS_OF)
+            head, params = self._walk(palace, hops)
             counts = sql.SQL("(SELECT count(*) FROM hood), (SELECT count(*) FROM facts), "
                              "(SELECT count(*) FROM evidence)")
             if col is None or n == 0:
                 return sql.SQL("{} SELECT {}").format(head, counts), params
-            condition, cparams = col._filters(self._where(wing, room))
+            condition, cparams = col.partition.condition(self._where(wing, room))
             cols = sql.SQL("id")
             in_evidence = sql.SQL("{} AND id IN (SELECT drawer_id FROM evidence)").format(condition)
-            near_evidence, p_evidence = col.nearest_sql(
-                cols, in_evidence, cparams, Q, n if mode == "restrict" else max(n, 4 * n), dim, filtered=True,
-                gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), []))
+            near_evidence, p_evidence = search.nearest_sql(
+                col.partition, cols, in_evidence, cparams, n if mode == "restrict" else max(n, 4 * n), dim,
+                filtered=True, gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), {}))
             if mode == "restrict":
                 ranked = sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(near_evidence)
                 rparams = p_evidence
             else:
-                near_all, p_all = col.nearest_sql(cols, condition, cparams, Q, max(n, 4 * n), dim,
-                                                  filtered=bool(keys), gate=col._wing_room_gate(keys))
+                near_all, p_all = search.nearest_sql(col.partition, cols, condition, cparams, max(n, 4 * n), dim,
+                                                     filtered=bool(keys), gate=col.partition.wing_room_gate(keys))
                 ranked = sql.SQL(
                     "SELECT id, min(distance) AS distance, bool_or(evidence) AS evidence FROM ("
                     " SELECT id, distance, true AS evidence FROM ({}) AS e UNION ALL"
                     " SELECT id, distance, id IN (SELECT drawer_id FROM evidence) FROM ({}) AS a) AS u GROUP BY id"
                 ).format(near_evidence, near_all)
-                rparams = p_evidence + p_all
+                rparams = {**p_evidence, **p_all}
             query = sql.SQL(
                 "{head}, ranked AS MATERIALIZED ({ranked}),"
                 " hits AS (SELECT r.id, d.document, d.metadata, r.distance, 1 - r.distance AS similarity,"
-                "  1 - r.distance + CASE WHEN r.evidence THEN %s ELSE 0 END AS score, r.evidence"
-                "  FROM ranked r JOIN {t_rec} d ON d.collection_pk = %s AND d.id = r.id"
+                "  1 - r.distance + CASE WHEN r.evidence THEN %(boost)s ELSE 0 END AS score, r.evidence"
+                "  FROM ranked r JOIN {t_rec} d ON d.collection_pk = %(pk)s AND d.id = r.id"
                 "  WHERE (SELECT count(*) FROM hood) > 0"
                 "  ORDER BY score DESC, r.id LIMIT {n})"
                 " SELECT {counts}, (SELECT coalesce(jsonb_agg(jsonb_build_object("
@@ -278,14 +279,14 @@ class PalaceSearch:
                 "    JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id"
                 "    WHERE c.drawer = h.id))"
                 "  ORDER BY h.score DESC, h.id), '[]') FROM hits h)"
-            ).format(head=head, ranked=ranked, t_rec=col._table, counts=counts, fact_json=self._fact_json("f"),
+            ).format(head=head, ranked=ranked, t_rec=col.partition.table, counts=counts, fact_json=self._fact_json("f"),
                      t=t, entity=self._entity, fact=self._fact, n=row_count(n))
             boost_value = float(boost) if mode == "boost" else 0.0
-            return query, params + rparams + [boost_value, col._pk]
+            return query, {**params, **rparams, "boost": boost_value, "pk": col.partition.pk}
 
         # statements that search vectors are kept per vector index layout (their arms depend on it)
         key = ("around", hops, mode, float(boost), n, tuple(keys.items()),
-               col.vector_layout() if col is not None else None)
+               col.partition.layout() if col is not None else None)
         row = self._execute(self._cache.get(key, build), **values)
         return {"entity_found": row[0] > 0, "entities": row[0], "facts": row[1], "evidence_drawers": row[2],
                 "hits": _load(row[3]) if len(row) > 3 else []}
@@ -323,23 +324,22 @@ class PalaceSearch:
             if direction in ("incoming", "both"):
                 arms.append(sql.SQL("SELECT 'incoming' AS direction, f.* FROM {fact} f WHERE f.end_id IN (SELECT id FROM v)"
                                     ).format(fact=self._fact))
-            drawer_table = col._table if col is not None else None
+            drawer_table = col.partition.table if col is not None else None
             if drawer_table is not None:
                 drawer = sql.SQL(
-                    "LEFT JOIN {rec} d ON d.collection_pk = %s AND d.id = {t}(f.properties, 'source_drawer_id')"
+                    "LEFT JOIN {rec} d ON d.collection_pk = %(pk)s AND d.id = {t}(f.properties, 'source_drawer_id')"
                 ).format(rec=drawer_table, t=t)
-                similarity = sql.SQL("CASE WHEN d.id IS NULL OR %s::vector IS NULL THEN NULL"
-                                     " ELSE 1 - (d.embedding <=> %s::vector) END")
-                dparams = [col._pk]
-                sparams = [Q, Q]
+                similarity = sql.SQL("CASE WHEN d.id IS NULL OR %(q)s::vector IS NULL THEN NULL"
+                                     " ELSE 1 - (d.embedding <=> %(q)s::vector) END")
+                dparams = {"pk": col.partition.pk}
                 d_cols = sql.SQL("d.id AS drawer, d.document, d.wing, d.room")
             else:
-                drawer, similarity, dparams, sparams = sql.SQL(""), sql.SQL("NULL::float8"), [], []
+                drawer, similarity, dparams = sql.SQL(""), sql.SQL("NULL::float8"), {}
                 d_cols = sql.SQL("NULL AS drawer, NULL AS document, NULL AS wing, NULL AS room")
             query = sql.SQL(
-                "WITH v AS MATERIALIZED (SELECT e.id FROM {entity} e WHERE {t}(e.properties, 'palace') = %s::text"
-                "  AND {key}(e.properties, 'entity_id') = {text_key}(%s)),"
-                " f AS (SELECT * FROM ({arms}) AS a WHERE {valid}(a.properties, %s)),"
+                "WITH v AS MATERIALIZED (SELECT e.id FROM {entity} e WHERE {t}(e.properties, 'palace') = %(palace)s::text"
+                "  AND {key}(e.properties, 'entity_id') = {text_key}(%(entity)s)),"
+                " f AS (SELECT * FROM ({arms}) AS a WHERE {valid}(a.properties, %(as_of)s)),"
                 " rows AS (SELECT f.direction, {fact_json} AS fact, {d_cols}, {similarity} AS similarity,"
                 "  {t}(f.properties, 'seq')::bigint AS seq"
                 "  FROM f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id {drawer}"
@@ -354,7 +354,7 @@ class PalaceSearch:
                      key=self._fn("kg_key"), text_key=self._fn("text_key"),
                      fact_json=self._fact_json("f"), d_cols=d_cols, similarity=similarity, drawer=drawer,
                      limit=row_count(limit))
-            return query, [palace, ENTITY, AS_OF, *sparams, *dparams]
+            return query, {"palace": palace, **dparams}
 
         row = self._execute(self._cache.get(("facts", direction, col is None, limit), build), **values)
         facts = _load(row[1])
@@ -386,9 +386,9 @@ class PalaceSearch:
 
         def build():
             where = self._where(wing, room)
-            condition, cparams = col._filters(where)
-            near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, Q, max(1, int(drawers)), dim,
-                                           filtered=bool(keys), gate=col._wing_room_gate(keys))
+            condition, cparams = col.partition.condition(where)
+            near, p_near = search.nearest_sql(col.partition, sql.SQL("id"), condition, cparams, max(1, int(drawers)),
+                                              dim, filtered=bool(keys), gate=col.partition.wing_room_gate(keys))
             t = self._fn("kg_text")
             # The two LATERAL subqueries end in OFFSET 0 so that the planner keeps them as index probes per
             # hit and per entity. Flattened, it costs AGE's property accessors as nearly free and, on a small
@@ -398,9 +398,9 @@ class PalaceSearch:
                 "WITH hits AS MATERIALIZED ({near}),"
                 # per hit, its facts through the (palace, source_drawer_id) index
                 " links AS MATERIALIZED (SELECT f.id AS edge, f.start_id, f.end_id, h.id AS drawer, 1 - h.distance AS similarity"
-                "  FROM hits h CROSS JOIN LATERAL (SELECT * FROM {fact} f WHERE {t}(f.properties, 'palace') = %s::text"
+                "  FROM hits h CROSS JOIN LATERAL (SELECT * FROM {fact} f WHERE {t}(f.properties, 'palace') = %(palace)s::text"
                 "   AND {key}(f.properties, 'source_drawer_id') = {text_key}(h.id)"
-                "   AND {valid}(f.properties, %s) OFFSET 0) AS f),"
+                "   AND {valid}(f.properties, %(as_of)s) OFFSET 0) AS f),"
                 " ends AS (SELECT start_id AS vertex, edge, drawer, similarity FROM links"
                 "  UNION SELECT end_id, edge, drawer, similarity FROM links),"
                 " ranked AS (SELECT vertex, max(similarity) AS score, count(DISTINCT drawer) AS drawers,"
@@ -414,10 +414,10 @@ class PalaceSearch:
                 " SELECT coalesce(jsonb_agg(to_jsonb(top) ORDER BY score DESC, drawers DESC, entity_id), '[]') FROM top"
             ).format(near=near, fact=self._fact, t=t, valid=self._fn("kg_valid_at"), entity=self._entity,
                      key=self._fn("kg_key"), text_key=self._fn("text_key"), n=row_count(n))
-            return query, p_near + [palace, AS_OF]
+            return query, {**p_near, "palace": palace}
 
         row = self._execute(self._cache.get(("entities", n, max(1, int(drawers)), tuple(keys.items()),
-                                                 col.vector_layout()), build),
+                                                 col.partition.layout()), build),
                             **values)
         return _load(row[0])
 
@@ -443,33 +443,29 @@ class PalaceSearch:
 
         def build():
             where = self._where(wing, room)
-            condition, cparams = col._filters(where)
-            near, p_near = col.nearest_sql(sql.SQL("id"), condition, cparams, Q, depth, dim, filtered=bool(keys),
-                                           gate=col._wing_room_gate(keys))
-            lexical, p_lex = col.lexical_sql(TEXT, condition, cparams, depth, rows=False)
+            condition, cparams = col.partition.condition(where)
+            near, p_near = search.nearest_sql(col.partition, sql.SQL("id"), condition, cparams, depth, dim,
+                                              filtered=bool(keys), gate=col.partition.wing_room_gate(keys))
+            lexical, p_lex = search.lexical_sql(col.partition, condition, cparams, depth, rows=False)
             query = sql.SQL(
                 "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank"
                 "  FROM ({near}) AS v),"
                 " lex AS MATERIALIZED (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank"
                 "  FROM ({lexical}) AS l WHERE score > 0),"
-                " fused AS (SELECT id, sum(1.0 / (%s + rank))::float8 AS score FROM ("
+                " fused AS (SELECT id, sum(1.0 / (%(rrf_k)s + rank))::float8 AS score FROM ("
                 "  SELECT id, rank FROM vec UNION ALL SELECT id, rank FROM lex) AS u GROUP BY id"
                 "  ORDER BY score DESC, id LIMIT {n})"
                 " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, 'metadata', d.metadata,"
                 "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', vec.distance,"
                 "  'text_score', lex.score) ORDER BY f.score DESC, f.id), '[]')"
-                " FROM fused f JOIN {rec} d ON d.collection_pk = %s AND d.id = f.id"
+                " FROM fused f JOIN {rec} d ON d.collection_pk = %(pk)s AND d.id = f.id"
                 " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
-            ).format(near=near, lexical=lexical, rec=col._table, n=row_count(n))
-            return query, p_near + p_lex + [int(k), col._pk]
+            ).format(near=near, lexical=lexical, rec=col.partition.table, n=row_count(n))
+            return query, {**p_near, **p_lex, "rrf_k": int(k), "pk": col.partition.pk}
 
-        row = self._execute(self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.vector_layout()), build), **values)
+        row = self._execute(self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.partition.layout()), build), **values)
         return _load(row[0])
 
-
-# per-call values of the cached statements (Q is the query vector, as in the collection's own templates)
-Q = QUERY_VECTOR
-ENTITY, AS_OF, TEXT = (Slot(n) for n in ("entity", "as_of", "text"))
 
 
 def _keys(wing: Optional[str], room: Optional[str]) -> dict:

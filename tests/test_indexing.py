@@ -32,7 +32,7 @@ WRITER = textwrap.dedent("""
         col.upsert(ids=[f"d{i}" for i in range(s, s + 50)], documents=[f"drawer {i}" for i in range(s, s + 50)],
                    metadatas=[{"wing": "w", "room": f"r{i % 4}"} for i in range(s, s + 50)],
                    embeddings=vecs.tolist())
-    print("written", col._pk, flush=True)
+    print("written", col.partition.pk, flush=True)
     sys.stdin.read()
 """)
 
@@ -95,7 +95,7 @@ def test_a_search_starts_the_folder_a_killed_writer_never_did(pg_dsn, pg_schema,
         time.sleep(indexing.QUIET_S + 1)
         assert waiting(conn, pg_schema, pk) == (500, 0)  # nobody folded them
         col = make_collection()
-        assert col._pk == pk
+        assert col.partition.pk == pk
         q = col.get(ids=["d7"], include=["embeddings"]).embeddings[0]
         assert col.query(query_embeddings=[list(q)], n_results=1).ids == [["d7"]]  # found exactly, at once
         wait_indexed(conn, pg_schema, pk)  # and that search started a folder
@@ -176,10 +176,10 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema
                        documents=[f"drawer {i}" for i in range(start, stop)],
                        metadatas=[{"wing": f"w{i % 3}", "room": "r"} for i in range(start, stop)],
                        embeddings=vecs[start:stop].tolist())
-            indexing.Folder(conn, pg_schema, col._pk).fold(indexing.read_layout(conn, pg_schema, col._pk), 32)
-    current = indexing.layout(col, fresh=True)
+            indexing.Folder(conn, pg_schema, col.partition.pk).fold(indexing.read_layout(conn, pg_schema, col.partition.pk), 32)
+    current = indexing.layout(col.partition, fresh=True)
     assert len(current.segments) == 3 and not current.has_tail
-    assert indexing.search_breadth(current, col._db.settings.ef_search) == indexing.MIN_SEARCH_BREADTH
+    assert indexing.search_breadth(current, col.partition.db.settings.ef_search) == indexing.MIN_SEARCH_BREADTH
     unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     wings = np.array([i % 3 for i in range(1500)])
     for q in rng.normal(size=(10, 32)).astype("float32"):
@@ -189,8 +189,8 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema
         in_wing = [f"d{i}" for i in order if wings[i] == 1][:10]
         assert col.query(query_embeddings=[q.tolist()], n_results=10, where={"wing": "w1"}).ids[0] == in_wing
     # the breadth is per statement: the connection goes back to the configured one for the next
-    with col._db.connection() as conn:
+    with col.partition.db.connection() as conn:
         pool.use_search_breadth(conn, 60)
         assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "60"
         pool.use_search_breadth(conn, None)
-        assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(col._db.settings.ef_search)
+        assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(col.partition.db.settings.ef_search)

@@ -69,7 +69,7 @@ def test_tokens_are_those_of_sqlite_fts5_on_real_documents(make_collection, pg_d
     with psycopg.connect(pg_dsn) as conn:
         ours = dict(conn.execute(
             f"SELECT r.id, tsvector_to_array(r.document_tsv) FROM {pg_schema}.records r "
-            f"WHERE r.collection_pk = %s", (col._pk,)).fetchall())
+            f"WHERE r.collection_pk = %s", (col.partition.pk,)).fetchall())
     theirs = _fts5_tokens([d.text[:100_000] for d in docs])
     differing = []
     for i, doc in enumerate(docs):

@@ -161,9 +161,9 @@ def test_around_entity_boost_and_wing_match_the_slow_way(world):
 
 def test_around_entity_by_the_index_arm_too(world, monkeypatch):
     """Large evidence sets go through the HNSW index (iterative scan) instead of an exact scan."""
-    from mempalace_pg.store import collection
+    from mempalace_pg.store import search
 
-    monkeypatch.setattr(collection, "EXACT_SCAN_MAX", 0)
+    monkeypatch.setattr(search, "EXACT_SCAN_MAX", 0)
     q = world["vecs"][5]
     expected, evidence = slow_around(world, world["names"][0], q, 3, None, 10)
     assert len(evidence) > 10

@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+import re
+
 import psycopg
 from psycopg import sql
 
@@ -202,9 +204,6 @@ def upgrade(settings: Settings, revision: str = "head") -> str:
 
 # -- used by migrations/env.py and the revision files ------------------------------------
 
-_ACTIVE: dict = {}
-
-
 def _lock_key(schema: str) -> str:
     return f"mempalace_pg:schema:{schema}"
 
@@ -241,40 +240,36 @@ def run_migrations_online(context) -> None:
             path = [settings.schema] + ([ext_schema[0]] if ext_schema else ["public"]) + ["ag_catalog"]
             raw.execute("SELECT set_config('search_path', %s, true)",
                         (", ".join(sql.Identifier(p).as_string(raw) for p in path),))
-            _ACTIVE["conn"] = raw
-            _ACTIVE["variables"] = {"schema": settings.schema, "graph": settings.graph}
-            try:
-                context.run_migrations()
-            finally:
-                _ACTIVE.clear()
+            # what the revisions' sql/ files are rendered with (apply_sql_file reads it back)
+            config.attributes["variables"] = {"schema": settings.schema, "graph": settings.graph}
+            context.run_migrations()
 
 
 def render_sql(text: str, variables: dict[str, str]) -> str:
     """Fill psql-style variables in a sql/ file: ``:"name"`` as an identifier, ``:'name'`` as a literal.
 
-    Values must be plain lower-case identifiers (schema and graph names), so quoting them is
-    enough; anything else is refused.
+    Values must be plain lower-case identifiers (schema and graph names, the one rule of
+    :data:`mempalace_pg.config.IDENTIFIER_RE`), so quoting them is enough; anything else is refused.
     """
-    import re
-
     for name, value in variables.items():
-        if not re.fullmatch(r"[a-z][a-z0-9_]{2,62}", value):
-            raise ValueError(f"refusing to render {name}={value!r} into SQL: not a plain identifier")
+        validate_identifier(value, f"the SQL variable {name}", longest=63)
         text = text.replace(f':"{name}"', '"' + value + '"').replace(f":'{name}'", "'" + value + "'")
     return text
 
 
 def apply_sql_file(filename: str) -> None:
-    """Run one DDL file from sql/ on the migration's connection (search_path = the target schema)."""
-    conn: psycopg.Connection = _ACTIVE["conn"]
-    text = render_sql((sql_dir() / filename).read_text(encoding="utf-8"), _ACTIVE["variables"])
+    """Run one DDL file from sql/ in the running revision, on the connection Alembic gives it
+    (``op.get_bind()``; search_path = the target schema), its variables from the Alembic config."""
+    from alembic import context, op
+
+    conn: psycopg.Connection = op.get_bind().connection.driver_connection
+    text = render_sql((sql_dir() / filename).read_text(encoding="utf-8"), context.config.attributes["variables"])
     conn.execute(text.encode("utf-8"))  # no parameters: psycopg sends it as one simple query
 
 
 def bootstrap_statements(conn: psycopg.Connection, filename: str, variables: dict[str, str]) -> list[tuple[str, bool]]:
     """The statements of a ``sql/bootstrap`` file, psql variables filled in as psql does (``:'v'`` a quoted
     literal, ``:"v"`` a quoted identifier), each with whether it ends in ``\\gexec`` (run its result too)."""
-    import re
 
     text = (sql_dir() / "bootstrap" / filename).read_text(encoding="utf-8")
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]

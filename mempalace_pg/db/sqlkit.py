@@ -1,5 +1,8 @@
-"""SQL helpers shared by the drawer store, the graph and retrieval: statements built once and kept,
-per-call values in a statement's parameter template, and row counts written into a statement's text.
+"""SQL helpers shared by the drawer store, the graph and retrieval: statements built once and kept
+with the parameters they always take, and row counts written into a statement's text.
+
+Statements use named placeholders (``%(name)s``) and take their parameters as one dict: a kept
+statement's entry holds the constant ones, and each call adds its own (``{**entry[1], "q": vector}``).
 
 Every other value travels as a bound parameter; see :func:`row_count` for why counts do not.
 """
@@ -14,21 +17,6 @@ from psycopg import sql
 from mempalace_pg.db.pool import use_search_breadth
 
 
-class Slot:
-    """A per-call value in a statement's parameter template (the statement is built once, filled per call)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-def fill(template: list, **values) -> list:
-    """The parameters of one call: ``template`` with each :class:`Slot` replaced by its value."""
-    return [values[p.name] if isinstance(p, Slot) else p for p in template]
-
-
-QUERY_VECTOR = Slot("q")  # the query vector, in nearest_sql templates
 #: How many statements (one per filter and shape) a collection, or a PalaceSearch, keeps ready.
 STATEMENT_CACHE_SIZE = 256
 
@@ -42,8 +30,8 @@ class StatementCache:
         self._entries: dict = {}
 
     def get(self, key, build) -> list:
-        """``[statement, parameter template]`` for ``key``; ``build()`` makes them on a miss. A ``None``
-        key is built every time and never kept."""
+        """``[statement, constant parameters (a dict), optional HNSW search breadth]`` for ``key``;
+        ``build()`` makes them on a miss. A ``None`` key is built every time and never kept."""
         entry = self._entries.get(key) if key is not None else None
         if entry is None:
             entry = list(build())
@@ -84,10 +72,9 @@ def row_count(n: int) -> sql.Composable:
     """A LIMIT row count as part of the statement's text, not as a bound parameter.
 
     A bound LIMIT makes PostgreSQL cost the reusable (generic) plan of a nearest-neighbour
-    statement as if it fetched a tenth of the table, so it plans the statement afresh on every call.
-    With counts written in (and query()'s statements kept per filter), the unfiltered k=10 query at
-    100k drawers went from 2.49 to 1.78 ms p50 (backend runs of 13:30 and 14:58 UTC in
-    benchmarks/RESULTS.md). Only a Python ``int`` in 0..MAX_ROW_COUNT is accepted (never text, never a
-    caller's string), and each count gets its own prepared statement. Everything else stays bound.
+    statement as if it fetched a tenth of the table, so it plans the statement afresh on every call;
+    with the count written in (and query()'s statements kept per filter), the plan is made once and
+    reused. Only a Python ``int`` in 0..MAX_ROW_COUNT is accepted (never text, never a caller's
+    string), and each count gets its own prepared statement. Everything else stays bound.
     """
     return sql.Literal(checked_row_count(n))

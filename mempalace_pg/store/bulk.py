@@ -51,9 +51,9 @@ _DONE = object()
 class BulkLoader:
     def __init__(self, collection: "PostgresCollection"):
         self.col = collection
+        self.part = collection.partition
         self.db = collection._open()
-        if collection._read_only:
-            raise PermissionError(f"collection {collection.name!r} was opened read-only")
+        self.part.check_writable()
         self.queue: queue.Queue = queue.Queue(maxsize=BULK_WORKERS)
         self.error: Optional[BaseException] = None
         self.threads: list[threading.Thread] = []
@@ -62,7 +62,7 @@ class BulkLoader:
     def __enter__(self):
         # Rows written go to the collection's tail (no vector index is touched); the loader builds one
         # segment over everything at the end, so a folder would only build segments to throw away.
-        self.paused = indexing.pause(self.col)
+        self.paused = indexing.pause(self.part)
         with self.db.connection() as conn:
             self._set_gin_pending_limit(conn, BULK_GIN_PENDING_KB)
         for i in range(BULK_WORKERS):
@@ -83,7 +83,7 @@ class BulkLoader:
         """Check one batch and queue it for writing (blocks while BULK_WORKERS batches are waiting)."""
         self._raise_error()
         batch = clean_batch(ids, documents, metadatas, embeddings)
-        self.col._check_dimension(self.col._dimension, batch.dimension)
+        self.part.check_dimension(batch.dimension)
         while True:
             try:
                 self.queue.put(batch, timeout=0.2)
@@ -98,10 +98,10 @@ class BulkLoader:
             thread.join()
         self.paused.close()
         try:
-            dim = self.col._dimension or self.col._fetch_dimension()
+            dim = self.part.known_dimension()
             with self.db.connection() as conn:
                 if dim is not None:
-                    self.col._build_vector_index(conn, dim)  # merges the pending lists too
+                    self.part.build_vector_index(conn, dim)  # merges the pending lists too
                 self._set_gin_pending_limit(conn, GIN_PENDING_KB)
         finally:
             if exc_type is None:
@@ -109,7 +109,7 @@ class BulkLoader:
 
     def _set_gin_pending_limit(self, conn: psycopg.Connection, kb: int) -> None:
         """Set the pending-list limit of the collection's GIN indexes (its partition's own indexes)."""
-        for name in self.col._gin_indexes(conn):
+        for name in self.part.gin_indexes(conn):
             conn.execute(sql.SQL("ALTER INDEX {} SET (gin_pending_list_limit = {})").format(
                 self.db.ident(name), sql.Literal(int(kb))))
 
@@ -133,16 +133,15 @@ class BulkLoader:
                 self.queue.task_done()
 
     def _write(self, batch: Batch) -> None:
-        col = self.col
+        col, part = self.col, self.part
 
         def work(conn):
-            stored = col._width_for_write(conn, batch.dimension)
-            col._copy_rows(conn, col._table, batch.ids, batch.documents, batch.metadatas, batch.matrix,
-                           with_pk=True)
+            stored = part.claim_width(conn, batch.dimension)
+            part.copy_rows(conn, batch.ids, batch.documents, batch.metadatas, batch.matrix)
             return stored
 
         try:
-            col._dimension = self.db.run(work, atomic=True, retry=False)
+            part.dimension = self.db.run(work, atomic=True, retry=False)
         except psycopg.errors.UniqueViolation:
             existing = col.get(ids=batch.ids, include=[]).ids
             raise ValueError(f"ids already exist in collection {col.name!r}: {existing[:10]}; "

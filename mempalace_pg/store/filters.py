@@ -11,8 +11,10 @@ The semantics are exactly those of MemPalace's reference evaluator (``_matches_w
 * ``$gt $gte $lt $lte`` are false where Python would raise ``TypeError`` (str against number, None);
 * ``where_document`` knows ``$contains`` (case-sensitive substring), ``$and`` and ``$or``.
 
-Any other operator raises :class:`UnsupportedFilterError`. Values are always bound parameters;
-field names are bound too (``metadata -> %s``), never spliced into the SQL text. The four
+Any other operator raises :class:`UnsupportedFilterError`. Values are always bound parameters,
+as named placeholders (``%(f0)s``, ``%(f1)s``, ...: a statement that holds a filter passes its
+parameters as one dict); field names are bound too (``metadata -> %(f0)s``), never spliced into
+the SQL text. The four
 metadata fields MemPalace filters by most (wing, room, source_file, filed_at) also exist as
 indexed columns holding the value when it is a string, and string comparisons on them use
 those columns.
@@ -26,7 +28,6 @@ from typing import Any, Optional
 
 from mempalace.backends.base import UnsupportedFilterError
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from mempalace_pg.text import storable_any
 
@@ -59,15 +60,23 @@ def _json_text(value: Any) -> str:
 
 
 class _Compiler:
-    def __init__(self, metadata_column: sql.Composable, document_column: sql.Composable):
+    def __init__(self, metadata_column: sql.Composable, document_column: sql.Composable, prefix: str):
         self.meta = metadata_column
         self.doc = document_column
+        self.prefix = prefix
+        self.params: dict[str, Any] = {}
+
+    def param(self, value: Any) -> sql.Composable:
+        """A named placeholder bound to ``value`` (each value its own name, in order of appearance)."""
+        name = f"{self.prefix}{len(self.params)}"
+        self.params[name] = value
+        return sql.Placeholder(name)
 
     # -- helpers -------------------------------------------------------------------------
     def field(self, name: str) -> sql.Composable:
         if not isinstance(name, str):
             raise UnsupportedFilterError(f"metadata field names must be strings, not {name!r}")
-        return sql.SQL("({} -> {})").format(self.meta, _param(name))
+        return sql.SQL("({} -> {})").format(self.meta, self.param(name))
 
     def equals(self, name: str, expected: Any) -> sql.Composable:
         """SQL that is TRUE exactly when Python's ``meta.get(name) == expected`` is True (never NULL)."""
@@ -80,11 +89,11 @@ class _Compiler:
                 # (so NOT works for $ne).
                 n = INDEX_PREFIX[name]
                 return sql.SQL("(left({c}, {n}) = {p}::text AND {c} = {v}::text AND {c} IS NOT NULL)").format(
-                    c=sql.Identifier(name), n=sql.Literal(n), p=_param(expected[:n]), v=_param(expected))
+                    c=sql.Identifier(name), n=sql.Literal(n), p=self.param(expected[:n]), v=self.param(expected))
             # Containment first, for the GIN index; then the exact test ({"f": ["v"]} contains {"f": "v"}).
             return sql.SQL("({m} @> {j}::jsonb AND {f} = {v}::jsonb)").format(
-                m=self.meta, j=_param(json.dumps({name: expected}, ensure_ascii=False)),
-                f=field, v=_param(_json_text(expected)))
+                m=self.meta, j=self.param(json.dumps({name: expected}, ensure_ascii=False)),
+                f=field, v=self.param(_json_text(expected)))
         if isinstance(expected, bool) or _is_number(expected):
             if isinstance(expected, float) and not math.isfinite(expected):
                 return _FALSE  # JSON numbers are finite: nothing stored equals inf or nan
@@ -94,8 +103,8 @@ class _Compiler:
                 candidates.append("true")
             elif number == 0:
                 candidates.append("false")
-            return sql.SQL("({} = ANY({}::jsonb[])) IS TRUE").format(field, _param(candidates))
-        return sql.SQL("({} = {}::jsonb) IS TRUE").format(field, _param(_json_text(expected)))
+            return sql.SQL("({} = ANY({}::jsonb[])) IS TRUE").format(field, self.param(candidates))
+        return sql.SQL("({} = {}::jsonb) IS TRUE").format(field, self.param(_json_text(expected)))
 
     def member(self, name: str, values: Any) -> sql.Composable:
         if not isinstance(values, (list, tuple)):
@@ -110,18 +119,18 @@ class _Compiler:
                 n = INDEX_PREFIX[name]
                 parts.append(sql.SQL(
                     "(left({c}, {n}) = ANY({p}::text[]) AND {c} = ANY({v}::text[]) AND {c} IS NOT NULL)").format(
-                    c=sql.Identifier(name), n=sql.Literal(n), p=_param(sorted({v[:n] for v in strings})),
-                    v=_param(strings)))
+                    c=sql.Identifier(name), n=sql.Literal(n), p=self.param(sorted({v[:n] for v in strings})),
+                    v=self.param(strings)))
             elif len(strings) <= CONTAINMENT_IN_MAX:
                 # One containment test per value (a BitmapOr over the GIN index), then the exact test
                 # (containment also matches a value inside an array).
                 probes = _join([sql.SQL("{} @> {}::jsonb").format(
-                    self.meta, _param(json.dumps({name: v}, ensure_ascii=False))) for v in strings], " OR ")
+                    self.meta, self.param(json.dumps({name: v}, ensure_ascii=False))) for v in strings], " OR ")
                 parts.append(sql.SQL("({} AND ({} = ANY({}::jsonb[])) IS TRUE)").format(
-                    probes, self.field(name), _param([_json_text(v) for v in strings])))
+                    probes, self.field(name), self.param([_json_text(v) for v in strings])))
             else:
                 parts.append(sql.SQL("({} = ANY({}::jsonb[])) IS TRUE").format(
-                    self.field(name), _param([_json_text(v) for v in strings])))
+                    self.field(name), self.param([_json_text(v) for v in strings])))
         parts.extend(self.equals(name, v) for v in others)
         return _join(parts, " OR ")
 
@@ -130,7 +139,7 @@ class _Compiler:
         return sql.SQL(
             "(CASE jsonb_typeof({f}) WHEN 'number' THEN ({m} ->> {k})::numeric "
             "WHEN 'boolean' THEN (({m} ->> {k})::boolean)::int::numeric END)"
-        ).format(f=field, m=self.meta, k=_param(name))
+        ).format(f=field, m=self.meta, k=self.param(name))
 
     def compare(self, name: str, op: str, expected: Any) -> sql.Composable:
         operator = sql.SQL(_COMPARE[op])
@@ -143,15 +152,15 @@ class _Compiler:
                 return sql.SQL("({} IS NOT NULL)").format(self.numeric_value(name)) if below else _FALSE
             number = int(expected) if isinstance(expected, bool) else expected
             return sql.SQL("({} {} {}::numeric) IS TRUE").format(
-                self.numeric_value(name), operator, _param(str(number) if isinstance(number, int) else repr(number)))
+                self.numeric_value(name), operator, self.param(str(number) if isinstance(number, int) else repr(number)))
         if isinstance(expected, str):
             if name in STRING_COLUMNS:
                 value = sql.SQL('{} COLLATE "C"').format(sql.Identifier(name))
             else:
                 value = sql.SQL(
                     "(CASE WHEN jsonb_typeof({f}) = 'string' THEN {m} ->> {k} END) COLLATE \"C\""
-                ).format(f=self.field(name), m=self.meta, k=_param(name))
-            return sql.SQL("({} {} {}::text) IS TRUE").format(value, operator, _param(expected))
+                ).format(f=self.field(name), m=self.meta, k=self.param(name))
+            return sql.SQL("({} {} {}::text) IS TRUE").format(value, operator, self.param(expected))
         return _FALSE  # Python raises TypeError comparing with None, lists, dicts: the evaluator says False
 
     def contains(self, name: str, expected: Any) -> sql.Composable:
@@ -168,8 +177,8 @@ class _Compiler:
             "WHEN 'null' THEN '' "
             "WHEN NULL THEN '' "
             "ELSE {m} ->> {k} END)"
-        ).format(f=field, m=self.meta, k=_param(name))
-        return sql.SQL("(strpos(COALESCE({}, ''), {}::text) > 0)").format(text, _param(needle))
+        ).format(f=field, m=self.meta, k=self.param(name))
+        return sql.SQL("(strpos(COALESCE({}, ''), {}::text) > 0)").format(text, self.param(needle))
 
     # -- the grammar ----------------------------------------------------------------------
     def where(self, node: Any) -> sql.Composable:
@@ -213,30 +222,13 @@ class _Compiler:
         parts = []
         for key, value in node.items():
             if key == "$contains":
-                parts.append(sql.SQL("(strpos({}, {}::text) > 0)").format(self.doc, _param(str(value))))
+                parts.append(sql.SQL("(strpos({}, {}::text) > 0)").format(self.doc, self.param(str(value))))
             elif key in ("$and", "$or"):
                 parts.append(_logical(key, value, self.document))
             else:
                 raise UnsupportedFilterError(
                     f"where_document operator {key!r} is not supported (supported: $contains, $and, $or)")
         return _join(parts, " AND ") if parts else _TRUE
-
-
-def _param(value: Any) -> sql.Composable:
-    return _Bound(value)
-
-
-class _Bound(sql.Composable):
-    """A value bound as a query parameter (rendered as %s; collected by :func:`render`)."""
-
-    def __init__(self, value: Any):
-        super().__init__(value)
-
-    def as_bytes(self, context=None) -> bytes:
-        return b"%s"
-
-    def as_string(self, context=None) -> str:
-        return "%s"
 
 
 def _logical(op: str, clauses: Any, compile_clause) -> sql.Composable:
@@ -253,21 +245,6 @@ def _join(parts: list[sql.Composable], sep: str) -> sql.Composable:
     if len(parts) == 1:
         return parts[0]
     return sql.SQL("(") + sql.SQL(sep).join(parts) + sql.SQL(")")
-
-
-def collect_params(composed: sql.Composable) -> list:
-    """The bound values of a composed filter, in the order their placeholders appear."""
-    out: list = []
-
-    def walk(node):
-        if isinstance(node, _Bound):
-            out.append(node._obj)
-        elif isinstance(node, sql.Composed):
-            for child in node._obj:
-                walk(child)
-
-    walk(composed)
-    return out
 
 
 def wing_room_equalities(where: Optional[dict]) -> Optional[dict]:
@@ -307,12 +284,14 @@ def compile_filters(
     *,
     metadata_column: sql.Composable = sql.Identifier("metadata"),
     document_column: sql.Composable = sql.Identifier("document"),
-) -> tuple[sql.Composable, list]:
-    """Return ``(condition, params)`` for ``WHERE``: ``TRUE`` and ``[]`` when there is no filter.
+    prefix: str = "f",
+) -> tuple[sql.Composable, dict]:
+    """Return ``(condition, params)`` for ``WHERE``: ``TRUE`` and ``{}`` when there is no filter.
 
+    ``params`` maps each named placeholder of ``condition`` (``prefix`` + a number) to its value.
     Raises :class:`UnsupportedFilterError` for an unknown operator or a malformed filter.
     """
-    compiler = _Compiler(metadata_column, document_column)
+    compiler = _Compiler(metadata_column, document_column, prefix)
     # Values compared are made storable as written values are (see mempalace_pg.text).
     where, where_document = storable_any(where), storable_any(where_document)
     parts = []
@@ -325,10 +304,9 @@ def compile_filters(
     elif where_document is not None and not isinstance(where_document, dict):
         raise UnsupportedFilterError("where_document must be a dict")
     if not parts:
-        return _TRUE, []
-    condition = _join(parts, " AND ")
-    return condition, collect_params(condition)
+        return _TRUE, {}
+    return _join(parts, " AND "), compiler.params
 
 
 __all__ = ["compile_filters", "wing_room_equalities", "WHERE_OPERATORS", "DOCUMENT_OPERATORS", "STRING_COLUMNS",
-           "INDEX_PREFIX", "Jsonb"]
+           "INDEX_PREFIX"]

@@ -50,7 +50,7 @@ import psycopg
 from psycopg import sql
 
 if TYPE_CHECKING:
-    from mempalace_pg.store.collection import PostgresCollection
+    from mempalace_pg.store.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +181,8 @@ _CHECKED: dict[tuple, float] = {}
 _LOCK = threading.Lock()
 
 
-def _key(collection: "PostgresCollection") -> tuple:
-    return (collection._db.settings.dsn, collection._db.schema, collection._pk)
+def _key(part: "Partition") -> tuple:
+    return (part.db.settings.dsn, part.db.schema, part.pk)
 
 
 def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
@@ -196,41 +196,41 @@ def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
                   largest_share(r for _, _, r in row[0]))
 
 
-def layout(collection: "PostgresCollection", *, fresh: bool = False) -> Layout:
+def layout(part: "Partition", *, fresh: bool = False) -> Layout:
     """The collection's layout as this process last read it (at most LAYOUT_TTL_S old, unless ``fresh``).
 
     A collection with a tail and no folder gets one (unless this process may not write)."""
-    key = _key(collection)
+    key = _key(part)
     now = time.monotonic()
     with _LOCK:
         cached = _LAYOUTS.get(key)
     if cached is not None and not fresh and now - cached[0] < LAYOUT_TTL_S:
         return cached[1]
-    db = collection._db
-    current = db.run(lambda conn: read_layout(conn, db.schema, collection._pk))
+    db = part.db
+    current = db.run(lambda conn: read_layout(conn, db.schema, part.pk))
     with _LOCK:
         _LAYOUTS[key] = (now, current)
     if current.has_tail:
-        ensure_folder(collection)
+        ensure_folder(part)
     return current
 
 
-def after_write(collection: "PostgresCollection") -> None:
-    """Rows of ``collection`` were written (their vector_seq is above every segment): see that they get folded."""
-    ensure_folder(collection)
+def after_write(part: "Partition") -> None:
+    """Rows of the partition were written (their vector_seq is above every segment): see that they get folded."""
+    ensure_folder(part)
 
 
-def forget(collection: "PostgresCollection") -> None:
+def forget(part: "Partition") -> None:
     """Drop this process's copy of the collection's layout (after this process changed it)."""
     with _LOCK:
-        _LAYOUTS.pop(_key(collection), None)
+        _LAYOUTS.pop(_key(part), None)
 
 
-def ensure_folder(collection: "PostgresCollection") -> None:
-    """Start a folder for ``collection`` unless one runs (checked at most every SPAWN_CHECK_S)."""
-    if collection._read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off":
+def ensure_folder(part: "Partition") -> None:
+    """Start a folder for the partition unless one runs (checked at most every SPAWN_CHECK_S)."""
+    if part.read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off":
         return
-    key = _key(collection)
+    key = _key(part)
     now = time.monotonic()
     with _LOCK:
         child = _FOLDERS.get(key)
@@ -239,8 +239,8 @@ def ensure_folder(collection: "PostgresCollection") -> None:
         if now - _CHECKED.get(key, 0.0) < SPAWN_CHECK_S:
             return
         _CHECKED[key] = now
-    db = collection._db
-    presence, _ = lock_keys(db.schema, collection._pk)
+    db = part.db
+    presence, _ = lock_keys(db.schema, part.pk)
 
     def free(conn: psycopg.Connection) -> bool:
         if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
@@ -256,11 +256,11 @@ def ensure_folder(collection: "PostgresCollection") -> None:
         env = dict(os.environ)
         env[DSN_VARIABLE] = db.settings.dsn
         child = subprocess.Popen(
-            [sys.executable, "-m", "mempalace_pg.store.indexing", db.schema, str(collection._pk)],
+            [sys.executable, "-m", "mempalace_pg.store.indexing", db.schema, str(part.pk)],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True, cwd="/")
     except Exception as exc:  # noqa: BLE001 - rows stay searchable exactly; the next write tries again
-        log.warning("mempalace-pg: could not start the vector index folder of %s: %s", collection, exc)
+        log.warning("mempalace-pg: could not start the vector index folder of %s: %s", part, exc)
         return
     with _LOCK:
         _FOLDERS[key] = child
@@ -269,10 +269,10 @@ def ensure_folder(collection: "PostgresCollection") -> None:
 class Pause:
     """Holds a collection's segments as they are (no folder changes them) until :meth:`close`."""
 
-    def __init__(self, collection: "PostgresCollection"):
+    def __init__(self, part: "Partition"):
         self._stack = contextlib.ExitStack()
-        self._conn = self._stack.enter_context(collection._db.connection())
-        self._key = lock_keys(collection._db.schema, collection._pk)[1]
+        self._conn = self._stack.enter_context(part.db.connection())
+        self._key = lock_keys(part.db.schema, part.pk)[1]
         self._conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._key,))
 
     def close(self) -> None:
@@ -284,21 +284,21 @@ class Pause:
                 self._stack.close()
 
 
-def pause(collection: "PostgresCollection") -> Pause:
-    """Keep folders off ``collection`` (a bulk load builds its index at the end); waits for a running build."""
-    return Pause(collection)
+def pause(part: "Partition") -> Pause:
+    """Keep folders off the partition (a bulk load builds its index at the end); waits for a running build."""
+    return Pause(part)
 
 
-def settle(collection: "PostgresCollection", *, timeout: float = 120.0, single: bool = False) -> Layout:
-    """Wait until no row of ``collection`` waits for the index (and, with ``single``, until it is one
+def settle(part: "Partition", *, timeout: float = 120.0, single: bool = False) -> Layout:
+    """Wait until no row of the partition waits for the index (and, with ``single``, until it is one
     segment); return the layout. Raises TimeoutError. For tests, benchmarks and tools."""
     deadline = time.monotonic() + timeout
     while True:
-        current = layout(collection, fresh=True)
+        current = layout(part, fresh=True)
         if not current.has_tail and (not single or len(current.segments) <= 1):
             return current
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{collection}: {current} after {timeout} s")
+            raise TimeoutError(f"{part}: {current} after {timeout} s")
         time.sleep(0.1)
 
 

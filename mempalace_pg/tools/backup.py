@@ -73,7 +73,7 @@ def backup(path: str, settings: Settings, *, pg_dump: str = "pg_dump") -> dict:
     """Dump our schema and graph to ``path`` (pg_dump custom format). Returns what was written."""
     from mempalace_pg.db.connect import connect
 
-    schema, graph = validate_identifier(settings.schema, "schema"), validate_identifier(settings.graph, "graph")
+    schema, graph = validate_identifier(settings.schema, "schema"), validate_identifier(settings.graph, "graph", longest=63)
     with connect(settings, autocommit=True) as conn:
         labels = _label_catalog(conn, graph)
         if not labels:
@@ -95,7 +95,7 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore") ->
 
     if not os.path.isfile(path):
         raise ConfigError(f"{path}: no such file")
-    schema, graph = validate_identifier(settings.schema, "schema"), validate_identifier(settings.graph, "graph")
+    schema, graph = validate_identifier(settings.schema, "schema"), validate_identifier(settings.graph, "graph", longest=63)
     with connect(settings, autocommit=True) as conn:
         have = {r[0] for r in conn.execute("SELECT extname FROM pg_extension")}
         missing = {"vector", "age"} - have

@@ -67,7 +67,7 @@ def export_palace(out: IO[str], drawers_collection, kg, *, progress: Optional[Ca
               "schema_revision": head_revision(), "collections": []}
     for col in cols:
         identity = col.get_stored_embedder_identity()
-        header["collections"].append({"name": col.name, "dimension": col._dimension or col._fetch_dimension(),
+        header["collections"].append({"name": col.name, "dimension": col.partition.known_dimension(),
                                       "embedder_model": identity.model_name if identity else None,
                                       "embedder_dimension": identity.dimension if identity else None})
     out.write(json.dumps(header, ensure_ascii=False) + "\n")
@@ -77,11 +77,11 @@ def export_palace(out: IO[str], drawers_collection, kg, *, progress: Optional[Ca
         n = 0
         # in filing order (an index serves it), which an import then keeps
         query = sql.SQL("SELECT id, document, metadata, embedding::real[] FROM {} WHERE collection_pk = %s "
-                        "ORDER BY seq").format(col._table)
+                        "ORDER BY seq").format(col.partition.table)
         with db.connection() as conn, conn.transaction():
             with conn.cursor(name="mempalace_pg_export") as cur:
                 cur.itersize = 2000
-                cur.execute(query, (col._pk,))
+                cur.execute(query, (col.partition.pk,))
                 for rid, document, metadata, embedding in cur:
                     out.write(json.dumps({"kind": "record", "collection": col.name, "id": rid, "document": document,
                                           "metadata": metadata, "embedding": embedding}, ensure_ascii=False) + "\n")
@@ -167,7 +167,7 @@ def import_palace(path: str, drawers_collection, kg, *, progress: Optional[Calla
         if stored and spec.get("embedder_model") and stored.model_name != spec["embedder_model"]:
             raise ExportFormatError(f"collection {spec['name']} of the target palace was written by embedder "
                                     f"{stored.model_name!r}; the export by {spec['embedder_model']!r}: refusing to mix")
-        dim = col._dimension or col._fetch_dimension()
+        dim = col.partition.known_dimension()
         if dim and spec.get("dimension") and dim != spec["dimension"]:
             raise ExportFormatError(f"collection {spec['name']} of the target palace holds {dim}-d vectors; the "
                                     f"export {spec['dimension']}-d: refusing to mix")

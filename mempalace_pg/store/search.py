@@ -1,0 +1,170 @@
+"""The search statements over a collection's partition: nearest vectors, and words ranked like BM25.
+
+Each is one SQL statement, usable on its own (``PostgresCollection.query`` and ``lexical_search``)
+or as a subquery of a larger one (:mod:`mempalace_pg.retrieval` joins them with the graph).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Optional
+
+from mempalace.backends.base import _IncludeSpec
+from psycopg import sql
+
+from mempalace_pg.db.sqlkit import MAX_ROW_COUNT, StatementCache, row_count
+from mempalace_pg.store import indexing
+from mempalace_pg.store.filters import wing_room_equalities
+from mempalace_pg.store.partition import Partition
+
+#: A filtered query takes this many times n_results candidates from the index before re-ranking: the
+#: iterative scan returns batches out of order, and a few more candidates put the best ones back in
+#: (see "Backends at 100,000 drawers" in benchmarks/RESULTS.md for the recall this gives).
+FILTERED_OVERSAMPLE = 2
+#: A query whose filter matches at most this many records is answered by an exact scan.
+EXACT_SCAN_MAX = 3000
+#: Lexical search: a word in at least LEXICAL_DF_CAP documents is common: its documents are not
+#: counted further, and LEXICAL_CANDIDATES of them (or 4 x n_results) are sampled as candidates; every
+#: document of a rarer word is scored. The cap trades agreement with exact BM25 for speed (see the
+#: lexical section of benchmarks/RESULTS.md); tests/test_contract.py checks the agreement.
+LEXICAL_DF_CAP = 500
+LEXICAL_CANDIDATES = 50
+
+
+def nearest_sql(part: Partition, columns: sql.Composable, condition: sql.Composable, cparams: dict, n: int,
+                dim: int, *, filtered: bool, gate: Optional[tuple[sql.Composable, dict]] = None,
+                layout: Optional[indexing.Layout] = None) -> tuple[sql.Composable, dict]:
+    """The statement (also usable as a subquery) of the ``n`` records nearest to the query vector
+    (the parameter ``q``, which the caller adds) that meet ``condition`` (whose parameters are
+    ``cparams``): ``columns`` plus ``distance``, nearest first. Returns the statement and its
+    parameters but ``q``.
+
+    One arm per vector index segment of ``layout`` (default: the partition's current one; a caller that
+    keeps the statement keeps it per layout), each walking its HNSW graph with an iterative scan so
+    a filter still fills n; one exact scan over the tail, the rows no segment holds yet; and, when
+    ``gate`` (SQL counting the records the filter can match, e.g. from facet_counts) says at most
+    EXACT_SCAN_MAX, an exact scan instead of all of them: scanning a thousand rows by B-tree beats
+    walking the graphs for them, at recall 1.0. Arms not taken are cut off by one-time filters,
+    inside the same statement. The index arms walk half-precision graphs and re-rank by the exact
+    distance; a filtered search takes FILTERED_OVERSAMPLE times the candidates first, which lifts recall.
+
+    The row counts and segment bounds are written into the statement (see :func:`row_count`), so
+    that PostgreSQL plans it once, matches each arm to its partial index, and reuses the plan.
+    """
+    layout = layout or part.layout()
+    fmt = dict(cols=columns, vt=part.vector_type(dim), ht=part.half_type(dim), t=part.table,
+               cond=condition, n=row_count(n))
+    # each segment holds a share of the matches: it oversamples by that share (at least n)
+    candidates = row_count(min(MAX_ROW_COUNT, max(n, math.ceil(FILTERED_OVERSAMPLE * n * layout.largest)))
+                           if filtered else n)
+    parts, params, arms = [], dict(cparams), []
+    gate_ann = sql.SQL("")
+    if gate is not None:
+        count_sql, count_params = gate
+        params.update(count_params)
+        gate_ann = sql.SQL(" AND (SELECT n FROM matching) > {}").format(sql.Literal(EXACT_SCAN_MAX))
+        parts.append(sql.SQL("matching AS MATERIALIZED ({})").format(count_sql))
+        parts.append(sql.SQL(
+            "exact AS MATERIALIZED ("
+            " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
+            " WHERE {cond} AND (SELECT n FROM matching) <= {max} ORDER BY distance, id LIMIT {n})"
+        ).format(max=sql.Literal(EXACT_SCAN_MAX), **fmt))
+        arms.append("exact")
+    for i, (lo, hi) in enumerate(layout.segments):
+        arm = f"segment_{i}"
+        parts.append(sql.SQL(
+            "{arm} AS MATERIALIZED ("
+            " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
+            " WHERE {seg} AND {cond}{gate} ORDER BY embedding::{ht} <=> %(q)s::{ht} LIMIT {k})"
+        ).format(arm=sql.Identifier(arm), seg=indexing.segment_condition(lo, hi), gate=gate_ann,
+                 k=candidates, **fmt))
+        arms.append(arm)
+    parts.append(sql.SQL(
+        "tail AS MATERIALIZED ("
+        " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
+        " WHERE {tail} AND {cond}{gate} ORDER BY distance LIMIT {n})").format(
+        tail=indexing.tail_condition(layout), gate=gate_ann, **fmt))
+    arms.append("tail")
+    union = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT * FROM {}").format(sql.Identifier(a)) for a in arms)
+    query = sql.SQL("WITH {} SELECT * FROM ({}) AS hits ORDER BY distance + 0, id LIMIT {}").format(
+        sql.SQL(", ").join(parts), union, row_count(n))
+    return query, params
+
+
+def nearest_statement(part: Partition, cache: StatementCache, spec: _IncludeSpec, columns: sql.Composable,
+                      condition: sql.Composable, fparams: dict, where, where_document, n: int, dim: int) -> list:
+    """query()'s statement and parameters (all but ``q``), kept per filter, shape and vector index layout."""
+    layout = part.layout()
+    try:
+        key = (json.dumps([where, where_document], sort_keys=True, allow_nan=False),
+               spec.documents, spec.metadatas, spec.embeddings, n, dim, layout)
+    except (TypeError, ValueError):
+        key = None  # a filter value JSON cannot spell exactly: build it, don't keep it
+
+    def build():
+        keys = wing_room_equalities(where) if not where_document else None
+        query, params = nearest_sql(part, columns, condition, fparams, n, dim,
+                                    filtered=bool(where or where_document),
+                                    gate=part.wing_room_gate(keys), layout=layout)
+        return query, params, indexing.search_breadth(layout, part.db.settings.ef_search)
+
+    return cache.get(key, build)
+
+
+def lexical_sql(part: Partition, condition: sql.Composable, cparams: dict, n: int, *,
+                rows: bool = True) -> tuple[sql.Composable, dict]:
+    """The statement (also usable as a subquery) ranking records that meet ``condition`` (whose
+    parameters are ``cparams``) by the words of the query text (the parameter ``text``, which the
+    caller adds): id, document, metadata, score, best first (``rows=False``: id and score only).
+    Returns the statement and its parameters but ``text``.
+
+    The query is split into words in SQL, by the function that splits the documents
+    (lexical_text(), sql/0006), and its words of two or more characters are searched (MemPalace's
+    BM25 ignores shorter ones)."""
+    db = part.db
+    # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP
+    # (a word found that often is common and weighs little, so the exact count does not matter),
+    # an idf weight, and candidates: every document of a rare word (fewer than the cap), a bounded
+    # sample for a common one. Each candidate is scored from the tsvector its index scan already
+    # read (sum over the words of idf * ts_rank); only the best n are then looked up by id for their
+    # document and metadata. (Table {t} is the collection's own partition, so counting needs no
+    # collection_pk test.)
+    stmt = sql.SQL(
+        "WITH total AS (SELECT GREATEST(COALESCE(sum(n), 0), 1)::float8 AS n FROM {counts}"
+        "  WHERE collection_pk = %(pk)s),"
+        " weighted AS MATERIALIZED ("
+        "  SELECT q, df.n AS df, ln((total.n - df.n + 0.5) / (df.n + 0.5) + 1) AS idf"
+        "  FROM (SELECT quote_literal(w)::tsquery AS q"
+        "   FROM unnest(tsvector_to_array(to_tsvector('simple', {lexical_text}(%(text)s::text)))) AS w"
+        "   WHERE length(w) >= 2) AS words"
+        "  CROSS JOIN total"
+        "  CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM (SELECT 1 FROM {t}"
+        "    WHERE document_tsv @@ words.q LIMIT %(df_cap)s) AS m) AS df"
+        "  WHERE numnode(q) > 0),"
+        " candidates AS ("
+        "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ("
+        "    SELECT id, document_tsv AS tsv FROM {t}"
+        "    WHERE weighted.df < %(df_cap)s AND document_tsv @@ weighted.q AND {cond}) AS c"
+        "  UNION ALL"
+        "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ("
+        "    SELECT id, document_tsv AS tsv FROM {t}"
+        "    WHERE weighted.df >= %(df_cap)s AND document_tsv @@ weighted.q AND {cond} LIMIT %(per_word)s) AS c),"
+        " scored AS ("
+        "  SELECT d.id, (SELECT sum(w.idf * ts_rank(d.tsv, w.q, 1)) FROM weighted AS w) AS score"
+        "  FROM (SELECT DISTINCT ON (id COLLATE \"C\") id, tsv FROM candidates ORDER BY id COLLATE \"C\") AS d"
+        "  ORDER BY score DESC, d.id LIMIT %(lexical_n)s)"
+    ).format(t=part.table, counts=db.ident("facet_counts"), cond=condition,
+             lexical_text=db.ident("lexical_text"))
+    per_word = max(LEXICAL_CANDIDATES, 4 * n)
+    args = {**cparams, "pk": part.pk, "df_cap": LEXICAL_DF_CAP, "per_word": per_word, "lexical_n": n}
+    if not rows:
+        return stmt + sql.SQL(" SELECT id, score FROM scored ORDER BY score DESC, id"), args
+    return stmt + sql.SQL(
+        " SELECT r.id, r.document, r.metadata, s.score"
+        " FROM scored AS s JOIN {t} AS r ON r.collection_pk = %(pk)s AND r.id = s.id"
+        " ORDER BY s.score DESC, r.id").format(t=part.table), args
+
+
+__all__ = ["EXACT_SCAN_MAX", "FILTERED_OVERSAMPLE", "LEXICAL_CANDIDATES", "LEXICAL_DF_CAP",
+           "lexical_sql", "nearest_sql", "nearest_statement"]
