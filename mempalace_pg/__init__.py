@@ -16,16 +16,22 @@ from mempalace_pg.hooks import install as _install_hooks  # noqa: E402
 
 _install_hooks()
 
-__all__ = ["unit_of_work", "UnitOfWork", "PalaceSearch"]
+#: The public API: name -> the module that defines it, imported on first use (keeps `import mempalace_pg` cheap).
+_PUBLIC = {
+    "PostgresBackend": "mempalace_pg.store.backend",
+    "AgeKnowledgeGraph": "mempalace_pg.graph.kg",
+    "unit_of_work": "mempalace_pg.atomic",
+    "UnitOfWork": "mempalace_pg.atomic",
+    "open_drawers": "mempalace_pg.atomic",
+    "PalaceSearch": "mempalace_pg.retrieval",
+}
+__all__ = list(_PUBLIC)
 
 
-def __getattr__(name):  # the public API, imported on first use (keeps `import mempalace_pg` cheap)
-    if name in ("unit_of_work", "UnitOfWork"):
-        from mempalace_pg import atomic
+def __getattr__(name):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mempalace_pg' has no attribute {name!r}")
+    import importlib
 
-        return getattr(atomic, name)
-    if name == "PalaceSearch":
-        from mempalace_pg.retrieval import PalaceSearch
-
-        return PalaceSearch
-    raise AttributeError(f"module 'mempalace_pg' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
