@@ -111,12 +111,14 @@ def _patch_palace(module) -> None:
 
 
 def _read(palace_path: str, collection_name: str, what: str):
-    """``collection.<what>()`` of a postgres palace's collection; None when it has none."""
+    """``store.counts.<what>(partition)`` of a postgres palace's collection; None when it has none."""
+    from mempalace_pg.store import counts
+
     backend, col = _drawers(palace_path, collection_name)
     if col is None:
         return None
     try:
-        return getattr(col, what)()
+        return getattr(counts, what)(col.partition)
     finally:
         backend.close()
 

@@ -13,7 +13,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from mempalace_pg.store import indexing
+from mempalace_pg.store import folder, indexing
 
 #: A writer: upserts ROWS drawers in batches of 50 into the palace at argv[1], prints "written", then
 #: waits on stdin (so the test chooses how it ends).
@@ -132,21 +132,21 @@ def test_merges_leave_full_segments_as_they_are():
     newer = [segment(10_000, full)]
     newer += [segment(900, full + 10_000 + i * 1000) for i in range(indexing.MAX_SEGMENTS)]
     # a pause merges the open segments only: a merge with the full one would take it past SEGMENT_ROWS
-    assert indexing.Folder.open_segments([big, *newer]) == newer
-    assert indexing.Folder.merge_plan([big, *newer], quiet=True) == newer
+    assert folder.Folder.open_segments([big, *newer]) == newer
+    assert folder.Folder.merge_plan([big, *newer], quiet=True) == newer
     # under sustained writes, only once the open ones are too many: then the newest ones that hold no
     # more rows than the segment before them
-    assert indexing.Folder.merge_plan([big, *newer[:3]], quiet=False) == []
-    assert indexing.Folder.merge_plan([big, *newer], quiet=False) == newer[1:]
+    assert folder.Folder.merge_plan([big, *newer[:3]], quiet=False) == []
+    assert folder.Folder.merge_plan([big, *newer], quiet=False) == newer[1:]
     # folds that grow with the tail (a folder behind the writer): merged only up to BUSY_MERGE_ROWS
     slow = [segment(3000 + 500 * i, 10 ** 5 * i) for i in range(8)]
-    assert indexing.Folder.merge_plan(slow, quiet=False) == slow[-3:]
+    assert folder.Folder.merge_plan(slow, quiet=False) == slow[-3:]
     assert sum(s[3] for s in slow[-3:]) <= indexing.BUSY_MERGE_ROWS < sum(s[3] for s in slow[-4:])
     doubling = [segment(4000 * 2 ** i, 10 ** 6 * i) for i in range(5)]
-    assert indexing.Folder.merge_plan(doubling, quiet=False) == []
+    assert folder.Folder.merge_plan(doubling, quiet=False) == []
     # below SEGMENT_ROWS in all, a pause merges everything into one
     small = [segment(1000, i * 1000) for i in range(3)]
-    assert indexing.Folder.merge_plan(small, quiet=True) == small
+    assert folder.Folder.merge_plan(small, quiet=True) == small
 
 
 def test_breadth_narrows_with_the_share_of_the_largest_segment():
@@ -176,7 +176,7 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema
                        documents=[f"drawer {i}" for i in range(start, stop)],
                        metadatas=[{"wing": f"w{i % 3}", "room": "r"} for i in range(start, stop)],
                        embeddings=vecs[start:stop].tolist())
-            indexing.Folder(conn, pg_schema, col.partition.pk).fold(indexing.read_layout(conn, pg_schema, col.partition.pk), 32)
+            folder.Folder(conn, pg_schema, col.partition.pk).fold(indexing.read_layout(conn, pg_schema, col.partition.pk), 32)
     current = indexing.layout(col.partition, fresh=True)
     assert len(current.segments) == 3 and not current.has_tail
     assert indexing.search_breadth(current, col.partition.db.settings.ef_search) == indexing.MIN_SEARCH_BREADTH

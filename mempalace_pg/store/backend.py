@@ -31,7 +31,7 @@ from mempalace.backends.base import (
 )
 from psycopg import sql
 
-from mempalace_pg.store.collection import PostgresCollection
+from mempalace_pg.store.collection import COLLECTIONS, PostgresCollection
 from mempalace_pg.config import Settings, dsn_target
 from mempalace_pg.hooks import apply_pending
 from mempalace_pg.store.marker import BACKEND_NAME, MARKER_FILENAME, marker_path
@@ -288,3 +288,17 @@ class PostgresBackend(BaseBackend):
             return pk, None
 
         return db.run(make, atomic=True)
+
+
+def existing_collections(backend, palace, options: Optional[dict] = None) -> dict:
+    """``{name: collection}`` of the MemPalace collections ``palace`` already has in ``backend`` (any
+    MemPalace backend), opened without creating any."""
+    from mempalace.backends import CollectionNotInitializedError
+
+    out = {}
+    for name in COLLECTIONS:
+        try:
+            out[name] = backend.get_collection(palace=palace, collection_name=name, create=False, options=options)
+        except CollectionNotInitializedError:
+            continue
+    return out

@@ -58,20 +58,6 @@ if TYPE_CHECKING:
 COLLECTIONS = (DRAWERS_COLLECTION, "mempalace_closets", "mempalace_assets")
 
 
-def existing_collections(backend, palace, options: Optional[dict] = None) -> dict:
-    """``{name: collection}`` of the MemPalace collections ``palace`` already has in ``backend`` (any
-    MemPalace backend), opened without creating any."""
-    from mempalace.backends import CollectionNotInitializedError
-
-    out = {}
-    for name in COLLECTIONS:
-        try:
-            out[name] = backend.get_collection(palace=palace, collection_name=name, create=False, options=options)
-        except CollectionNotInitializedError:
-            continue
-    return out
-
-
 class PostgresCollection(BaseCollection):
     """One collection of one palace. Obtain it from :meth:`PostgresBackend.get_collection`."""
 
@@ -364,50 +350,6 @@ class PostgresCollection(BaseCollection):
             "GROUP BY k ORDER BY 2 DESC, 1 LIMIT %(limit)s").format(v=value, t=self.partition.table, c=condition)
         rows = db.run(lambda conn: conn.execute(query, {**params, "field": field, "limit": int(limit)}).fetchall())
         return {str(k): int(c) for k, c in rows}
-
-    def wing_room_counts(self) -> tuple[int, dict]:
-        """``(total, {wing: {room: n}})`` from the trigger-kept counts, as MemPalace's Chroma reader
-        (``_sqlite_wing_room_counts``) returns it: strings as they are, numbers as text, anything else
-        (missing, bool, list, null) ``"?"``; wings and rooms in byte order."""
-        db = self._open()
-        query = sql.SQL(
-            "SELECT w, r, n FROM (SELECT"
-            " COALESCE(CASE WHEN jsonb_typeof(wing) IN ('string', 'number') THEN wing #>> '{{}}' END, '?') AS w,"
-            " COALESCE(CASE WHEN jsonb_typeof(room) IN ('string', 'number') THEN room #>> '{{}}' END, '?') AS r,"
-            " sum(n) AS n FROM {} WHERE collection_pk = %(pk)s GROUP BY 1, 2 HAVING sum(n) > 0) AS c"
-            " ORDER BY w COLLATE \"C\", r COLLATE \"C\"").format(db.ident("facet_counts"))
-        rows = db.run(lambda conn: conn.execute(query, {"pk": self.partition.pk}).fetchall())
-        counts: dict = {}
-        for wing, room, n in rows:
-            rooms = counts.setdefault(wing, {})
-            rooms[room] = rooms.get(room, 0) + int(n)
-        return sum(int(r[2]) for r in rows), counts
-
-    def grouped_counts(self) -> list[tuple]:
-        """``(room, wing, hall, n, last_date)`` per room, wing and hall: what MemPalace's palace graph,
-        tunnels, hallways and audit read from Chroma's or sqlite_exact's tables. Values as Chroma
-        spells them ('' when missing or not a string or number); ``last_date`` the greatest string
-        ``date`` of the group, bytewise, or ''."""
-        db = self._open()
-        spelled = "COALESCE(CASE WHEN jsonb_typeof(metadata -> {k}) IN ('string', 'number') THEN metadata ->> {k} END, '')"
-        query = sql.SQL(
-            "SELECT " + spelled.format(k="'room'") + ", " + spelled.format(k="'wing'") + ", "
-            + spelled.format(k="'hall'") + ", count(*), COALESCE(max(CASE WHEN jsonb_typeof(metadata -> 'date') = "
-            "'string' THEN metadata ->> 'date' END COLLATE \"C\"), '') FROM {} GROUP BY 1, 2, 3").format(self.partition.table)
-        return [tuple(r) for r in db.run(lambda conn: conn.execute(query).fetchall())]
-
-    def wing_source_counts(self) -> list[tuple]:
-        """``(wing, source_file, n)`` for drawers mined from Claude Code or Codex transcripts (a
-        ``source_file`` under ``.claude/projects`` or ``.codex/sessions``, matched as SQLite's LIKE
-        matches, ASCII case folded): what ``mempalace audit`` and ``wings split`` read from Chroma's
-        tables. ``wing`` is '' when missing or not a string."""
-        db = self._open()
-        query = sql.SQL(
-            "SELECT COALESCE(wing, CASE WHEN jsonb_typeof(metadata -> 'wing') = 'string' THEN metadata ->> 'wing' END, ''),"
-            " source_file, count(*) FROM {} WHERE source_file IS NOT NULL"
-            " AND (source_file ILIKE '%%.claude%%projects%%' OR source_file ILIKE '%%.codex%%sessions%%')"
-            " GROUP BY 1, 2").format(self.partition.table)
-        return [tuple(r) for r in db.run(lambda conn: conn.execute(query).fetchall())]
 
     def _facet_fast_path(self, field: str, where) -> Optional[tuple[sql.Composable, list]]:
         """facet_counts answered from the counts table: wing or room, with no filter or a filter of

@@ -12,7 +12,7 @@ How. Every write gives its row the next ``records.vector_seq``. A collection's v
 every segment) exactly, all in one statement, so a row is found the moment its transaction commits.
 A row written again takes a new vector_seq and so leaves its segment: no graph insert either.
 
-Who. A *folder* process per collection (``python -m mempalace_pg.store.indexing``) turns the tail into
+Who. A *folder* process per collection (``python -m mempalace_pg.store.folder``) turns the tail into
 segments and merges segments, with ``CREATE INDEX CONCURRENTLY``, so no writer or reader waits for it.
 Any process that writes to a collection, or searches one that has a tail, starts a folder when none
 runs. The folder is a session of its own: it outlives the CLI that started it (Ctrl-C included), and
@@ -39,7 +39,6 @@ import contextlib
 import logging
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -256,7 +255,7 @@ def ensure_folder(part: "Partition") -> None:
         env = dict(os.environ)
         env[DSN_VARIABLE] = db.settings.dsn
         child = subprocess.Popen(
-            [sys.executable, "-m", "mempalace_pg.store.indexing", db.schema, str(part.pk)],
+            [sys.executable, "-m", "mempalace_pg.store.folder", db.schema, str(part.pk)],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True, cwd="/")
     except Exception as exc:  # noqa: BLE001 - rows stay searchable exactly; the next write tries again
@@ -340,14 +339,14 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> Optiona
         t0 = time.perf_counter()
         conn.execute(segment_ddl(name, table, dim, -1, hi, concurrently=False))
         register(conn, schema, pk, name, -1, hi, time.perf_counter() - t0, old)
-        for stale in _orphans(conn, schema, pk):  # the replaced segments, and any interrupted build's
+        for stale in orphan_indexes(conn, schema, pk):  # the replaced segments, and any interrupted build's
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, stale)))
         return name
     finally:
         conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (changes,))
 
 
-def _orphans(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
+def orphan_indexes(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
     """Segment indexes of the collection that no segment lists (a build or switch was interrupted)."""
     return [name for (name,) in conn.execute(sql.SQL(
         "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
@@ -355,231 +354,3 @@ def _orphans(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
         "WHERE n.nspname = %s AND c.relname LIKE %s "
         "AND c.relname NOT IN (SELECT index_name FROM {} WHERE collection_pk = %s)").format(
         sql.Identifier(schema, "vector_segments")), (schema, f"records\\_c{int(pk)}\\_vec\\_%", pk))]
-
-
-# ----------------------------------------------------------------------------- the folder process
-class Folder:
-    """Folds one collection's tail into segments and merges segments, until the collection is quiet."""
-
-    def __init__(self, conn: psycopg.Connection, schema: str, pk: int):
-        self.conn = conn
-        self.schema = schema
-        self.pk = pk
-        self.table = sql.Identifier(schema, f"records_c{int(pk)}")
-        self.presence, self.changes = lock_keys(schema, pk)
-        self.last_newest: Optional[int] = None
-        self.last_change = time.monotonic()
-        self.retired: list[tuple[float, str]] = []  # (drop after, index) of replaced segments
-
-    # -- state people can read (doctor, psql) --------------------------------------------------
-    def report(self, activity: str, error: Optional[str] = None) -> None:
-        self.conn.execute(sql.SQL(
-            "INSERT INTO {} AS f (collection_pk, pid, host, activity, last_error) VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (collection_pk) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, "
-            "activity = EXCLUDED.activity, updated_at = now(), "
-            "last_error = COALESCE(EXCLUDED.last_error, f.last_error)").format(
-            sql.Identifier(self.schema, "vector_folders")),
-            (self.pk, os.getpid(), socket.gethostname(), activity, error))
-
-    # -- the loop -------------------------------------------------------------------------------
-    def run(self) -> None:
-        conn = self.conn
-        if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
-            return
-        if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.presence,)).fetchone()[0]:
-            return  # another folder has this collection
-        try:
-            self.report("started")
-            idle_since = time.monotonic()
-            while True:
-                dim = self.dimension()
-                if dim is None or dim > HNSW_MAX_DIM:
-                    return  # nothing written yet, or searched exactly
-                worked = self.step(dim)
-                now = time.monotonic()
-                self.drop_retired(now)
-                if worked:
-                    idle_since = now
-                elif now - idle_since > LINGER_S:
-                    return
-                else:
-                    time.sleep(POLL_S)
-        finally:
-            self.drop_retired(float("inf"))
-            try:
-                self.report("exited")
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.presence,))
-
-    def dimension(self) -> Optional[int]:
-        row = self.conn.execute(sql.SQL("SELECT dimension FROM {} WHERE collection_pk = %s").format(
-            sql.Identifier(self.schema, "collections")), (self.pk,)).fetchone()
-        if row is None:
-            raise LookupError("the collection is gone")
-        return row[0]
-
-    def step(self, dim: int) -> bool:
-        """Do the next piece of work, if any is due; True when something was done."""
-        segments = self.segment_rows()
-        newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
-        current = Layout(tuple((lo, hi) for _, lo, hi, _ in segments), -1 if newest is None else int(newest),
-                         largest_share(r for *_, r in segments))
-        now = time.monotonic()
-        if current.newest != self.last_newest:
-            self.last_newest, self.last_change = current.newest, now
-        quiet = now - self.last_change >= QUIET_S
-        tail = self.count_above(current.top) if current.has_tail else 0
-        total = sum(s[3] for s in segments)
-        if tail and quiet:
-            # Writes paused: the tail first. A row searched exactly costs every query more than one
-            # more segment does, and folding a tail takes a fraction of a merge's time.
-            if tail <= ABSORB_ROWS and total > SEGMENT_ROWS:
-                return self.locked(lambda: self.absorb(current, dim), f"absorbing {tail} rows")
-            return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
-        # A merge comes before a due tail: under sustained writes merge_plan has one only when the
-        # segments are too many, and the tail is due again after every build.
-        plan = self.merge_plan(segments, quiet)
-        if plan:
-            return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
-        if tail >= FOLD_ROWS:
-            return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
-        return False
-
-    def locked(self, work, activity: str) -> bool:
-        if not self.conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.changes,)).fetchone()[0]:
-            return False  # a bulk load or reindex is changing the segments
-        try:
-            self.report(activity)
-            work()
-            self.report("idle")
-            return True
-        finally:
-            self.conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.changes,))
-
-    def count_above(self, top: int) -> int:
-        return self.conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(self.table),
-                                 (top,)).fetchone()[0]
-
-    def segment_rows(self) -> list[tuple[str, int, int, int]]:
-        return self.conn.execute(sql.SQL(
-            "SELECT index_name, lo, hi, rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
-            sql.Identifier(self.schema, "vector_segments")), (self.pk,)).fetchall()
-
-    def build(self, dim: int, lo: int, hi: int, replaced: list[str]) -> None:
-        name = segment_name(self.pk, hi)
-        t0 = time.perf_counter()
-        try:
-            self.conn.execute(segment_ddl(name, self.table, dim, lo, hi, concurrently=True))
-        except BaseException:
-            # an interrupted concurrent build leaves an invalid index behind
-            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                sql.Identifier(self.schema, name)))
-            raise
-        register(self.conn, self.schema, self.pk, name, lo, hi, time.perf_counter() - t0, replaced)
-        # The planner picks each arm's index by the rows it expects in the segment's vector_seq range.
-        self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))
-        due = time.monotonic() + GRACE_S
-        self.retired += [(due, old) for old in replaced]
-
-    def fold(self, current: Layout, dim: int) -> None:
-        """The tail becomes a segment (rows written during the build stay in the tail)."""
-        for orphan in _orphans(self.conn, self.schema, self.pk):
-            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                sql.Identifier(self.schema, orphan)))
-        newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
-        if newest is not None and newest > current.top:
-            self.build(dim, current.top, int(newest), [])
-
-    def absorb(self, current: Layout, dim: int) -> None:
-        """Move a small quiet tail into the newest segment: each row is inserted into that segment's graph.
-        Rows a writer holds are skipped (they will be in the tail again anyway)."""
-        top = current.top
-        self.conn.execute(sql.SQL(
-            "WITH t AS (SELECT id FROM {t} WHERE vector_seq > %s ORDER BY vector_seq FOR UPDATE SKIP LOCKED) "
-            "UPDATE {t} AS r SET vector_seq = %s FROM t WHERE r.id = t.id AND r.vector_seq > %s").format(
-            t=self.table), (top, top, top))
-        self.conn.execute(sql.SQL("UPDATE {} SET rows = (SELECT count(*) FROM {} WHERE {}) WHERE collection_pk = %s "
-                                  "AND hi = %s").format(sql.Identifier(self.schema, "vector_segments"), self.table,
-                                                        segment_condition(*current.segments[-1])),
-                          (self.pk, top))
-
-    @staticmethod
-    def open_segments(segments: list) -> list:
-        """The newest segments that a merge may combine: the longest run, newest first, of at most
-        SEGMENT_ROWS rows (older segments are full and stay as they are)."""
-        rows, start = 0, len(segments)
-        while start > 0 and rows + segments[start - 1][3] <= SEGMENT_ROWS:
-            start -= 1
-            rows += segments[start][3]
-        return segments[start:]
-
-    @staticmethod
-    def merge_plan(segments: list, quiet: bool) -> list[tuple[str, int, int, int]]:
-        """The segments to merge into one (empty: none due), among the open ones. Once writes pause, all
-        of them. Under sustained writes, once there are more than MAX_SEGMENTS, the newest ones that
-        together hold no more rows than the segment before them (or than BUSY_MERGE_ROWS): a merge then
-        takes little longer than that segment's build did (the tail grows while it runs), and each row
-        is rebuilt about once per doubling of the segment it ends in."""
-        group = Folder.open_segments(segments)
-        if len(group) < 2:
-            return []
-        if quiet:
-            return group
-        if len(group) <= MAX_SEGMENTS:
-            return []
-        for start in range(1, len(group) - 1):  # the longest such run first
-            if sum(s[3] for s in group[start:]) <= max(group[start - 1][3], BUSY_MERGE_ROWS):
-                return group[start:]
-        return []  # the newest segments grew with the tail: they are few, and a merge would be long
-
-    def merge(self, plan: list[tuple[str, int, int, int]], dim: int) -> None:
-        self.build(dim, plan[0][1], plan[-1][2], [s[0] for s in plan])
-
-    def drop_retired(self, now: float) -> None:
-        due = [name for when, name in self.retired if when <= now]
-        if not due:
-            return
-        if now == float("inf") and self.retired:
-            time.sleep(max(0.0, max(when for when, _ in self.retired) - time.monotonic()))
-        for name in due:
-            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                sql.Identifier(self.schema, name)))
-        self.retired = [(when, name) for when, name in self.retired if name not in due]
-
-
-def connect_folder(dsn: str, schema: str) -> psycopg.Connection:
-    conn = psycopg.connect(dsn, autocommit=True, application_name="mempalace-pg folder")
-    conn.execute("SELECT set_config('search_path', concat_ws(', ', quote_ident(%s), "
-                 "(SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
-                 " WHERE e.extname = 'vector')), false)", (schema,))
-    build_session(conn)
-    return conn
-
-
-def main(argv: list[str]) -> int:
-    """``python -m mempalace_pg.store.indexing SCHEMA COLLECTION_PK``, the DSN in MEMPALACE_PG_FOLDER_DSN."""
-    schema, pk = argv[0], int(argv[1])
-    dsn = os.environ.get(DSN_VARIABLE)
-    if not dsn:
-        print(f"{DSN_VARIABLE} is not set", file=sys.stderr)
-        return 2
-    try:
-        with connect_folder(dsn, schema) as conn:
-            folder = Folder(conn, schema, pk)
-            try:
-                folder.run()
-            except (LookupError, psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
-                return 0  # the collection (or its palace) was dropped meanwhile
-            except psycopg.Error as exc:
-                try:
-                    folder.report("failed", f"{type(exc).__name__}: {exc}")
-                except psycopg.Error:
-                    pass
-                return 1
-    except psycopg.OperationalError:
-        return 1  # the server went away; the next write or search starts another folder
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -80,7 +80,7 @@ def _open_source(path: str, backend_name: str):
     from mempalace.backends import PalaceRef
     from mempalace.backends.registry import get_backend_class
 
-    from mempalace_pg.store.collection import existing_collections
+    from mempalace_pg.store.backend import existing_collections
 
     backend = get_backend_class(backend_name)()  # our own instance: closing it touches nobody else's
     return backend, existing_collections(backend, PalaceRef(id=path, local_path=path), {"read_only": True})
@@ -116,7 +116,7 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
     from mempalace.backends import PalaceRef
 
     from mempalace_pg.store.backend import PostgresBackend, marker_path
-    from mempalace_pg.store.collection import existing_collections
+    from mempalace_pg.store.backend import existing_collections
 
     started = time.perf_counter()
     settings = settings or Settings.load()

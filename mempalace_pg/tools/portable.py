@@ -30,7 +30,7 @@ from typing import IO, Callable, Optional
 
 from psycopg import sql
 
-from mempalace_pg.store.collection import existing_collections
+from mempalace_pg.store.backend import existing_collections
 
 FORMAT = "mempalace-pg-export"
 VERSION = 1

@@ -1,0 +1,270 @@
+"""The folder: the process that turns a collection's tail into vector index segments and merges them.
+
+``python -m mempalace_pg.store.folder SCHEMA COLLECTION_PK`` (the DSN in MEMPALACE_PG_FOLDER_DSN), started
+by :func:`mempalace_pg.store.indexing.ensure_folder` in whichever process writes to or searches a
+collection with rows waiting, and detached from it, so it outlives a CLI that exits. Its policy (when
+to fold, when and what to merge) and the thresholds it follows are described in
+:mod:`mempalace_pg.store.indexing`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from typing import Optional
+
+import psycopg
+from psycopg import sql
+
+from mempalace_pg.store.indexing import (
+    ABSORB_ROWS,
+    BUSY_MERGE_ROWS,
+    DSN_VARIABLE,
+    FOLD_ROWS,
+    GRACE_S,
+    HNSW_MAX_DIM,
+    LINGER_S,
+    MAX_SEGMENTS,
+    POLL_S,
+    QUIET_S,
+    SEGMENT_ROWS,
+    Layout,
+    build_session,
+    largest_share,
+    lock_keys,
+    orphan_indexes,
+    register,
+    segment_condition,
+    segment_ddl,
+    segment_name,
+)
+
+
+
+class Folder:
+    """Folds one collection's tail into segments and merges segments, until the collection is quiet."""
+
+    def __init__(self, conn: psycopg.Connection, schema: str, pk: int):
+        self.conn = conn
+        self.schema = schema
+        self.pk = pk
+        self.table = sql.Identifier(schema, f"records_c{int(pk)}")
+        self.presence, self.changes = lock_keys(schema, pk)
+        self.last_newest: Optional[int] = None
+        self.last_change = time.monotonic()
+        self.retired: list[tuple[float, str]] = []  # (drop after, index) of replaced segments
+
+    # -- state people can read (doctor, psql) --------------------------------------------------
+    def report(self, activity: str, error: Optional[str] = None) -> None:
+        self.conn.execute(sql.SQL(
+            "INSERT INTO {} AS f (collection_pk, pid, host, activity, last_error) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (collection_pk) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, "
+            "activity = EXCLUDED.activity, updated_at = now(), "
+            "last_error = COALESCE(EXCLUDED.last_error, f.last_error)").format(
+            sql.Identifier(self.schema, "vector_folders")),
+            (self.pk, os.getpid(), socket.gethostname(), activity, error))
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self) -> None:
+        conn = self.conn
+        if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+            return
+        if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.presence,)).fetchone()[0]:
+            return  # another folder has this collection
+        try:
+            self.report("started")
+            idle_since = time.monotonic()
+            while True:
+                dim = self.dimension()
+                if dim is None or dim > HNSW_MAX_DIM:
+                    return  # nothing written yet, or searched exactly
+                worked = self.step(dim)
+                now = time.monotonic()
+                self.drop_retired(now)
+                if worked:
+                    idle_since = now
+                elif now - idle_since > LINGER_S:
+                    return
+                else:
+                    time.sleep(POLL_S)
+        finally:
+            self.drop_retired(float("inf"))
+            try:
+                self.report("exited")
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.presence,))
+
+    def dimension(self) -> Optional[int]:
+        row = self.conn.execute(sql.SQL("SELECT dimension FROM {} WHERE collection_pk = %s").format(
+            sql.Identifier(self.schema, "collections")), (self.pk,)).fetchone()
+        if row is None:
+            raise LookupError("the collection is gone")
+        return row[0]
+
+    def step(self, dim: int) -> bool:
+        """Do the next piece of work, if any is due; True when something was done."""
+        segments = self.segment_rows()
+        newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
+        current = Layout(tuple((lo, hi) for _, lo, hi, _ in segments), -1 if newest is None else int(newest),
+                         largest_share(r for *_, r in segments))
+        now = time.monotonic()
+        if current.newest != self.last_newest:
+            self.last_newest, self.last_change = current.newest, now
+        quiet = now - self.last_change >= QUIET_S
+        tail = self.count_above(current.top) if current.has_tail else 0
+        total = sum(s[3] for s in segments)
+        if tail and quiet:
+            # Writes paused: the tail first. A row searched exactly costs every query more than one
+            # more segment does, and folding a tail takes a fraction of a merge's time.
+            if tail <= ABSORB_ROWS and total > SEGMENT_ROWS:
+                return self.locked(lambda: self.absorb(current, dim), f"absorbing {tail} rows")
+            return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
+        # A merge comes before a due tail: under sustained writes merge_plan has one only when the
+        # segments are too many, and the tail is due again after every build.
+        plan = self.merge_plan(segments, quiet)
+        if plan:
+            return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
+        if tail >= FOLD_ROWS:
+            return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
+        return False
+
+    def locked(self, work, activity: str) -> bool:
+        if not self.conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.changes,)).fetchone()[0]:
+            return False  # a bulk load or reindex is changing the segments
+        try:
+            self.report(activity)
+            work()
+            self.report("idle")
+            return True
+        finally:
+            self.conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.changes,))
+
+    def count_above(self, top: int) -> int:
+        return self.conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(self.table),
+                                 (top,)).fetchone()[0]
+
+    def segment_rows(self) -> list[tuple[str, int, int, int]]:
+        return self.conn.execute(sql.SQL(
+            "SELECT index_name, lo, hi, rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
+            sql.Identifier(self.schema, "vector_segments")), (self.pk,)).fetchall()
+
+    def build(self, dim: int, lo: int, hi: int, replaced: list[str]) -> None:
+        name = segment_name(self.pk, hi)
+        t0 = time.perf_counter()
+        try:
+            self.conn.execute(segment_ddl(name, self.table, dim, lo, hi, concurrently=True))
+        except BaseException:
+            # an interrupted concurrent build leaves an invalid index behind
+            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                sql.Identifier(self.schema, name)))
+            raise
+        register(self.conn, self.schema, self.pk, name, lo, hi, time.perf_counter() - t0, replaced)
+        # The planner picks each arm's index by the rows it expects in the segment's vector_seq range.
+        self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))
+        due = time.monotonic() + GRACE_S
+        self.retired += [(due, old) for old in replaced]
+
+    def fold(self, current: Layout, dim: int) -> None:
+        """The tail becomes a segment (rows written during the build stay in the tail)."""
+        for orphan in orphan_indexes(self.conn, self.schema, self.pk):
+            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                sql.Identifier(self.schema, orphan)))
+        newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
+        if newest is not None and newest > current.top:
+            self.build(dim, current.top, int(newest), [])
+
+    def absorb(self, current: Layout, dim: int) -> None:
+        """Move a small quiet tail into the newest segment: each row is inserted into that segment's graph.
+        Rows a writer holds are skipped (they will be in the tail again anyway)."""
+        top = current.top
+        self.conn.execute(sql.SQL(
+            "WITH t AS (SELECT id FROM {t} WHERE vector_seq > %s ORDER BY vector_seq FOR UPDATE SKIP LOCKED) "
+            "UPDATE {t} AS r SET vector_seq = %s FROM t WHERE r.id = t.id AND r.vector_seq > %s").format(
+            t=self.table), (top, top, top))
+        self.conn.execute(sql.SQL("UPDATE {} SET rows = (SELECT count(*) FROM {} WHERE {}) WHERE collection_pk = %s "
+                                  "AND hi = %s").format(sql.Identifier(self.schema, "vector_segments"), self.table,
+                                                        segment_condition(*current.segments[-1])),
+                          (self.pk, top))
+
+    @staticmethod
+    def open_segments(segments: list) -> list:
+        """The newest segments that a merge may combine: the longest run, newest first, of at most
+        SEGMENT_ROWS rows (older segments are full and stay as they are)."""
+        rows, start = 0, len(segments)
+        while start > 0 and rows + segments[start - 1][3] <= SEGMENT_ROWS:
+            start -= 1
+            rows += segments[start][3]
+        return segments[start:]
+
+    @staticmethod
+    def merge_plan(segments: list, quiet: bool) -> list[tuple[str, int, int, int]]:
+        """The segments to merge into one (empty: none due), among the open ones. Once writes pause, all
+        of them. Under sustained writes, once there are more than MAX_SEGMENTS, the newest ones that
+        together hold no more rows than the segment before them (or than BUSY_MERGE_ROWS): a merge then
+        takes little longer than that segment's build did (the tail grows while it runs), and each row
+        is rebuilt about once per doubling of the segment it ends in."""
+        group = Folder.open_segments(segments)
+        if len(group) < 2:
+            return []
+        if quiet:
+            return group
+        if len(group) <= MAX_SEGMENTS:
+            return []
+        for start in range(1, len(group) - 1):  # the longest such run first
+            if sum(s[3] for s in group[start:]) <= max(group[start - 1][3], BUSY_MERGE_ROWS):
+                return group[start:]
+        return []  # the newest segments grew with the tail: they are few, and a merge would be long
+
+    def merge(self, plan: list[tuple[str, int, int, int]], dim: int) -> None:
+        self.build(dim, plan[0][1], plan[-1][2], [s[0] for s in plan])
+
+    def drop_retired(self, now: float) -> None:
+        due = [name for when, name in self.retired if when <= now]
+        if not due:
+            return
+        if now == float("inf") and self.retired:
+            time.sleep(max(0.0, max(when for when, _ in self.retired) - time.monotonic()))
+        for name in due:
+            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                sql.Identifier(self.schema, name)))
+        self.retired = [(when, name) for when, name in self.retired if name not in due]
+
+
+def connect_folder(dsn: str, schema: str) -> psycopg.Connection:
+    conn = psycopg.connect(dsn, autocommit=True, application_name="mempalace-pg folder")
+    conn.execute("SELECT set_config('search_path', concat_ws(', ', quote_ident(%s), "
+                 "(SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                 " WHERE e.extname = 'vector')), false)", (schema,))
+    build_session(conn)
+    return conn
+
+
+def main(argv: list[str]) -> int:
+    """``python -m mempalace_pg.store.folder SCHEMA COLLECTION_PK``, the DSN in MEMPALACE_PG_FOLDER_DSN."""
+    schema, pk = argv[0], int(argv[1])
+    dsn = os.environ.get(DSN_VARIABLE)
+    if not dsn:
+        print(f"{DSN_VARIABLE} is not set", file=sys.stderr)
+        return 2
+    try:
+        with connect_folder(dsn, schema) as conn:
+            folder = Folder(conn, schema, pk)
+            try:
+                folder.run()
+            except (LookupError, psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+                return 0  # the collection (or its palace) was dropped meanwhile
+            except psycopg.Error as exc:
+                try:
+                    folder.report("failed", f"{type(exc).__name__}: {exc}")
+                except psycopg.Error:
+                    pass
+                return 1
+    except psycopg.OperationalError:
+        return 1  # the server went away; the next write or search starts another folder
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
