@@ -14,9 +14,9 @@ semantics. What differs is where it lives:
 
 Text is stored as the drawers store it (NUL stripped, lone surrogates replaced: see
 :mod:`mempalace_pg.text`), at any length. One deliberate difference, on input MemPalace's SQLite graph
-would store silently: a non-numeric or non-finite confidence raises ``ValueError``. ``_conn()`` (raw SQLite access) returns a read-only
-SQLite snapshot of the graph; ``mempalace kg normalize`` and ``mempalace audit`` read this graph
-through :mod:`mempalace_pg.hooks` instead.
+would store silently: a non-numeric or non-finite confidence raises ``ValueError``. ``_conn()`` (raw
+SQLite access) returns a read-only SQLite snapshot of the graph; ``mempalace kg normalize`` and
+``mempalace audit`` read this graph through :mod:`mempalace_pg.hooks` instead.
 
 MemPalace constructs ``KnowledgeGraph(db_path=...)`` itself; :mod:`mempalace_pg.graph.routing` hands it
 this class for palaces on the ``postgres`` backend.
@@ -29,7 +29,7 @@ import math
 import sqlite3
 import threading
 from datetime import date, datetime, timezone
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 import psycopg
 
@@ -42,7 +42,9 @@ from mempalace_pg.text import storable
 _BAD_INPUT_SQLSTATE = "MPKG1"
 
 _MIN_ENTITY_CANDIDATE_LEN = 3
-_REPLICATION_COLUMNS = {
+#: The columns of MemPalace's SQLite ``entities`` and ``triples`` tables, in its order: what replication
+#: (dump_rows/apply_row), the SQLite snapshot of :meth:`AgeKnowledgeGraph._conn` and kg import carry.
+REPLICATION_COLUMNS = {
     "entities": ("id", "name", "type", "properties", "created_at"),
     "triples": ("id", "subject", "predicate", "object", "valid_from", "valid_to", "confidence",
                 "source_closet", "source_file", "source_drawer_id", "adapter_name", "extracted_at"),
@@ -54,19 +56,31 @@ _PALACE_PKS: dict[tuple, int] = {}
 _PALACE_LOCK = threading.Lock()
 
 
-_MP: tuple = ()
+class MemPalaceHelpers(NamedTuple):
+    """MemPalace's own code that the graph reuses, so that ids and date rules cannot drift from
+    MemPalace's."""
+
+    #: ``mempalace.knowledge_graph`` (its SQLite class, ``_escape_like``)
+    knowledge_graph: Any
+    #: ``sanitize_iso_temporal(value, field)``: a date or timestamp checked as MemPalace checks it
+    sanitize: Callable[[Any, str], Optional[str]]
+    #: ``make_triple_id(subject, predicate, object, valid_from, now)``
+    make_triple_id: Callable[..., str]
 
 
-def _mp():
-    """MemPalace's helpers we reuse so that ids and date rules cannot drift from MemPalace's."""
-    global _MP
-    if not _MP:
+_MEMPALACE: Optional[MemPalaceHelpers] = None
+
+
+def mempalace_helpers() -> MemPalaceHelpers:
+    """MemPalace's helpers, imported on first use."""
+    global _MEMPALACE
+    if _MEMPALACE is None:
         from mempalace import knowledge_graph as kgm
         from mempalace.config import sanitize_iso_temporal
         from mempalace.ids import make_triple_id
 
-        _MP = (kgm, sanitize_iso_temporal, make_triple_id)
-    return _MP
+        _MEMPALACE = MemPalaceHelpers(kgm, sanitize_iso_temporal, make_triple_id)
+    return _MEMPALACE
 
 
 _ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -86,7 +100,8 @@ def _tokens(value: str, sep: str) -> list[str]:
     return [t[:_TOKEN_PREFIX] for t in _fold(value).split(sep)]
 
 
-def _entity_id(name: str) -> str:
+def entity_id_of(name: str) -> str:
+    """The id MemPalace gives the entity named ``name`` (``KnowledgeGraph._entity_id``)."""
     return name.lower().replace(" ", "_").replace("'", "")
 
 
@@ -104,15 +119,15 @@ def _page(limit: int, offset: int) -> str:
 
     Bound as parameters, a LIMIT and OFFSET make PostgreSQL cost the statement's reusable plan as if
     it fetched a tenth of the facts, so it is planned afresh on every call; written in, the plan is made
-    once per page size: timeline(limit=100) on 100k facts went from 0.653 to 0.392 ms p50 (bench_kg runs of
-    16:40 and 17:03 UTC in benchmarks/RESULTS.md).
+    once per page size.
     """
     return f"LIMIT {checked_row_count(limit)} OFFSET {checked_row_count(offset)}"
 
 
-def _text(value: Any, field: str, *, required: bool = False) -> Optional[str]:
-    """A string as the graph stores it: made storable (NUL stripped, lone surrogates replaced, as
-    :mod:`mempalace_pg.text` does for drawers); None refused when ``required``."""
+def checked_text(value: Any, field: str, *, required: bool = False) -> Optional[str]:
+    """A caller's string as the graph stores it and compares it: made storable (NUL stripped, lone
+    surrogates replaced, as :mod:`mempalace_pg.text` does for drawers). Anything but a string or None
+    raises ``ValueError`` naming ``field``, and so does None when ``required``."""
     if value is None:
         if required:
             raise ValueError(f"{field} is required")
@@ -140,21 +155,24 @@ def _float(value: Any) -> Optional[float]:
 
 def _boundary(at: Optional[str]) -> str:
     """supersede/rewrite boundary: now (UTC, to the second) or ``at``, a date meaning its midnight."""
-    _, sanitize, _ = _mp()
+    _, sanitize, _ = mempalace_helpers()
     if at is None:
         boundary = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     else:
-        boundary = _start_key(at) if isinstance(at, str) else at
+        boundary = start_key(at) if isinstance(at, str) else at
     return sanitize(boundary, "at")
 
 
-def _start_key(value: Optional[str]) -> Optional[str]:
+def start_key(value: Optional[str]) -> Optional[str]:
+    """The key a validity interval starting at ``value`` (a sanitized date or timestamp) sorts by: a
+    bare date means its midnight, as kg_start_key() has it in SQL."""
     if value is not None and len(value) == 10 and value[4] == "-" and value[7] == "-":
         return f"{value}T00:00:00Z"
     return value
 
 
 def _end_key(value: Optional[str]) -> Optional[str]:
+    """The key an interval ending at ``value`` sorts by: a bare date means its last second (kg_end_key())."""
     if value is not None and len(value) == 10 and value[4] == "-" and value[7] == "-":
         return f"{value}T23:59:59Z"
     return value
@@ -293,16 +311,19 @@ class AgeKnowledgeGraph:
         directly, as MemPalace's tests and some scripts do. It is a snapshot: writes through it
         raise, later changes to the graph are not in it (call again for a fresh one), and it reads
         the whole graph, so it is not for hot paths. :meth:`close` closes it."""
-        kgm = _mp()[0]
+        kgm = mempalace_helpers().knowledge_graph
         sqlite_class = getattr(kgm, "_SQLITE_KNOWLEDGE_GRAPH", None) or kgm.KnowledgeGraph
-        copy = object.__new__(sqlite_class)  # not its __init__: that would create a file and chmod its directory
+        # not its __init__: that would create a file and chmod its directory
+        copy = object.__new__(sqlite_class)
         copy.db_path, copy._lock = ":memory:", threading.Lock()
         copy._connection = sqlite3.connect(":memory:", check_same_thread=False)
         copy._connection.row_factory = sqlite3.Row
         copy._init_db()  # MemPalace's own DDL
         conn = copy._connection
-        for table, columns in _REPLICATION_COLUMNS.items():
-            insert = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        for table, columns in REPLICATION_COLUMNS.items():
+            # SQLite, not PostgreSQL: the table and column names are this module's constants
+            insert = (f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) "
+                      f"VALUES ({', '.join('?' * len(columns))})")
             conn.executemany(insert, (tuple(row[c] for c in columns) for row in self.iter_rows(table)))
         conn.commit()
         conn.execute("PRAGMA query_only = ON")
@@ -312,15 +333,15 @@ class AgeKnowledgeGraph:
         return conn
 
     def _entity_id(self, name: str) -> str:
-        return _entity_id(name)
+        return entity_id_of(name)
 
     # -- writes -------------------------------------------------------------------------------
     def add_entity(self, name: str, entity_type: str = "unknown", properties: dict = None) -> str:
         """Add or replace an entity (MemPalace: INSERT OR REPLACE). Returns its id."""
-        name = _text(name, "name", required=True)
-        eid = _entity_id(name)
-        attributes = _text(json.dumps(properties or {}), "properties")
-        entity_type = _text(entity_type, "entity_type")
+        name = checked_text(name, "name", required=True)
+        eid = entity_id_of(name)
+        attributes = checked_text(json.dumps(properties or {}), "properties")
+        entity_type = checked_text(entity_type, "entity_type")
         self._one(self._sql.add_entity, eid=eid, name=name, type=entity_type, attributes=attributes)
         return eid
 
@@ -328,17 +349,17 @@ class AgeKnowledgeGraph:
                    valid_to: str = None, confidence: float = 1.0, source_closet: str = None,
                    source_file: str = None, source_drawer_id: str = None, adapter_name: str = None) -> str:
         """Add subject -> predicate -> object; an identical open fact is returned, not duplicated."""
-        _, sanitize, make_triple_id = _mp()
+        _, sanitize, make_triple_id = mempalace_helpers()
         valid_from = sanitize(valid_from, "valid_from")
         valid_to = sanitize(valid_to, "valid_to")
-        if valid_from is not None and valid_to is not None and _end_key(valid_to) < _start_key(valid_from):
+        if valid_from is not None and valid_to is not None and _end_key(valid_to) < start_key(valid_from):
             raise ValueError(
                 f"valid_to={valid_to!r} is before valid_from={valid_from!r}; "
                 "an inverted interval would be invisible to every KG query")
-        subject = _text(subject, "subject", required=True)
-        obj = _text(obj, "object", required=True)
-        predicate = _text(predicate, "predicate", required=True)
-        sub_id, obj_id, pred = _entity_id(subject), _entity_id(obj), _predicate(predicate)
+        subject = checked_text(subject, "subject", required=True)
+        obj = checked_text(obj, "object", required=True)
+        predicate = checked_text(predicate, "predicate", required=True)
+        sub_id, obj_id, pred = entity_id_of(subject), entity_id_of(obj), _predicate(predicate)
         triple_id = make_triple_id(sub_id, pred, obj_id, valid_from, datetime.now().isoformat())
         return self._one(self._sql.add_triple, sub=sub_id, sub_name=subject, pred=pred, obj=obj_id,
                          obj_name=obj, triple_id=triple_id, valid_from=valid_from, valid_to=valid_to,
@@ -347,25 +368,25 @@ class AgeKnowledgeGraph:
 
     def invalidate(self, subject: str, predicate: str, obj: str, ended: str = None) -> None:
         """Close every open (subject, predicate, object) fact at ``ended`` (default: today)."""
-        _, sanitize, _ = _mp()
-        subject = _text(subject, "subject", required=True)
-        obj = _text(obj, "object", required=True)
-        predicate = _text(predicate, "predicate", required=True)
+        _, sanitize, _ = mempalace_helpers()
+        subject = checked_text(subject, "subject", required=True)
+        obj = checked_text(obj, "object", required=True)
+        predicate = checked_text(predicate, "predicate", required=True)
         ended = sanitize(ended or date.today().isoformat(), "ended")
-        self._one(self._sql.invalidate, sub=_entity_id(subject), pred=_predicate(predicate),
-                  obj=_entity_id(obj), ended=ended)
+        self._one(self._sql.invalidate, sub=entity_id_of(subject), pred=_predicate(predicate),
+                  obj=entity_id_of(obj), ended=ended)
 
     def supersede(self, subject: str, predicate: str, old_obj: str, new_obj: str, at: str = None,
                   confidence: float = 1.0, source_closet: str = None, source_file: str = None,
                   source_drawer_id: str = None, adapter_name: str = None) -> str:
         """Close (subject, predicate, old_obj) and open (subject, predicate, new_obj) at one instant."""
-        _, _, make_triple_id = _mp()
+        _, _, make_triple_id = mempalace_helpers()
         boundary = _boundary(at)
-        subject = _text(subject, "subject", required=True)
-        old_obj = _text(old_obj, "old_obj", required=True)
-        new_obj = _text(new_obj, "new_obj", required=True)
-        predicate = _text(predicate, "predicate", required=True)
-        sub_id, old_id, new_id = _entity_id(subject), _entity_id(old_obj), _entity_id(new_obj)
+        subject = checked_text(subject, "subject", required=True)
+        old_obj = checked_text(old_obj, "old_obj", required=True)
+        new_obj = checked_text(new_obj, "new_obj", required=True)
+        predicate = checked_text(predicate, "predicate", required=True)
+        sub_id, old_id, new_id = entity_id_of(subject), entity_id_of(old_obj), entity_id_of(new_obj)
         pred = _predicate(predicate)
         triple_id = make_triple_id(sub_id, pred, new_id, boundary, datetime.now().isoformat())
         return self._one(self._sql.supersede, sub=sub_id, sub_name=subject, pred=pred, old=old_id,
@@ -376,12 +397,12 @@ class AgeKnowledgeGraph:
     def rewrite(self, triple_id: str, predicate: str, obj: str, at: str = None,
                 source_file: str = None) -> Optional[str]:
         """Close open fact ``triple_id`` and open its rewording; None if it is no longer open."""
-        _, _, make_triple_id = _mp()
+        _, _, make_triple_id = mempalace_helpers()
         boundary = _boundary(at)
-        pred = _predicate(_text(str(predicate), "predicate", required=True))
-        obj = _text(obj, "object", required=True)
-        obj_id = _entity_id(obj)
-        triple_id = _text(triple_id, "triple_id", required=True)
+        pred = _predicate(checked_text(str(predicate), "predicate", required=True))
+        obj = checked_text(obj, "object", required=True)
+        obj_id = entity_id_of(obj)
+        triple_id = checked_text(triple_id, "triple_id", required=True)
         # The successor id needs the subject, which only the database knows: name it after the
         # rewritten fact's subject, taken from its id (t_<subject>_<predicate>_<object>_<hash>).
         subject = self._one(self._sql.subject_of, triple_id=triple_id)
@@ -389,16 +410,17 @@ class AgeKnowledgeGraph:
             return None
         new_id = make_triple_id(subject[0], pred, obj_id, boundary, datetime.now().isoformat())
         return self._one(self._sql.rewrite, old_triple_id=triple_id, pred=pred, obj=obj_id, obj_name=obj,
-                         at=boundary, triple_id=new_id, source_file=_text(source_file, "source_file"))[0]
+                         at=boundary, triple_id=new_id,
+                         source_file=checked_text(source_file, "source_file"))[0]
 
     # -- reads --------------------------------------------------------------------------------
     def query_entity(self, name: str, as_of: str = None, direction: str = "outgoing") -> list:
         """Facts about an entity: outgoing, incoming or both; only those valid at ``as_of`` if given."""
-        _, sanitize, _ = _mp()
+        _, sanitize, _ = mempalace_helpers()
         as_of = sanitize(as_of, "as_of")
-        name = _text(name, "name", required=True)
-        eid = _entity_id(name)
-        as_of_key = _start_key(as_of) if as_of else None
+        name = checked_text(name, "name", required=True)
+        eid = entity_id_of(name)
+        as_of_key = start_key(as_of) if as_of else None
         query = self._sql.query_entity(direction, bool(as_of_key))
         rows = self._all(query, eid=eid, as_of=as_of_key)
         results = [_fact_row(name, row) for row in rows]
@@ -419,15 +441,16 @@ class AgeKnowledgeGraph:
         """Entities whose name or id contains ``name`` as a whole token or prefix (never a substring)."""
         if not name or len(name.strip()) < _MIN_ENTITY_CANDIDATE_LEN:
             return []
-        name = _text(name, "name")
-        return self._candidates(name, _entity_id(name))
+        name = checked_text(name, "name")
+        return self._candidates(name, entity_id_of(name))
 
     def _candidates(self, name: str, eid: str) -> list:
-        """MemPalace's fuzzy candidates for a name: up to 5 entities, in write order, the exact id left out."""
+        """MemPalace's fuzzy candidates for a name: up to 5 entities, in write order, the exact id left
+        out."""
         stripped = name.strip() if name else ""
         if len(stripped) < _MIN_ENTITY_CANDIDATE_LEN:
             return []
-        kgm = _mp()[0]
+        kgm = mempalace_helpers().knowledge_graph
         name_esc, id_esc = kgm._escape_like(stripped), kgm._escape_like(eid)
         patterns = (f"{name_esc} %", f"% {name_esc}", f"% {name_esc} %",
                     f"{id_esc}\\_%", f"%\\_{id_esc}", f"%\\_{id_esc}\\_%")
@@ -438,10 +461,10 @@ class AgeKnowledgeGraph:
 
     def query_relationship(self, predicate: str, as_of: str = None) -> list:
         """Every fact with this predicate (valid at ``as_of`` if given)."""
-        _, sanitize, _ = _mp()
+        _, sanitize, _ = mempalace_helpers()
         as_of = sanitize(as_of, "as_of")
-        pred = _predicate(_text(predicate, "predicate", required=True))
-        as_of_key = _start_key(as_of) if as_of else None
+        pred = _predicate(checked_text(predicate, "predicate", required=True))
+        as_of_key = start_key(as_of) if as_of else None
         rows = self._all(self._sql.query_relationship(bool(as_of_key)), pred=pred, as_of=as_of_key)
         return [{"subject": sub, "predicate": pred, "object": obj, "valid_from": vf, "valid_to": vt,
                  "current": vt is None} for sub, obj, _, vf, vt in rows]
@@ -450,8 +473,8 @@ class AgeKnowledgeGraph:
         """Facts in chronological order (valid_from, byte order, undated last), optionally for one entity."""
         page = _page(clamped_row_count(limit, 1), clamped_row_count(offset))
         if entity_name:
-            entity_name = _text(entity_name, "entity_name")
-            rows = self._all(self._sql.timeline_entity.replace(_PAGE, page), eid=_entity_id(entity_name))
+            entity_name = checked_text(entity_name, "entity_name")
+            rows = self._all(self._sql.timeline_entity.replace(_PAGE, page), eid=entity_id_of(entity_name))
         else:
             rows = self._all(self._sql.timeline_all.replace(_PAGE, page))
         return [{"subject": sub, "predicate": pred, "object": obj, "valid_from": vf, "valid_to": vt,
@@ -460,8 +483,8 @@ class AgeKnowledgeGraph:
     def timeline_total(self, entity_name: str = None) -> int:
         """How many facts a :meth:`timeline` query matches over all pages."""
         if entity_name:
-            entity_name = _text(entity_name, "entity_name")
-            return self._one(self._sql.timeline_total_entity, eid=_entity_id(entity_name))[0]
+            entity_name = checked_text(entity_name, "entity_name")
+            return self._one(self._sql.timeline_total_entity, eid=entity_id_of(entity_name))[0]
         return self._one(self._sql.timeline_total_all)[0]
 
     def stats(self) -> dict:
@@ -482,16 +505,16 @@ class AgeKnowledgeGraph:
         return {pred: int(n) for pred, n in self._all(self._sql.open_predicate_counts)}
 
     # -- replication (MemPalace RFC 004) ------------------------------------------------------
-    _REPLICATION_TABLES = _REPLICATION_COLUMNS
+    _REPLICATION_TABLES = REPLICATION_COLUMNS
 
     def dump_rows(self, table: str, after_rowid: int = 0, limit: int = 500) -> list:
         """Rows of ``entities`` or ``triples`` after cursor ``after_rowid``, in write order.
 
         ``_rowid`` (and ``rowid``) is the row's ``seq``: it only grows, and a row written again
         (``apply_row``, ``add_entity``) moves past every cursor, as a replaced SQLite row does."""
-        columns = _REPLICATION_COLUMNS.get(table)
+        columns = REPLICATION_COLUMNS.get(table)
         if columns is None:
-            raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
+            raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
         query = self._sql.dump_entities if table == "entities" else self._sql.dump_triples
         rows = self._all(query, after=int(after_rowid), limit=max(1, min(int(limit), 1000)))
         out = []
@@ -504,10 +527,11 @@ class AgeKnowledgeGraph:
         return out
 
     def held_ids(self, table: str, ids: list) -> int:
-        """How many of ``ids`` (of ``entities``, stubs not counted, or ``triples``) this palace's graph holds."""
+        """How many of ``ids`` (of ``entities``, stubs not counted, or ``triples``) this palace's graph
+        holds."""
         query = {"entities": self._sql.held_entities, "triples": self._sql.held_triples}.get(table)
         if query is None:
-            raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
+            raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
         return int(self._one(query, ids=list(ids))[0])
 
     def iter_rows(self, table: str) -> Iterator[dict]:
@@ -520,8 +544,8 @@ class AgeKnowledgeGraph:
 
     def apply_row(self, table: str, row: dict) -> None:
         """Write one replicated row as given, keyed by its id (MemPalace: INSERT OR REPLACE)."""
-        if _REPLICATION_COLUMNS.get(table) is None:
-            raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
+        if REPLICATION_COLUMNS.get(table) is None:
+            raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
         if not row.get("id"):
             raise ValueError("replicated row is missing 'id'")
         query, params = self._apply_statement(table, row, skip_unchanged=False)
@@ -531,17 +555,17 @@ class AgeKnowledgeGraph:
         """The statement and parameters writing one replicated row (validated here)."""
         required = {"id", "name"} if table == "entities" else {"id", "subject", "predicate", "object"}
         params: dict[str, Any] = {"skip_unchanged": skip_unchanged}
-        for column in _REPLICATION_COLUMNS[table]:
+        for column in REPLICATION_COLUMNS[table]:
             if column == "confidence":
                 params[column] = _confidence(row.get(column))
             else:
-                params[column] = _text(row.get(column), column, required=column in required)
+                params[column] = checked_text(row.get(column), column, required=column in required)
         return (self._sql.apply_entity if table == "entities" else self._sql.apply_triple), params
 
     # -- seeding ------------------------------------------------------------------------------
     def seed_from_entity_facts(self, entity_facts: dict) -> None:
         """Bootstrap from fact_checker-style ENTITY_FACTS (MemPalace's own routine, run on this graph)."""
-        kgm = _mp()[0]
+        kgm = mempalace_helpers().knowledge_graph
         sqlite_class = getattr(kgm, "_SQLITE_KNOWLEDGE_GRAPH", kgm.KnowledgeGraph)
         sqlite_class.seed_from_entity_facts(self, entity_facts)
 
@@ -551,10 +575,11 @@ class AgeKnowledgeGraph:
 
 
 def _provenance(confidence, source_closet, source_file, source_drawer_id, adapter_name) -> dict:
-    return {"confidence": _confidence(confidence), "source_closet": _text(source_closet, "source_closet"),
-            "source_file": _text(source_file, "source_file"),
-            "source_drawer_id": _text(source_drawer_id, "source_drawer_id"),
-            "adapter_name": _text(adapter_name, "adapter_name")}
+    return {"confidence": _confidence(confidence),
+            "source_closet": checked_text(source_closet, "source_closet"),
+            "source_file": checked_text(source_file, "source_file"),
+            "source_drawer_id": checked_text(source_drawer_id, "source_drawer_id"),
+            "adapter_name": checked_text(adapter_name, "adapter_name")}
 
 
 def _fact_row(name: str, row: tuple) -> dict:
