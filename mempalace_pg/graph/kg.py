@@ -24,17 +24,20 @@ this class for palaces on the ``postgres`` backend.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
+import textwrap
 import threading
 from datetime import date, datetime, timezone
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 import psycopg
+from psycopg import sql
 
-from mempalace_pg.config import Settings
-from mempalace_pg.db.sqlkit import checked_row_count, clamped_row_count
+from mempalace_pg.config import Settings, validate_identifier
+from mempalace_pg.db.sqlkit import STATEMENT_CACHE_SIZE, clamped_row_count, row_count
 from mempalace_pg.errors import DatabaseUnavailableError
 from mempalace_pg.text import storable
 
@@ -107,21 +110,6 @@ def entity_id_of(name: str) -> str:
 
 def _predicate(predicate: str) -> str:
     return predicate.lower().replace(" ", "_")
-
-
-#: Where a statement's page (LIMIT/OFFSET) goes; replaced by _page() per call.
-_PAGE = "/*page*/"
-
-
-def _page(limit: int, offset: int) -> str:
-    """``LIMIT n OFFSET m`` as statement text, from two Python ints checked as the backend checks its
-    row counts (:func:`~mempalace_pg.db.sqlkit.checked_row_count`).
-
-    Bound as parameters, a LIMIT and OFFSET make PostgreSQL cost the statement's reusable plan as if
-    it fetched a tenth of the facts, so it is planned afresh on every call; written in, the plan is made
-    once per page size.
-    """
-    return f"LIMIT {checked_row_count(limit)} OFFSET {checked_row_count(offset)}"
 
 
 def checked_text(value: Any, field: str, *, required: bool = False) -> Optional[str]:
@@ -205,10 +193,9 @@ class AgeKnowledgeGraph:
             raise ValueError("AgeKnowledgeGraph needs palace_path= (a postgres palace) or palace_key=")
         self.palace_key = palace_key
         self.namespace = self._settings.namespace if namespace is None else namespace
-        schema, graph = self._settings.schema, self._settings.graph
-        self._schema = schema
-        self._graph = graph
-        self._sql = _Statements(schema, graph)
+        self._schema = self._settings.schema
+        self._graph = self._settings.graph
+        self._sql = _statements(self._schema, self._graph)
         self._lock = threading.RLock()  # MemPalace callers hold it around _conn(), which may connect
         self._db = None
         self._palace_pk: Optional[int] = None
@@ -246,15 +233,14 @@ class AgeKnowledgeGraph:
         with _PALACE_LOCK:
             pk = _PALACE_PKS.get(key)
         if pk is None:
-            find = f'SELECT palace_pk FROM "{self._schema}".palaces WHERE namespace = %s AND palace_key = %s'
-            make = (f'INSERT INTO "{self._schema}".palaces (namespace, palace_key) VALUES (%s, %s) '
-                    "ON CONFLICT DO NOTHING")
+            find, make = self._sql.find_palace, self._sql.make_palace
+            params = {"namespace": self.namespace, "palace_key": self.palace_key}
 
             def resolve(conn):
-                row = conn.execute(find, (self.namespace, self.palace_key)).fetchone()
+                row = conn.execute(find, params).fetchone()
                 if row is None:
-                    conn.execute(make, (self.namespace, self.palace_key))
-                    row = conn.execute(find, (self.namespace, self.palace_key)).fetchone()
+                    conn.execute(make, params)
+                    row = conn.execute(find, params).fetchone()
                 return row[0]
 
             pk = self._database().run(resolve)
@@ -471,12 +457,12 @@ class AgeKnowledgeGraph:
 
     def timeline(self, entity_name: str = None, limit: int = 100, offset: int = 0) -> list:
         """Facts in chronological order (valid_from, byte order, undated last), optionally for one entity."""
-        page = _page(clamped_row_count(limit, 1), clamped_row_count(offset))
+        limit, offset = clamped_row_count(limit, 1), clamped_row_count(offset)
         if entity_name:
             entity_name = checked_text(entity_name, "entity_name")
-            rows = self._all(self._sql.timeline_entity.replace(_PAGE, page), eid=entity_id_of(entity_name))
+            rows = self._all(self._sql.timeline(True, limit, offset), eid=entity_id_of(entity_name))
         else:
-            rows = self._all(self._sql.timeline_all.replace(_PAGE, page))
+            rows = self._all(self._sql.timeline(False, limit, offset))
         return [{"subject": sub, "predicate": pred, "object": obj, "valid_from": vf, "valid_to": vt,
                  "current": vt is None} for sub, obj, pred, vf, vt in rows]
 
@@ -598,25 +584,132 @@ def _fact_row(name: str, row: tuple) -> dict:
     }
 
 
-class _Statements:
-    """The SQL of every method, built once per (schema, graph). Every value is a bound (named)
-    parameter, ``%(palace)s`` always among them; schema and graph names are validated identifiers."""
+def _compose(template: str, **parts: sql.Composable) -> sql.Composed:
+    """``template`` (dedented and trimmed, so statements can be written as indented blocks) with each
+    ``{name}`` field replaced by the part of that name."""
+    return sql.SQL(textwrap.dedent(template).strip()).format(**parts)
+
+
+def _render(statement: sql.Composable) -> str:
+    """A composed statement as text, rendered once when it is built so that no call composes SQL.
+
+    Nothing in it depends on a connection: its identifiers are names (quoted by psycopg) and its
+    literals are constants of this module (property keys) or checked row counts."""
+    return statement.as_string(None)
+
+
+#: The shapes of query_entity's statement, by the ``direction`` it is given (any other: no facts).
+_DIRECTIONS = {"outgoing": ("out",), "incoming": ("in",), "both": ("out", "in")}
+
+
+class _Parts:
+    """The fragments the statements share, for one schema and its graph: functions of the schema,
+    the graph's two label tables, and the tests on a vertex's or edge's properties."""
 
     def __init__(self, schema: str, graph: str):
-        s, g = f'"{schema}"', f'"{graph}"'
-        t = f"{s}.kg_text"
-        entity, fact = f'{g}."Entity"', f'{g}."Fact"'
+        self._schema = validate_identifier(schema, "schema")
+        self.entity = sql.Identifier(graph, "Entity")
+        self.fact = sql.Identifier(graph, "Fact")
+
+    def fn(self, name: str) -> sql.Identifier:
+        """A function (or table) of the schema: the kg_* functions and the key helpers of sql/0005."""
+        return sql.Identifier(self._schema, name)
+
+    def prop(self, alias: str, key: str) -> sql.Composed:
+        """Property ``key`` of the vertex or edge ``alias``, as text."""
+        return _compose("{kg_text}({alias}.properties, {key})", kg_text=self.fn("kg_text"),
+                        alias=sql.SQL(alias), key=sql.Literal(key))
+
+    def key_is(self, alias: str, key: str, param: str) -> sql.Composed:
+        """Property ``key`` equals parameter ``param``, through the property's key index."""
+        return _compose("{kg_key}({alias}.properties, {key}) = {text_key}({param})",
+                        kg_key=self.fn("kg_key"), alias=sql.SQL(alias), key=sql.Literal(key),
+                        text_key=self.fn("text_key"), param=sql.Placeholder(param))
+
+    def in_palace(self, alias: str) -> sql.Composed:
+        """The vertex or edge ``alias`` belongs to the palace of parameter ``palace``."""
+        return _compose("{palace_of} = %(palace)s::text", palace_of=self.prop(alias, "palace"))
+
+    def not_stub(self, alias: str) -> sql.Composed:
+        """The vertex ``alias`` is an entity, not a stub standing in for a fact's missing endpoint."""
+        return _compose("{stub} IS NULL", stub=self.prop(alias, "stub"))
+
+    def seq(self, alias: str) -> sql.Composed:
+        """The write order of the vertex or edge ``alias``."""
+        return _compose("{seq}::bigint", seq=self.prop(alias, "seq"))
+
+    def open_fact(self) -> sql.Composed:
+        """The edge ``f`` is a fact of the palace that is still valid."""
+        return _compose("{in_palace} AND {valid_to} IS NULL", in_palace=self.in_palace("f"),
+                        valid_to=self.prop("f", "valid_to"))
+
+    def both_named(self) -> sql.Composed:
+        """Both endpoints of the fact, ``s`` and ``o``, are entities."""
+        return _compose("{s} AND {o}", s=self.not_stub("s"), o=self.not_stub("o"))
+
+    def vertex_is(self) -> sql.Composed:
+        """The vertex ``v`` is the palace's entity of parameter ``eid``."""
+        return _compose("{in_palace} AND {id_is}", in_palace=self.in_palace("v"),
+                        id_is=self.key_is("v", "entity_id", "eid"))
+
+    def named_facts(self) -> sql.Composed:
+        """A fact with its endpoints' names (the columns of query_relationship and timeline), up to
+        its WHERE."""
+        return _compose(
+            """
+            SELECT {s_name}, {o_name}, {predicate}, {valid_from}, {valid_to}
+            FROM {fact} f
+            JOIN {entity} s ON s.id = f.start_id
+            JOIN {entity} o ON o.id = f.end_id
+            """,
+            s_name=self.prop("s", "name"), o_name=self.prop("o", "name"),
+            predicate=self.prop("f", "predicate"), valid_from=self.prop("f", "valid_from"),
+            valid_to=self.prop("f", "valid_to"), fact=self.fact, entity=self.entity)
+
+
+class _Statements:
+    """The SQL of every method, built once per (schema, graph) and kept as text (see
+    :func:`_statements`). Every value is a bound named parameter, ``%(palace)s`` always among them
+    (the palace statements excepted); the schema and graph are validated identifiers."""
+
+    def __init__(self, schema: str, graph: str):
+        parts = _Parts(schema, graph)
+        self._palaces(parts)
+        self._writes(parts)
+        self._lookups(parts)
+        self._facts_of_entity(parts)
+        self._timeline(parts)
+        self._summaries(parts)
+        self._replication(parts)
+        self._pages: dict = {}
+        self._pages_lock = threading.Lock()
+
+    def _palaces(self, p: _Parts) -> None:
+        palaces = p.fn("palaces")
+        self.find_palace = _render(_compose(
+            "SELECT palace_pk FROM {palaces} WHERE namespace = %(namespace)s AND palace_key = %(palace_key)s",
+            palaces=palaces))
+        self.make_palace = _render(_compose(
+            """
+            INSERT INTO {palaces} (namespace, palace_key) VALUES (%(namespace)s, %(palace_key)s)
+            ON CONFLICT DO NOTHING
+            """,
+            palaces=palaces))
+
+    def _writes(self, p: _Parts) -> None:
+        """The writes: one call of a kg_* SQL function each (sql/0002 and later)."""
 
         def call(fn: str, *names: str) -> str:
-            return f"SELECT {s}.{fn}(%(palace)s, " + ", ".join(f"%({n})s" for n in names) + ")"
+            args = sql.SQL(", ").join(sql.Placeholder(n) for n in ("palace", *names))
+            return _render(_compose("SELECT {fn}({args})", fn=p.fn(fn), args=args))
 
-        fact_args = ("confidence", "source_closet", "source_file", "source_drawer_id", "adapter_name")
+        provenance = ("confidence", "source_closet", "source_file", "source_drawer_id", "adapter_name")
         self.add_entity = call("kg_add_entity", "eid", "name", "type", "attributes")
         self.add_triple = call("kg_add_triple", "sub", "sub_name", "pred", "obj", "obj_name", "triple_id",
-                               "valid_from", "valid_to", *fact_args)
+                               "valid_from", "valid_to", *provenance)
         self.invalidate = call("kg_invalidate", "sub", "pred", "obj", "ended")
         self.supersede = call("kg_supersede", "sub", "sub_name", "pred", "old", "new", "new_name", "at",
-                              "triple_id", *fact_args)
+                              "triple_id", *provenance)
         self.rewrite = call("kg_rewrite", "old_triple_id", "pred", "obj", "obj_name", "at", "triple_id",
                             "source_file")
         self.apply_entity = call("kg_apply_entity", "id", "name", "type", "properties", "created_at",
@@ -625,127 +718,229 @@ class _Statements:
                                  "valid_to", "confidence", "source_closet", "source_file", "source_drawer_id",
                                  "adapter_name", "extracted_at", "skip_unchanged")
 
-        def prop(alias: str, key: str) -> str:
-            return f"{t}({alias}.properties, '{key}')"
+    def _lookups(self, p: _Parts) -> None:
+        """A fact's subject, whether an entity exists, and the fuzzy candidates for a name."""
+        self.subject_of = _render(_compose(
+            """
+            SELECT {s_entity_id}
+            FROM {fact} f JOIN {entity} s ON s.id = f.start_id
+            WHERE {open_fact} AND {triple_is}
+            """,
+            s_entity_id=p.prop("s", "entity_id"), fact=p.fact, entity=p.entity, open_fact=p.open_fact(),
+            triple_is=p.key_is("f", "triple_id", "triple_id")))
+        self.entity_exists = _render(_compose(
+            "SELECT EXISTS (SELECT 1 FROM {entity} e WHERE {in_palace} AND {not_stub} AND {id_is})",
+            entity=p.entity, in_palace=p.in_palace("e"), not_stub=p.not_stub("e"),
+            id_is=p.key_is("e", "entity_id", "eid")))
+        # Candidates in write order (SQLite scans entities in rowid order), the exact id among them
+        # so query_entity's fallback is one round trip. The token-array containment is a necessary
+        # condition of each LIKE (and of name equality): it lets the token indexes pick the few rows
+        # the LIKEs then check exactly.
+        name, eid = p.prop("e", "name"), p.prop("e", "entity_id")
 
-        def key_is(alias: str, key: str, param: str) -> str:
-            """Property ``key`` equals parameter ``param``, through the property's key index."""
-            return f"{s}.kg_key({alias}.properties, '{key}') = {s}.text_key(%({param})s)"
+        def likes(column: sql.Composable, params: range) -> sql.Composed:
+            return sql.SQL(" OR ").join(
+                _compose("{fold}({column}) LIKE {fold}({pattern})", fold=p.fn("kg_fold"), column=column,
+                         pattern=sql.Placeholder(f"p{i}")) for i in params)
 
-        in_palace = {a: f"{prop(a, 'palace')} = %(palace)s::text" for a in ("e", "f", "v")}
-        open_ = f"{in_palace['f']} AND {prop('f', 'valid_to')} IS NULL"  # a fact of this palace, still valid
-        not_stub = {a: f"{prop(a, 'stub')} IS NULL" for a in ("e", "o", "s")}
-        seq = f"{prop('f', 'seq')}::bigint"
+        self.candidates = _render(_compose(
+            """
+            WITH m AS MATERIALIZED (
+                SELECT {eid} AS id, {name} AS name, {seq} AS seq
+                FROM {entity} e
+                WHERE {in_palace} AND {not_stub}
+                  AND ({id_is}
+                       OR ({kg_tokens}({name}, ' ') @> %(name_tokens)s::text[]
+                           AND ({name} = %(name)s OR {name_likes}))
+                       OR ({kg_tokens}({eid}, '_') @> %(id_tokens)s::text[] AND ({id_likes}))))
+            SELECT id, name FROM m ORDER BY seq LIMIT 5
+            """,
+            eid=eid, name=name, seq=p.seq("e"), entity=p.entity, in_palace=p.in_palace("e"),
+            not_stub=p.not_stub("e"), id_is=p.key_is("e", "entity_id", "eid"), kg_tokens=p.fn("kg_tokens"),
+            name_likes=likes(name, range(3)), id_likes=likes(eid, range(3, 6))))
 
-        self.subject_of = (
-            f"SELECT {prop('s', 'entity_id')} FROM {fact} f JOIN {entity} s ON s.id = f.start_id "
-            f"WHERE {open_} AND {key_is('f', 'triple_id', 'triple_id')}")
+    def _facts_of_entity(self, p: _Parts) -> None:
+        """query_entity's statements: one per shape (outgoing, incoming, both, none) and as_of or not."""
+        sides = {"out": self._side(p, "outgoing", 0, near="start_id", far="end_id"),
+                 "in": self._side(p, "incoming", 1, near="end_id", far="start_id")}
+        valid_at = self._valid_at(p)
+        self._query_entity = {}
+        for shape in (*_DIRECTIONS.values(), ()):
+            for as_of in (False, True):
+                chosen = [sql.SQL(" ").join([sides[s], valid_at]) if as_of else sides[s] for s in shape]
+                if not chosen:  # MemPalace returns nothing for an unknown direction
+                    chosen = [_compose("{out} AND false", out=sides["out"])]
+                union = sql.SQL(" UNION ALL ").join(chosen)
+                self._query_entity[shape, as_of] = _render(
+                    _compose("SELECT * FROM ({union}) q ORDER BY part, seq", union=union))
+        relationship = _compose(
+            "{named} WHERE {in_palace} AND {predicate_is} AND {both_named}", named=p.named_facts(),
+            in_palace=p.in_palace("f"), predicate_is=p.key_is("f", "predicate", "pred"),
+            both_named=p.both_named())
+        self._relationship = {
+            False: _render(_compose("{facts} ORDER BY {seq}", facts=relationship, seq=p.seq("f"))),
+            True: _render(_compose("{facts} {valid_at} ORDER BY {seq}", facts=relationship, valid_at=valid_at,
+                                   seq=p.seq("f"))),
+        }
 
-        # Candidates in write order (SQLite scans entities in rowid order), plus a first row flagging
-        # whether the exact id exists, so query_entity's fallback is one round trip. The token-array
-        # containment is a necessary condition of each LIKE (and of name equality): it lets the
-        # token indexes pick the few rows the LIKEs then check exactly.
-        fold = f"{s}.kg_fold"
-        name_, id_ = prop("e", "name"), prop("e", "entity_id")
-        name_likes = " OR ".join(f"{fold}({name_}) LIKE {fold}(%(p{i})s)" for i in range(3))
-        id_likes = " OR ".join(f"{fold}({id_}) LIKE {fold}(%(p{i})s)" for i in range(3, 6))
-        self.entity_exists = (
-            f"SELECT EXISTS (SELECT 1 FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} "
-            f"AND {key_is('e', 'entity_id', 'eid')})")
-        self.candidates = (
-            f"WITH m AS MATERIALIZED (SELECT {id_} AS id, {name_} AS name, {prop('e', 'seq')}::bigint AS seq "
-            f"FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} AND ({key_is('e', 'entity_id', 'eid')} "
-            f"OR ({s}.kg_tokens({name_}, ' ') @> %(name_tokens)s::text[] "
-            f"    AND ({name_} = %(name)s OR {name_likes})) "
-            f"OR ({s}.kg_tokens({id_}, '_') @> %(id_tokens)s::text[] AND ({id_likes})))) "
-            f"SELECT id, name FROM m ORDER BY seq LIMIT 5")
+    @staticmethod
+    def _side(p: _Parts, direction: str, part: int, *, near: str, far: str) -> sql.Composed:
+        """The facts on one side of the entity ``eid``: ``near`` is the edge's end at the entity."""
+        fields = sql.SQL(", ").join(
+            p.prop("f", k) for k in ("predicate", "valid_from", "valid_to", "confidence", "source_closet"))
+        return _compose(
+            """
+            SELECT {direction}, {o_name}, {fields}, {part} AS part, {seq} AS seq
+            FROM {entity} v JOIN {fact} f ON f.{near} = v.id
+            JOIN {entity} o ON o.id = f.{far} AND {o_is_named}
+            WHERE {vertex_is}
+            """,
+            direction=sql.Literal(direction), o_name=p.prop("o", "name"), fields=fields,
+            part=sql.Literal(part), seq=p.seq("f"), entity=p.entity, fact=p.fact, near=sql.SQL(near),
+            far=sql.SQL(far), o_is_named=p.not_stub("o"), vertex_is=p.vertex_is())
 
-        self._temporal = (
-            f" AND ({prop('f', 'valid_from')} IS NULL OR "
-            f"{s}.kg_start_key({prop('f', 'valid_from')}) COLLATE \"C\" <= %(as_of)s) "
-            f"AND ({prop('f', 'valid_to')} IS NULL OR "
-            f"{s}.kg_end_key({prop('f', 'valid_to')}) COLLATE \"C\" > %(as_of)s)")
-        vertex_is = f"{in_palace['v']} AND {key_is('v', 'entity_id', 'eid')}"
-        fact_fields = ", ".join(prop("f", k) for k in ("predicate", "valid_from", "valid_to", "confidence",
-                                                        "source_closet"))
-        self._out = (
-            f"SELECT 'outgoing', {prop('o', 'name')}, {fact_fields}, 0 AS part, {seq} AS seq "
-            f"FROM {entity} v JOIN {fact} f ON f.start_id = v.id "
-            f"JOIN {entity} o ON o.id = f.end_id AND {not_stub['o']} WHERE {vertex_is}")
-        self._in = (
-            f"SELECT 'incoming', {prop('o', 'name')}, {fact_fields}, 1 AS part, {seq} AS seq "
-            f"FROM {entity} v JOIN {fact} f ON f.end_id = v.id "
-            f"JOIN {entity} o ON o.id = f.start_id AND {not_stub['o']} WHERE {vertex_is}")
-        self._query_entity: dict = {}
+    @staticmethod
+    def _valid_at(p: _Parts) -> sql.Composed:
+        """The fact ``f`` is valid at parameter ``as_of`` (a start key, see :func:`start_key`)."""
+        return _compose(
+            """
+            AND ({valid_from} IS NULL OR {start_key}({valid_from}) COLLATE "C" <= %(as_of)s)
+            AND ({valid_to} IS NULL OR {end_key}({valid_to}) COLLATE "C" > %(as_of)s)
+            """,
+            valid_from=p.prop("f", "valid_from"), valid_to=p.prop("f", "valid_to"),
+            start_key=p.fn("kg_start_key"), end_key=p.fn("kg_end_key"))
 
-        named = (f"SELECT {prop('s', 'name')}, {prop('o', 'name')}, {prop('f', 'predicate')}, "
-                 f"{prop('f', 'valid_from')}, {prop('f', 'valid_to')} "
-                 f"FROM {fact} f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id ")
-        both_named = f"{not_stub['s']} AND {not_stub['o']}"
-        self._relationship = (
-            named + f"WHERE {in_palace['f']} AND {key_is('f', 'predicate', 'pred')} AND {both_named}")
-        self._seq = seq
-        # in the order of the fact_timeline index (prefixes of valid_from and triple id), ties broken by
-        # the whole values: MemPalace's order for every date MemPalace writes (sql/0005)
-        vf, tid = prop('f', 'valid_from'), prop('f', 'triple_id')
-        order_timeline = (f" ORDER BY (left({vf}, 64) COLLATE \"C\") NULLS LAST, (left({tid}, 200) COLLATE \"C\"), "
-                          f"({vf} COLLATE \"C\") NULLS LAST, ({tid} COLLATE \"C\") " + _PAGE)
-        self.timeline_all = named + f"WHERE {in_palace['f']} AND {both_named}" + order_timeline
-        vertex = f"(SELECT v.id FROM {entity} v WHERE {vertex_is})"
-        touches = "(f.start_id = (SELECT id FROM v) OR f.end_id = (SELECT id FROM v))"
-        self.timeline_entity = (f"WITH v AS MATERIALIZED {vertex} " + named
-                                + f"WHERE {touches} AND {both_named}" + order_timeline)
-        self.timeline_total_all = f"SELECT count(*) FROM {fact} f WHERE {in_palace['f']}"
-        self.timeline_total_entity = f"WITH v AS MATERIALIZED {vertex} SELECT count(*) FROM {fact} f WHERE {touches}"
-        self.stats = (
-            f"SELECT (SELECT count(*) FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']}), "
-            f"(SELECT count(*) FROM {fact} f WHERE {in_palace['f']}), "
-            f"(SELECT count(*) FROM {fact} f WHERE {open_}), "
-            f"ARRAY(SELECT DISTINCT ({prop('f', 'predicate')} COLLATE \"C\") FROM {fact} f "
-            f"WHERE {in_palace['f']} ORDER BY 1)")
-        self.open_facts = (
-            f"SELECT {prop('f', 'triple_id')}, {prop('f', 'predicate')}, {prop('s', 'name')}, {prop('o', 'name')}, "
-            f"{prop('f', 'valid_from')} FROM {fact} f JOIN {entity} s ON s.id = f.start_id "
-            f"JOIN {entity} o ON o.id = f.end_id WHERE {open_} AND {both_named} "
-            f"ORDER BY ({prop('f', 'valid_from')} COLLATE \"C\") NULLS FIRST, ({prop('f', 'predicate')} COLLATE \"C\"), {seq}")
-        self.open_predicate_counts = (
-            f"SELECT {prop('f', 'predicate')} COLLATE \"C\" AS p, count(*) FROM {fact} f WHERE {open_} "
-            f"GROUP BY 1 ORDER BY 2 DESC, 1")
+    def _timeline(self, p: _Parts) -> None:
+        """timeline's statements, up to their page (see :meth:`timeline`), and their totals."""
+        # In the order of the fact_timeline index (prefixes of valid_from and triple id), ties broken
+        # by the whole values: MemPalace's order for every date MemPalace writes (sql/0005).
+        order = _compose(
+            """
+            ORDER BY (left({valid_from}, 64) COLLATE "C") NULLS LAST, (left({triple_id}, 200) COLLATE "C"),
+                     ({valid_from} COLLATE "C") NULLS LAST, ({triple_id} COLLATE "C")
+            """,
+            valid_from=p.prop("f", "valid_from"), triple_id=p.prop("f", "triple_id"))
+        vertex = _compose("(SELECT v.id FROM {entity} v WHERE {vertex_is})", entity=p.entity,
+                          vertex_is=p.vertex_is())
+        touches = sql.SQL("(f.start_id = (SELECT id FROM v) OR f.end_id = (SELECT id FROM v))")
+        self._timeline_of = {
+            False: _compose("{named} WHERE {in_palace} AND {both_named} {order}", named=p.named_facts(),
+                            in_palace=p.in_palace("f"), both_named=p.both_named(), order=order),
+            True: _compose("WITH v AS MATERIALIZED {vertex} {named} WHERE {touches} AND {both_named} {order}",
+                           vertex=vertex, named=p.named_facts(), touches=touches, both_named=p.both_named(),
+                           order=order),
+        }
+        self.timeline_total_all = _render(_compose(
+            "SELECT count(*) FROM {fact} f WHERE {in_palace}", fact=p.fact, in_palace=p.in_palace("f")))
+        self.timeline_total_entity = _render(_compose(
+            "WITH v AS MATERIALIZED {vertex} SELECT count(*) FROM {fact} f WHERE {touches}",
+            vertex=vertex, fact=p.fact, touches=touches))
+
+    def _summaries(self, p: _Parts) -> None:
+        """stats, the open facts (kg normalize) and their predicates (audit), an import's check."""
+        predicate, valid_from = p.prop("f", "predicate"), p.prop("f", "valid_from")
+        self.stats = _render(_compose(
+            """
+            SELECT (SELECT count(*) FROM {entity} e WHERE {e_in_palace} AND {e_not_stub}),
+                   (SELECT count(*) FROM {fact} f WHERE {f_in_palace}),
+                   (SELECT count(*) FROM {fact} f WHERE {open_fact}),
+                   ARRAY(SELECT DISTINCT ({predicate} COLLATE "C") FROM {fact} f
+                         WHERE {f_in_palace} ORDER BY 1)
+            """,
+            entity=p.entity, fact=p.fact, e_in_palace=p.in_palace("e"), e_not_stub=p.not_stub("e"),
+            f_in_palace=p.in_palace("f"), open_fact=p.open_fact(), predicate=predicate))
+        self.open_facts = _render(_compose(
+            """
+            SELECT {triple_id}, {predicate}, {s_name}, {o_name}, {valid_from}
+            FROM {fact} f
+            JOIN {entity} s ON s.id = f.start_id
+            JOIN {entity} o ON o.id = f.end_id
+            WHERE {open_fact} AND {both_named}
+            ORDER BY ({valid_from} COLLATE "C") NULLS FIRST, ({predicate} COLLATE "C"), {seq}
+            """,
+            triple_id=p.prop("f", "triple_id"), predicate=predicate, s_name=p.prop("s", "name"),
+            o_name=p.prop("o", "name"), valid_from=valid_from, fact=p.fact, entity=p.entity,
+            open_fact=p.open_fact(), both_named=p.both_named(), seq=p.seq("f")))
+        self.open_predicate_counts = _render(_compose(
+            """
+            SELECT {predicate} COLLATE "C" AS p, count(*) FROM {fact} f WHERE {open_fact}
+            GROUP BY 1 ORDER BY 2 DESC, 1
+            """,
+            predicate=predicate, fact=p.fact, open_fact=p.open_fact()))
         # how many of a list of ids the palace holds (an import's check), through the key indexes
-        keys = f"ARRAY(SELECT {s}.text_key(x) FROM unnest(%(ids)s::text[]) AS x)"
-        self.held_entities = (f"SELECT count(*) FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} "
-                              f"AND {s}.kg_key(e.properties, 'entity_id') = ANY({keys})")
-        self.held_triples = (f"SELECT count(*) FROM {fact} f WHERE {in_palace['f']} "
-                             f"AND {s}.kg_key(f.properties, 'triple_id') = ANY({keys})")
-        eseq = f"{prop('e', 'seq')}::bigint"
-        self.dump_entities = (
-            f"SELECT {eseq}, {id_}, {name_}, {prop('e', 'type')}, {prop('e', 'attributes')}, "
-            f"{prop('e', 'created_at')} FROM {entity} e "
-            f"WHERE {in_palace['e']} AND {not_stub['e']} AND {eseq} > %(after)s ORDER BY {eseq} LIMIT %(limit)s")
-        self.dump_triples = (
-            f"SELECT {seq}, {prop('f', 'triple_id')}, {prop('s', 'entity_id')}, {prop('f', 'predicate')}, "
-            f"{prop('o', 'entity_id')}, {prop('f', 'valid_from')}, {prop('f', 'valid_to')}, "
-            f"({prop('f', 'confidence')})::double precision, {prop('f', 'source_closet')}, "
-            f"{prop('f', 'source_file')}, {prop('f', 'source_drawer_id')}, {prop('f', 'adapter_name')}, "
-            f"{prop('f', 'extracted_at')} "
-            f"FROM {fact} f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id "
-            f"WHERE {in_palace['f']} AND {seq} > %(after)s ORDER BY {seq} LIMIT %(limit)s")
+        keys = _compose("ARRAY(SELECT {text_key}(x) FROM unnest(%(ids)s::text[]) AS x)",
+                        text_key=p.fn("text_key"))
+        self.held_entities = _render(_compose(
+            """
+            SELECT count(*) FROM {entity} e
+            WHERE {in_palace} AND {not_stub} AND {kg_key}(e.properties, 'entity_id') = ANY({keys})
+            """,
+            entity=p.entity, in_palace=p.in_palace("e"), not_stub=p.not_stub("e"), kg_key=p.fn("kg_key"),
+            keys=keys))
+        self.held_triples = _render(_compose(
+            """
+            SELECT count(*) FROM {fact} f
+            WHERE {in_palace} AND {kg_key}(f.properties, 'triple_id') = ANY({keys})
+            """,
+            fact=p.fact, in_palace=p.in_palace("f"), kg_key=p.fn("kg_key"), keys=keys))
+
+    def _replication(self, p: _Parts) -> None:
+        """dump_rows's pages of entities and of triples, in write order."""
+        entity_columns = sql.SQL(", ").join(
+            [p.seq("e"),
+             *(p.prop("e", k) for k in ("entity_id", "name", "type", "attributes", "created_at"))])
+        self.dump_entities = _render(_compose(
+            """
+            SELECT {columns} FROM {entity} e
+            WHERE {in_palace} AND {not_stub} AND {seq} > %(after)s
+            ORDER BY {seq} LIMIT %(limit)s
+            """,
+            columns=entity_columns, entity=p.entity, in_palace=p.in_palace("e"), not_stub=p.not_stub("e"),
+            seq=p.seq("e")))
+        fact_columns = [p.seq("f"), p.prop("f", "triple_id"), p.prop("s", "entity_id"),
+                        p.prop("f", "predicate"), p.prop("o", "entity_id"), p.prop("f", "valid_from"),
+                        p.prop("f", "valid_to"),
+                        _compose("({confidence})::double precision", confidence=p.prop("f", "confidence")),
+                        *(p.prop("f", k) for k in ("source_closet", "source_file", "source_drawer_id",
+                                                    "adapter_name", "extracted_at"))]
+        self.dump_triples = _render(_compose(
+            """
+            SELECT {columns}
+            FROM {fact} f
+            JOIN {entity} s ON s.id = f.start_id
+            JOIN {entity} o ON o.id = f.end_id
+            WHERE {in_palace} AND {seq} > %(after)s
+            ORDER BY {seq} LIMIT %(limit)s
+            """,
+            columns=sql.SQL(", ").join(fact_columns), fact=p.fact, entity=p.entity,
+            in_palace=p.in_palace("f"), seq=p.seq("f")))
 
     def query_entity(self, direction: str, as_of: bool) -> str:
-        key = (direction, as_of)
-        query = self._query_entity.get(key)
-        if query is None:
-            temporal = self._temporal if as_of else ""
-            parts = []
-            if direction in ("outgoing", "both"):
-                parts.append(self._out + temporal)
-            if direction in ("incoming", "both"):
-                parts.append(self._in + temporal)
-            if not parts:  # MemPalace returns nothing for an unknown direction
-                parts.append(self._out + " AND false")
-            query = ("SELECT * FROM (" + " UNION ALL ".join(parts) + ") q ORDER BY part, seq")
-            self._query_entity[key] = query
-        return query
+        return self._query_entity[_DIRECTIONS.get(direction, ()), as_of]
 
     def query_relationship(self, as_of: bool) -> str:
-        return self._relationship + (self._temporal if as_of else "") + f" ORDER BY {self._seq}"
+        return self._relationship[as_of]
+
+    def timeline(self, of_entity: bool, limit: int, offset: int) -> str:
+        """timeline's statement for one page, kept per page (at most STATEMENT_CACHE_SIZE of them).
+
+        The page's LIMIT and OFFSET are written into the text (:func:`~mempalace_pg.db.sqlkit.row_count`):
+        bound, they would make PostgreSQL plan the statement afresh on every call."""
+        key = (of_entity, limit, offset)
+        statement = self._pages.get(key)
+        if statement is None:
+            statement = _render(_compose("{facts} LIMIT {limit} OFFSET {offset}",
+                                         facts=self._timeline_of[of_entity], limit=row_count(limit),
+                                         offset=row_count(offset)))
+            with self._pages_lock:
+                if len(self._pages) >= STATEMENT_CACHE_SIZE:
+                    self._pages.pop(next(iter(self._pages)))
+                self._pages[key] = statement
+        return statement
+
+
+@functools.lru_cache(maxsize=None)
+def _statements(schema: str, graph: str) -> _Statements:
+    """The statements of the graph ``graph`` of ``schema``, built on first use and shared by every
+    :class:`AgeKnowledgeGraph` of the process (MemPalace may build one per call)."""
+    return _Statements(schema, graph)
