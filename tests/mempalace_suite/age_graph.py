@@ -18,7 +18,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def route_every_graph_to_age() -> None:
-    from mempalace_pg.graph.kg import routing
+    from mempalace_pg.graph import routing
 
     def age_graph(cls, db_path=None):
         from mempalace import knowledge_graph as kgm
@@ -34,7 +34,7 @@ def route_every_graph_to_age() -> None:
 def pytest_configure(config):
     import mempalace.knowledge_graph as kgm
 
-    from mempalace_pg.graph.kg import routing
+    from mempalace_pg.graph import routing
 
     route_every_graph_to_age()
     assert kgm.KnowledgeGraph is routing.KnowledgeGraph, "mempalace-pg's hooks are not installed"
