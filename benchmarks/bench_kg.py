@@ -94,11 +94,11 @@ def pct(xs, q):
 def run_size(n: int, dsn: str, schema: str) -> dict:
     from mempalace_pg.config import Settings
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
     entities, triples = make_rows(n)
     tmp = tempfile.mkdtemp(prefix="kgbench-")
-    sqlite_kg = _sqlite_class()(os.path.join(tmp, "knowledge_graph.sqlite3"))
+    sqlite_kg = sqlite_class()(os.path.join(tmp, "knowledge_graph.sqlite3"))
     age_kg = AgeKnowledgeGraph(palace_key=f"bench-{n}-{uuid.uuid4().hex[:8]}",
                                settings=Settings.load({"dsn": dsn, "schema": schema}))
     t = time.perf_counter()

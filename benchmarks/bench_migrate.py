@@ -34,7 +34,7 @@ def build_chroma(path: Path, n: int, triples: int) -> float:
     from mempalace.backends.chroma import ChromaBackend
 
     from bench_kg import load_sqlite
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
     t0 = time.perf_counter()
     backend = ChromaBackend()
@@ -48,7 +48,7 @@ def build_chroma(path: Path, n: int, triples: int) -> float:
     ids = [f"drawer_{bb.WINGS[i % len(bb.WINGS)]}_{bb.ROOMS[(i // len(bb.WINGS)) % len(bb.ROOMS)]}_{i:08d}"
            for i in range(n)]
     entities, facts = make_facts(triples, max(1000, triples // 2), ids)
-    kg = _sqlite_class()(str(path / "knowledge_graph.sqlite3"))
+    kg = sqlite_class()(str(path / "knowledge_graph.sqlite3"))
     load_sqlite(kg, entities, facts)
     kg.close()
     return time.perf_counter() - t0

@@ -218,9 +218,9 @@ def run_store(args, store: str) -> dict:
             kg.close()
             ours = PalaceSearch(palace_key=col._palace.id, settings=settings)
         else:
-            from mempalace_pg.graph.routing import _sqlite_class
+            from mempalace_pg.graph.routing import sqlite_class
 
-            sqlite_kg = _sqlite_class()(str(workdir / "knowledge_graph.sqlite3"))
+            sqlite_kg = sqlite_class()(str(workdir / "knowledge_graph.sqlite3"))
             t0 = time.perf_counter()
             load_sqlite(sqlite_kg, entities, triples)
             out["load_s"]["sqlite graph"] = round(time.perf_counter() - t0, 1)

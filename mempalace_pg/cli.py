@@ -70,7 +70,8 @@ def _palace_target(args) -> dict:
     and PalaceSearch."""
     import os
 
-    from mempalace_pg.graph.routing import _configured_palace, _has_marker
+    from mempalace_pg.graph.routing import configured_palace
+    from mempalace_pg.store.marker import has_marker
 
     settings = _settings(args)
     if getattr(args, "palace_key", None):
@@ -81,11 +82,11 @@ def _palace_target(args) -> dict:
     else:
         if getattr(args, "sqlite", None):
             candidates.append(os.path.dirname(os.path.realpath(args.sqlite)))
-        configured = _configured_palace()
+        configured = configured_palace()
         if configured:
             candidates.append(configured)
     for palace in candidates:
-        if _has_marker(palace):
+        if has_marker(palace):
             return {"palace_path": palace, "settings": settings}
     raise ConfigError(
         f"no postgres palace found (looked at {', '.join(candidates) or 'nothing'}): pass --palace DIR "
@@ -281,10 +282,10 @@ def _palace_handles(args, *, create: bool):
     import os
 
     from mempalace_pg.atomic import open_drawers
-    from mempalace_pg.graph.routing import _has_marker
+    from mempalace_pg.store.marker import has_marker
 
     settings = _settings(args)
-    if create and getattr(args, "palace", None) and not _has_marker(os.path.expanduser(args.palace)):
+    if create and getattr(args, "palace", None) and not has_marker(os.path.expanduser(args.palace)):
         from mempalace.backends import PalaceRef
 
         from mempalace_pg.store.backend import PostgresBackend

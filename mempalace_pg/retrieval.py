@@ -39,7 +39,7 @@ from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count, row_count
 from mempalace_pg.store import search
 from mempalace_pg.store.collection import PostgresCollection
 from mempalace_pg.store.records import as_matrix
-from mempalace_pg.graph.kg import AgeKnowledgeGraph, _entity_id, _mp, _start_key, _text
+from mempalace_pg.graph.kg import AgeKnowledgeGraph, checked_text, entity_id_of, mempalace_helpers, start_key
 
 #: Reciprocal rank fusion constant (the usual 60): a document's fused score is sum(1 / (k + rank)).
 RRF_K = 60
@@ -135,9 +135,9 @@ class PalaceSearch:
 
     @staticmethod
     def _as_of(as_of: Optional[str]) -> Optional[str]:
-        _, sanitize, _ = _mp()
+        _, sanitize, _ = mempalace_helpers()
         as_of = sanitize(as_of, "as_of")
-        return _start_key(as_of) if as_of else None
+        return start_key(as_of) if as_of else None
 
     @staticmethod
     def _hops(hops: int) -> int:
@@ -230,12 +230,12 @@ class PalaceSearch:
         """
         if mode not in ("restrict", "boost"):
             raise ValueError("mode must be 'restrict' or 'boost'")
-        entity = _text(entity, "entity", required=True)
+        entity = checked_text(entity, "entity", required=True)
         hops, as_of_key, n = self._hops(hops), self._as_of(as_of), clamped_row_count(n_results)
         col = self.drawers()
         palace = self.kg._palace()
         keys = _keys(wing, room)
-        values = {"entity": _entity_id(entity), "as_of": as_of_key}
+        values = {"entity": entity_id_of(entity), "as_of": as_of_key}
         if col is not None and n > 0:
             values["q"], dim = self._vector(col, query_embedding)
 
@@ -306,12 +306,12 @@ class PalaceSearch:
         """
         if direction not in ("outgoing", "incoming", "both"):
             raise ValueError("direction must be 'outgoing', 'incoming' or 'both'")
-        entity = _text(entity, "entity", required=True)
+        entity = checked_text(entity, "entity", required=True)
         as_of_key = self._as_of(as_of)
         col = self.drawers()
         palace = self.kg._palace()
         limit = clamped_row_count(limit)
-        values = {"entity": _entity_id(entity), "as_of": as_of_key, "q": None}
+        values = {"entity": entity_id_of(entity), "as_of": as_of_key, "q": None}
         if query_embedding is not None and col is not None:
             values["q"], _ = self._vector(col, query_embedding)
 
@@ -438,7 +438,7 @@ class PalaceSearch:
             return []
         keys = _keys(wing, room)
         depth = max(int(candidates), 4 * n)
-        values = {"text": _text(query_text, "query_text") or ""}
+        values = {"text": checked_text(query_text, "query_text") or ""}
         values["q"], dim = self._vector(col, query_embedding)
 
         def build():
@@ -470,7 +470,7 @@ class PalaceSearch:
 
 def _keys(wing: Optional[str], room: Optional[str]) -> dict:
     """The wing/room equalities of a filter (validated text)."""
-    return {k: _text(v, k) for k, v in (("wing", wing), ("room", room)) if v is not None}
+    return {k: checked_text(v, k) for k, v in (("wing", wing), ("room", room)) if v is not None}
 
 
 def _load(value: Any) -> Any:

@@ -110,9 +110,9 @@ def age_kg(pg_env):
 @pytest.fixture
 def sqlite_kg(tmp_path):
     """MemPalace's own SQLite knowledge graph, the reference."""
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
-    kg = _sqlite_class()(str(tmp_path / "reference" / "knowledge_graph.sqlite3"))
+    kg = sqlite_class()(str(tmp_path / "reference" / "knowledge_graph.sqlite3"))
     yield kg
     kg.close()
 

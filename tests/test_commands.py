@@ -23,9 +23,9 @@ def test_a_stray_sqlite_graph_in_a_postgres_palace_is_never_read(tmp_path, embed
     with p.mcp() as mcp:
         assert mcp.call("mempalace_kg_add", subject="NAS", predicate="stores_dumps_of", object="Home Server")["success"]
     # a SQLite graph with other facts, where MemPalace would look for one
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
-    stray = _sqlite_class()(str(p.path / "knowledge_graph.sqlite3"))
+    stray = sqlite_class()(str(p.path / "knowledge_graph.sqlite3"))
     for i in range(5):
         stray.add_triple(f"Stray {i}", f"sqlite_only_{i}", "Nowhere")
     stray.close()
@@ -44,7 +44,7 @@ def test_a_stray_sqlite_graph_in_a_postgres_palace_is_never_read(tmp_path, embed
         assert {(f["predicate"], f["object"], f["current"]) for f in facts} == {
             ("stores_dumps_of", "Home Server", False), ("works_on", "stores dumps of Home Server", True)}, facts
     # the stray file is untouched
-    stray = _sqlite_class()(str(p.path / "knowledge_graph.sqlite3"))
+    stray = sqlite_class()(str(p.path / "knowledge_graph.sqlite3"))
     assert stray.stats()["triples"] == 5
     stray.close()
 

@@ -286,9 +286,9 @@ OPS = st.one_of(
 @example(ops=[("supersede", "Bob Smith", "loves", "bob", "bob", "2021-06-15")] * 2)
 def test_generated_sequences(tmp_path_factory, pg_env, ops):
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
-    ref = _sqlite_class()(str(tmp_path_factory.mktemp("gen") / "knowledge_graph.sqlite3"))
+    ref = sqlite_class()(str(tmp_path_factory.mktemp("gen") / "knowledge_graph.sqlite3"))
     age = AgeKnowledgeGraph(palace_key=f"gen-{uuid.uuid4().hex}")
     pair = Pair(ref, age)
     try:

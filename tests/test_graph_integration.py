@@ -166,9 +166,9 @@ def test_non_superuser_role_reads_and_writes(pg_dsn, pg_schema, pg_env):
 # -- mempalace-pg kg import --------------------------------------------------------------------
 
 def _sqlite_graph(path):
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
-    kg = _sqlite_class()(str(path))
+    kg = sqlite_class()(str(path))
     for i in range(1200):
         kg.add_triple(f"Person {i % 300}", f"rel {i % 7}", f"Thing {i % 450}",
                       valid_from=f"20{10 + i % 15}-0{1 + i % 9}-1{i % 10}", source_drawer_id=f"d{i}")
@@ -182,7 +182,7 @@ def _sqlite_graph(path):
 
 def test_kg_import_is_idempotent_and_verified(tmp_path, pg_env):
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
     source = tmp_path / "knowledge_graph.sqlite3"
     _sqlite_graph(source)
@@ -203,7 +203,7 @@ def test_kg_import_is_idempotent_and_verified(tmp_path, pg_env):
     assert second["written"]["triples"] == {"inserted": 0, "updated": 0, "unchanged": 1201}
     assert source.read_bytes() == before  # the source is never changed
 
-    ref = _sqlite_class()(str(source))
+    ref = sqlite_class()(str(source))
     age = AgeKnowledgeGraph(palace_key=key)
     try:
         assert age.stats() == ref.stats()

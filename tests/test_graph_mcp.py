@@ -101,7 +101,7 @@ def test_routing_in_process(tmp_path):
 
     import mempalace_pg  # noqa: F401 - installs the routing
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
     palace = _postgres_palace(tmp_path)
     kg = kgm.KnowledgeGraph(db_path=str(palace / "knowledge_graph.sqlite3"))
@@ -111,7 +111,7 @@ def test_routing_in_process(tmp_path):
     kg.close()  # idempotent
     assert kg.query_entity("A")[0]["object"] == "C"  # and usable again after close
     other = kgm.KnowledgeGraph(db_path=str(tmp_path / "elsewhere" / "knowledge_graph.sqlite3"))
-    assert type(other) is _sqlite_class()
+    assert type(other) is sqlite_class()
     other.close()
     # raw SQLite access reads a read-only snapshot in MemPalace's own schema
     snapshot = kg._conn()

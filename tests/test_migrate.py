@@ -23,7 +23,7 @@ def make_source(path: Path, backend_name: str = "chroma", n: int = N, model: str
     from mempalace.backends.base import EmbedderIdentity
     from mempalace.backends.registry import get_backend_class
 
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
     backend = get_backend_class(backend_name)()
     ref = PalaceRef(id=str(path), local_path=str(path))
@@ -39,7 +39,7 @@ def make_source(path: Path, backend_name: str = "chroma", n: int = N, model: str
     closets = backend.get_collection(palace=ref, collection_name="mempalace_closets", create=True)
     closets.add(ids=["closet_1"], documents=["closet text"], metadatas=[{"wing": "w0"}], embeddings=[vecs[0].tolist()])
     backend.close()
-    kg = _sqlite_class()(str(path / "knowledge_graph.sqlite3"))
+    kg = sqlite_class()(str(path / "knowledge_graph.sqlite3"))
     kg.add_triple("Alice", "wrote", "note 1", valid_from="2026-01-01", source_drawer_id="drawer_00001")
     kg.add_triple("Alice", "lives_in", "Porto", valid_from="2020-01-01", valid_to="2025-12-31")
     kg.close()
@@ -61,7 +61,7 @@ def run(*args, check=True):
 
 def test_migrate_chroma_palace(pg_env, tmp_path):
     from mempalace_pg.atomic import open_drawers
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
     src, dst = tmp_path / "chroma_palace", tmp_path / "pg_palace"
     vecs = make_source(src)
@@ -79,7 +79,7 @@ def test_migrate_chroma_palace(pg_env, tmp_path):
     assert np.allclose(np.asarray(got.embeddings[0]), vecs[42], atol=1e-6)  # the stored vector: no re-embedding
     q = vecs[7] / np.linalg.norm(vecs[7])
     assert drawers.query(query_embeddings=[q.tolist()], n_results=1).ids == [["drawer_00007"]]
-    ref = _sqlite_class()(str(src / "knowledge_graph.sqlite3"))
+    ref = sqlite_class()(str(src / "knowledge_graph.sqlite3"))
     try:
         assert kg.query_entity("Alice", direction="both") == ref.query_entity("Alice", direction="both")
     finally:

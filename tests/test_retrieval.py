@@ -34,7 +34,7 @@ def world(tmp_path_factory, pg_dsn, pg_schema):
     and the data in Python."""
     import os
 
-    from mempalace_pg.graph.routing import _sqlite_class
+    from mempalace_pg.graph.routing import sqlite_class
 
     os.environ["MEMPALACE_PG_DSN"] = pg_dsn
     os.environ["MEMPALACE_PG_SCHEMA"] = pg_schema
@@ -50,7 +50,7 @@ def world(tmp_path_factory, pg_dsn, pg_schema):
     drawers.add(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
     names = [f"Entity {i}" for i in range(N_ENTITIES - 2)] + ["O'Brien", "Zoë Ünicode"]
     kg = AgeKnowledgeGraph(palace_key=palace)
-    ref = _sqlite_class()(str(tmp_path_factory.mktemp("ref") / "knowledge_graph.sqlite3"))
+    ref = sqlite_class()(str(tmp_path_factory.mktemp("ref") / "knowledge_graph.sqlite3"))
     facts = []
     for k in range(N_FACTS):
         # a sparse random graph with a few hubs

@@ -14,9 +14,9 @@ semantics. What differs is where it lives:
 
 Text is stored as the drawers store it (NUL stripped, lone surrogates replaced: see
 :mod:`mempalace_pg.text`), at any length. One deliberate difference, on input MemPalace's SQLite graph
-would store silently: a non-numeric or non-finite confidence raises ``ValueError``. ``_conn()`` (raw SQLite access) returns a read-only
-SQLite snapshot of the graph; ``mempalace kg normalize`` and ``mempalace audit`` read this graph
-through :mod:`mempalace_pg.hooks` instead.
+would store silently: a non-numeric or non-finite confidence raises ``ValueError``. ``_conn()`` (raw
+SQLite access) returns a read-only SQLite snapshot of the graph; ``mempalace kg normalize`` and
+``mempalace audit`` read this graph through :mod:`mempalace_pg.hooks` instead.
 
 MemPalace constructs ``KnowledgeGraph(db_path=...)`` itself; :mod:`mempalace_pg.graph.routing` hands it
 this class for palaces on the ``postgres`` backend.
@@ -24,17 +24,20 @@ this class for palaces on the ``postgres`` backend.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
+import textwrap
 import threading
 from datetime import date, datetime, timezone
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 import psycopg
+from psycopg import sql
 
-from mempalace_pg.config import Settings
-from mempalace_pg.db.sqlkit import checked_row_count, clamped_row_count
+from mempalace_pg.config import Settings, validate_identifier
+from mempalace_pg.db.sqlkit import STATEMENT_CACHE_SIZE, clamped_row_count, row_count
 from mempalace_pg.errors import DatabaseUnavailableError
 from mempalace_pg.text import storable
 
@@ -42,7 +45,9 @@ from mempalace_pg.text import storable
 _BAD_INPUT_SQLSTATE = "MPKG1"
 
 _MIN_ENTITY_CANDIDATE_LEN = 3
-_REPLICATION_COLUMNS = {
+#: The columns of MemPalace's SQLite ``entities`` and ``triples`` tables, in its order: what replication
+#: (dump_rows/apply_row), the SQLite snapshot of :meth:`AgeKnowledgeGraph._conn` and kg import carry.
+REPLICATION_COLUMNS = {
     "entities": ("id", "name", "type", "properties", "created_at"),
     "triples": ("id", "subject", "predicate", "object", "valid_from", "valid_to", "confidence",
                 "source_closet", "source_file", "source_drawer_id", "adapter_name", "extracted_at"),
@@ -54,19 +59,31 @@ _PALACE_PKS: dict[tuple, int] = {}
 _PALACE_LOCK = threading.Lock()
 
 
-_MP: tuple = ()
+class MemPalaceHelpers(NamedTuple):
+    """MemPalace's own code that the graph reuses, so that ids and date rules cannot drift from
+    MemPalace's."""
+
+    #: ``mempalace.knowledge_graph`` (its SQLite class, ``_escape_like``)
+    knowledge_graph: Any
+    #: ``sanitize_iso_temporal(value, field)``: a date or timestamp checked as MemPalace checks it
+    sanitize: Callable[[Any, str], Optional[str]]
+    #: ``make_triple_id(subject, predicate, object, valid_from, now)``
+    make_triple_id: Callable[..., str]
 
 
-def _mp():
-    """MemPalace's helpers we reuse so that ids and date rules cannot drift from MemPalace's."""
-    global _MP
-    if not _MP:
+_MEMPALACE: Optional[MemPalaceHelpers] = None
+
+
+def mempalace_helpers() -> MemPalaceHelpers:
+    """MemPalace's helpers, imported on first use."""
+    global _MEMPALACE
+    if _MEMPALACE is None:
         from mempalace import knowledge_graph as kgm
         from mempalace.config import sanitize_iso_temporal
         from mempalace.ids import make_triple_id
 
-        _MP = (kgm, sanitize_iso_temporal, make_triple_id)
-    return _MP
+        _MEMPALACE = MemPalaceHelpers(kgm, sanitize_iso_temporal, make_triple_id)
+    return _MEMPALACE
 
 
 _ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -86,7 +103,8 @@ def _tokens(value: str, sep: str) -> list[str]:
     return [t[:_TOKEN_PREFIX] for t in _fold(value).split(sep)]
 
 
-def _entity_id(name: str) -> str:
+def entity_id_of(name: str) -> str:
+    """The id MemPalace gives the entity named ``name`` (``KnowledgeGraph._entity_id``)."""
     return name.lower().replace(" ", "_").replace("'", "")
 
 
@@ -94,25 +112,10 @@ def _predicate(predicate: str) -> str:
     return predicate.lower().replace(" ", "_")
 
 
-#: Where a statement's page (LIMIT/OFFSET) goes; replaced by _page() per call.
-_PAGE = "/*page*/"
-
-
-def _page(limit: int, offset: int) -> str:
-    """``LIMIT n OFFSET m`` as statement text, from two Python ints checked as the backend checks its
-    row counts (:func:`~mempalace_pg.db.sqlkit.checked_row_count`).
-
-    Bound as parameters, a LIMIT and OFFSET make PostgreSQL cost the statement's reusable plan as if
-    it fetched a tenth of the facts, so it is planned afresh on every call; written in, the plan is made
-    once per page size: timeline(limit=100) on 100k facts went from 0.653 to 0.392 ms p50 (bench_kg runs of
-    16:40 and 17:03 UTC in benchmarks/RESULTS.md).
-    """
-    return f"LIMIT {checked_row_count(limit)} OFFSET {checked_row_count(offset)}"
-
-
-def _text(value: Any, field: str, *, required: bool = False) -> Optional[str]:
-    """A string as the graph stores it: made storable (NUL stripped, lone surrogates replaced, as
-    :mod:`mempalace_pg.text` does for drawers); None refused when ``required``."""
+def checked_text(value: Any, field: str, *, required: bool = False) -> Optional[str]:
+    """A caller's string as the graph stores it and compares it: made storable (NUL stripped, lone
+    surrogates replaced, as :mod:`mempalace_pg.text` does for drawers). Anything but a string or None
+    raises ``ValueError`` naming ``field``, and so does None when ``required``."""
     if value is None:
         if required:
             raise ValueError(f"{field} is required")
@@ -140,21 +143,24 @@ def _float(value: Any) -> Optional[float]:
 
 def _boundary(at: Optional[str]) -> str:
     """supersede/rewrite boundary: now (UTC, to the second) or ``at``, a date meaning its midnight."""
-    _, sanitize, _ = _mp()
+    _, sanitize, _ = mempalace_helpers()
     if at is None:
         boundary = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     else:
-        boundary = _start_key(at) if isinstance(at, str) else at
+        boundary = start_key(at) if isinstance(at, str) else at
     return sanitize(boundary, "at")
 
 
-def _start_key(value: Optional[str]) -> Optional[str]:
+def start_key(value: Optional[str]) -> Optional[str]:
+    """The key a validity interval starting at ``value`` (a sanitized date or timestamp) sorts by: a
+    bare date means its midnight, as kg_start_key() has it in SQL."""
     if value is not None and len(value) == 10 and value[4] == "-" and value[7] == "-":
         return f"{value}T00:00:00Z"
     return value
 
 
 def _end_key(value: Optional[str]) -> Optional[str]:
+    """The key an interval ending at ``value`` sorts by: a bare date means its last second (kg_end_key())."""
     if value is not None and len(value) == 10 and value[4] == "-" and value[7] == "-":
         return f"{value}T23:59:59Z"
     return value
@@ -187,10 +193,9 @@ class AgeKnowledgeGraph:
             raise ValueError("AgeKnowledgeGraph needs palace_path= (a postgres palace) or palace_key=")
         self.palace_key = palace_key
         self.namespace = self._settings.namespace if namespace is None else namespace
-        schema, graph = self._settings.schema, self._settings.graph
-        self._schema = schema
-        self._graph = graph
-        self._sql = _Statements(schema, graph)
+        self._schema = self._settings.schema
+        self._graph = self._settings.graph
+        self._sql = _statements(self._schema, self._graph)
         self._lock = threading.RLock()  # MemPalace callers hold it around _conn(), which may connect
         self._db = None
         self._palace_pk: Optional[int] = None
@@ -228,15 +233,14 @@ class AgeKnowledgeGraph:
         with _PALACE_LOCK:
             pk = _PALACE_PKS.get(key)
         if pk is None:
-            find = f'SELECT palace_pk FROM "{self._schema}".palaces WHERE namespace = %s AND palace_key = %s'
-            make = (f'INSERT INTO "{self._schema}".palaces (namespace, palace_key) VALUES (%s, %s) '
-                    "ON CONFLICT DO NOTHING")
+            find, make = self._sql.find_palace, self._sql.make_palace
+            params = {"namespace": self.namespace, "palace_key": self.palace_key}
 
             def resolve(conn):
-                row = conn.execute(find, (self.namespace, self.palace_key)).fetchone()
+                row = conn.execute(find, params).fetchone()
                 if row is None:
-                    conn.execute(make, (self.namespace, self.palace_key))
-                    row = conn.execute(find, (self.namespace, self.palace_key)).fetchone()
+                    conn.execute(make, params)
+                    row = conn.execute(find, params).fetchone()
                 return row[0]
 
             pk = self._database().run(resolve)
@@ -293,16 +297,19 @@ class AgeKnowledgeGraph:
         directly, as MemPalace's tests and some scripts do. It is a snapshot: writes through it
         raise, later changes to the graph are not in it (call again for a fresh one), and it reads
         the whole graph, so it is not for hot paths. :meth:`close` closes it."""
-        kgm = _mp()[0]
+        kgm = mempalace_helpers().knowledge_graph
         sqlite_class = getattr(kgm, "_SQLITE_KNOWLEDGE_GRAPH", None) or kgm.KnowledgeGraph
-        copy = object.__new__(sqlite_class)  # not its __init__: that would create a file and chmod its directory
+        # not its __init__: that would create a file and chmod its directory
+        copy = object.__new__(sqlite_class)
         copy.db_path, copy._lock = ":memory:", threading.Lock()
         copy._connection = sqlite3.connect(":memory:", check_same_thread=False)
         copy._connection.row_factory = sqlite3.Row
         copy._init_db()  # MemPalace's own DDL
         conn = copy._connection
-        for table, columns in _REPLICATION_COLUMNS.items():
-            insert = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        for table, columns in REPLICATION_COLUMNS.items():
+            # SQLite, not PostgreSQL: the table and column names are this module's constants
+            insert = (f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) "
+                      f"VALUES ({', '.join('?' * len(columns))})")
             conn.executemany(insert, (tuple(row[c] for c in columns) for row in self.iter_rows(table)))
         conn.commit()
         conn.execute("PRAGMA query_only = ON")
@@ -312,15 +319,15 @@ class AgeKnowledgeGraph:
         return conn
 
     def _entity_id(self, name: str) -> str:
-        return _entity_id(name)
+        return entity_id_of(name)
 
     # -- writes -------------------------------------------------------------------------------
     def add_entity(self, name: str, entity_type: str = "unknown", properties: dict = None) -> str:
         """Add or replace an entity (MemPalace: INSERT OR REPLACE). Returns its id."""
-        name = _text(name, "name", required=True)
-        eid = _entity_id(name)
-        attributes = _text(json.dumps(properties or {}), "properties")
-        entity_type = _text(entity_type, "entity_type")
+        name = checked_text(name, "name", required=True)
+        eid = entity_id_of(name)
+        attributes = checked_text(json.dumps(properties or {}), "properties")
+        entity_type = checked_text(entity_type, "entity_type")
         self._one(self._sql.add_entity, eid=eid, name=name, type=entity_type, attributes=attributes)
         return eid
 
@@ -328,17 +335,17 @@ class AgeKnowledgeGraph:
                    valid_to: str = None, confidence: float = 1.0, source_closet: str = None,
                    source_file: str = None, source_drawer_id: str = None, adapter_name: str = None) -> str:
         """Add subject -> predicate -> object; an identical open fact is returned, not duplicated."""
-        _, sanitize, make_triple_id = _mp()
+        _, sanitize, make_triple_id = mempalace_helpers()
         valid_from = sanitize(valid_from, "valid_from")
         valid_to = sanitize(valid_to, "valid_to")
-        if valid_from is not None and valid_to is not None and _end_key(valid_to) < _start_key(valid_from):
+        if valid_from is not None and valid_to is not None and _end_key(valid_to) < start_key(valid_from):
             raise ValueError(
                 f"valid_to={valid_to!r} is before valid_from={valid_from!r}; "
                 "an inverted interval would be invisible to every KG query")
-        subject = _text(subject, "subject", required=True)
-        obj = _text(obj, "object", required=True)
-        predicate = _text(predicate, "predicate", required=True)
-        sub_id, obj_id, pred = _entity_id(subject), _entity_id(obj), _predicate(predicate)
+        subject = checked_text(subject, "subject", required=True)
+        obj = checked_text(obj, "object", required=True)
+        predicate = checked_text(predicate, "predicate", required=True)
+        sub_id, obj_id, pred = entity_id_of(subject), entity_id_of(obj), _predicate(predicate)
         triple_id = make_triple_id(sub_id, pred, obj_id, valid_from, datetime.now().isoformat())
         return self._one(self._sql.add_triple, sub=sub_id, sub_name=subject, pred=pred, obj=obj_id,
                          obj_name=obj, triple_id=triple_id, valid_from=valid_from, valid_to=valid_to,
@@ -347,25 +354,25 @@ class AgeKnowledgeGraph:
 
     def invalidate(self, subject: str, predicate: str, obj: str, ended: str = None) -> None:
         """Close every open (subject, predicate, object) fact at ``ended`` (default: today)."""
-        _, sanitize, _ = _mp()
-        subject = _text(subject, "subject", required=True)
-        obj = _text(obj, "object", required=True)
-        predicate = _text(predicate, "predicate", required=True)
+        _, sanitize, _ = mempalace_helpers()
+        subject = checked_text(subject, "subject", required=True)
+        obj = checked_text(obj, "object", required=True)
+        predicate = checked_text(predicate, "predicate", required=True)
         ended = sanitize(ended or date.today().isoformat(), "ended")
-        self._one(self._sql.invalidate, sub=_entity_id(subject), pred=_predicate(predicate),
-                  obj=_entity_id(obj), ended=ended)
+        self._one(self._sql.invalidate, sub=entity_id_of(subject), pred=_predicate(predicate),
+                  obj=entity_id_of(obj), ended=ended)
 
     def supersede(self, subject: str, predicate: str, old_obj: str, new_obj: str, at: str = None,
                   confidence: float = 1.0, source_closet: str = None, source_file: str = None,
                   source_drawer_id: str = None, adapter_name: str = None) -> str:
         """Close (subject, predicate, old_obj) and open (subject, predicate, new_obj) at one instant."""
-        _, _, make_triple_id = _mp()
+        _, _, make_triple_id = mempalace_helpers()
         boundary = _boundary(at)
-        subject = _text(subject, "subject", required=True)
-        old_obj = _text(old_obj, "old_obj", required=True)
-        new_obj = _text(new_obj, "new_obj", required=True)
-        predicate = _text(predicate, "predicate", required=True)
-        sub_id, old_id, new_id = _entity_id(subject), _entity_id(old_obj), _entity_id(new_obj)
+        subject = checked_text(subject, "subject", required=True)
+        old_obj = checked_text(old_obj, "old_obj", required=True)
+        new_obj = checked_text(new_obj, "new_obj", required=True)
+        predicate = checked_text(predicate, "predicate", required=True)
+        sub_id, old_id, new_id = entity_id_of(subject), entity_id_of(old_obj), entity_id_of(new_obj)
         pred = _predicate(predicate)
         triple_id = make_triple_id(sub_id, pred, new_id, boundary, datetime.now().isoformat())
         return self._one(self._sql.supersede, sub=sub_id, sub_name=subject, pred=pred, old=old_id,
@@ -376,12 +383,12 @@ class AgeKnowledgeGraph:
     def rewrite(self, triple_id: str, predicate: str, obj: str, at: str = None,
                 source_file: str = None) -> Optional[str]:
         """Close open fact ``triple_id`` and open its rewording; None if it is no longer open."""
-        _, _, make_triple_id = _mp()
+        _, _, make_triple_id = mempalace_helpers()
         boundary = _boundary(at)
-        pred = _predicate(_text(str(predicate), "predicate", required=True))
-        obj = _text(obj, "object", required=True)
-        obj_id = _entity_id(obj)
-        triple_id = _text(triple_id, "triple_id", required=True)
+        pred = _predicate(checked_text(str(predicate), "predicate", required=True))
+        obj = checked_text(obj, "object", required=True)
+        obj_id = entity_id_of(obj)
+        triple_id = checked_text(triple_id, "triple_id", required=True)
         # The successor id needs the subject, which only the database knows: name it after the
         # rewritten fact's subject, taken from its id (t_<subject>_<predicate>_<object>_<hash>).
         subject = self._one(self._sql.subject_of, triple_id=triple_id)
@@ -389,16 +396,17 @@ class AgeKnowledgeGraph:
             return None
         new_id = make_triple_id(subject[0], pred, obj_id, boundary, datetime.now().isoformat())
         return self._one(self._sql.rewrite, old_triple_id=triple_id, pred=pred, obj=obj_id, obj_name=obj,
-                         at=boundary, triple_id=new_id, source_file=_text(source_file, "source_file"))[0]
+                         at=boundary, triple_id=new_id,
+                         source_file=checked_text(source_file, "source_file"))[0]
 
     # -- reads --------------------------------------------------------------------------------
     def query_entity(self, name: str, as_of: str = None, direction: str = "outgoing") -> list:
         """Facts about an entity: outgoing, incoming or both; only those valid at ``as_of`` if given."""
-        _, sanitize, _ = _mp()
+        _, sanitize, _ = mempalace_helpers()
         as_of = sanitize(as_of, "as_of")
-        name = _text(name, "name", required=True)
-        eid = _entity_id(name)
-        as_of_key = _start_key(as_of) if as_of else None
+        name = checked_text(name, "name", required=True)
+        eid = entity_id_of(name)
+        as_of_key = start_key(as_of) if as_of else None
         query = self._sql.query_entity(direction, bool(as_of_key))
         rows = self._all(query, eid=eid, as_of=as_of_key)
         results = [_fact_row(name, row) for row in rows]
@@ -419,15 +427,16 @@ class AgeKnowledgeGraph:
         """Entities whose name or id contains ``name`` as a whole token or prefix (never a substring)."""
         if not name or len(name.strip()) < _MIN_ENTITY_CANDIDATE_LEN:
             return []
-        name = _text(name, "name")
-        return self._candidates(name, _entity_id(name))
+        name = checked_text(name, "name")
+        return self._candidates(name, entity_id_of(name))
 
     def _candidates(self, name: str, eid: str) -> list:
-        """MemPalace's fuzzy candidates for a name: up to 5 entities, in write order, the exact id left out."""
+        """MemPalace's fuzzy candidates for a name: up to 5 entities, in write order, the exact id left
+        out."""
         stripped = name.strip() if name else ""
         if len(stripped) < _MIN_ENTITY_CANDIDATE_LEN:
             return []
-        kgm = _mp()[0]
+        kgm = mempalace_helpers().knowledge_graph
         name_esc, id_esc = kgm._escape_like(stripped), kgm._escape_like(eid)
         patterns = (f"{name_esc} %", f"% {name_esc}", f"% {name_esc} %",
                     f"{id_esc}\\_%", f"%\\_{id_esc}", f"%\\_{id_esc}\\_%")
@@ -438,30 +447,30 @@ class AgeKnowledgeGraph:
 
     def query_relationship(self, predicate: str, as_of: str = None) -> list:
         """Every fact with this predicate (valid at ``as_of`` if given)."""
-        _, sanitize, _ = _mp()
+        _, sanitize, _ = mempalace_helpers()
         as_of = sanitize(as_of, "as_of")
-        pred = _predicate(_text(predicate, "predicate", required=True))
-        as_of_key = _start_key(as_of) if as_of else None
+        pred = _predicate(checked_text(predicate, "predicate", required=True))
+        as_of_key = start_key(as_of) if as_of else None
         rows = self._all(self._sql.query_relationship(bool(as_of_key)), pred=pred, as_of=as_of_key)
         return [{"subject": sub, "predicate": pred, "object": obj, "valid_from": vf, "valid_to": vt,
                  "current": vt is None} for sub, obj, _, vf, vt in rows]
 
     def timeline(self, entity_name: str = None, limit: int = 100, offset: int = 0) -> list:
         """Facts in chronological order (valid_from, byte order, undated last), optionally for one entity."""
-        page = _page(clamped_row_count(limit, 1), clamped_row_count(offset))
+        limit, offset = clamped_row_count(limit, 1), clamped_row_count(offset)
         if entity_name:
-            entity_name = _text(entity_name, "entity_name")
-            rows = self._all(self._sql.timeline_entity.replace(_PAGE, page), eid=_entity_id(entity_name))
+            entity_name = checked_text(entity_name, "entity_name")
+            rows = self._all(self._sql.timeline(True, limit, offset), eid=entity_id_of(entity_name))
         else:
-            rows = self._all(self._sql.timeline_all.replace(_PAGE, page))
+            rows = self._all(self._sql.timeline(False, limit, offset))
         return [{"subject": sub, "predicate": pred, "object": obj, "valid_from": vf, "valid_to": vt,
                  "current": vt is None} for sub, obj, pred, vf, vt in rows]
 
     def timeline_total(self, entity_name: str = None) -> int:
         """How many facts a :meth:`timeline` query matches over all pages."""
         if entity_name:
-            entity_name = _text(entity_name, "entity_name")
-            return self._one(self._sql.timeline_total_entity, eid=_entity_id(entity_name))[0]
+            entity_name = checked_text(entity_name, "entity_name")
+            return self._one(self._sql.timeline_total_entity, eid=entity_id_of(entity_name))[0]
         return self._one(self._sql.timeline_total_all)[0]
 
     def stats(self) -> dict:
@@ -482,16 +491,16 @@ class AgeKnowledgeGraph:
         return {pred: int(n) for pred, n in self._all(self._sql.open_predicate_counts)}
 
     # -- replication (MemPalace RFC 004) ------------------------------------------------------
-    _REPLICATION_TABLES = _REPLICATION_COLUMNS
+    _REPLICATION_TABLES = REPLICATION_COLUMNS
 
     def dump_rows(self, table: str, after_rowid: int = 0, limit: int = 500) -> list:
         """Rows of ``entities`` or ``triples`` after cursor ``after_rowid``, in write order.
 
         ``_rowid`` (and ``rowid``) is the row's ``seq``: it only grows, and a row written again
         (``apply_row``, ``add_entity``) moves past every cursor, as a replaced SQLite row does."""
-        columns = _REPLICATION_COLUMNS.get(table)
+        columns = REPLICATION_COLUMNS.get(table)
         if columns is None:
-            raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
+            raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
         query = self._sql.dump_entities if table == "entities" else self._sql.dump_triples
         rows = self._all(query, after=int(after_rowid), limit=max(1, min(int(limit), 1000)))
         out = []
@@ -504,10 +513,11 @@ class AgeKnowledgeGraph:
         return out
 
     def held_ids(self, table: str, ids: list) -> int:
-        """How many of ``ids`` (of ``entities``, stubs not counted, or ``triples``) this palace's graph holds."""
+        """How many of ``ids`` (of ``entities``, stubs not counted, or ``triples``) this palace's graph
+        holds."""
         query = {"entities": self._sql.held_entities, "triples": self._sql.held_triples}.get(table)
         if query is None:
-            raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
+            raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
         return int(self._one(query, ids=list(ids))[0])
 
     def iter_rows(self, table: str) -> Iterator[dict]:
@@ -520,8 +530,8 @@ class AgeKnowledgeGraph:
 
     def apply_row(self, table: str, row: dict) -> None:
         """Write one replicated row as given, keyed by its id (MemPalace: INSERT OR REPLACE)."""
-        if _REPLICATION_COLUMNS.get(table) is None:
-            raise ValueError(f"table must be one of {sorted(_REPLICATION_COLUMNS)}")
+        if REPLICATION_COLUMNS.get(table) is None:
+            raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
         if not row.get("id"):
             raise ValueError("replicated row is missing 'id'")
         query, params = self._apply_statement(table, row, skip_unchanged=False)
@@ -531,17 +541,17 @@ class AgeKnowledgeGraph:
         """The statement and parameters writing one replicated row (validated here)."""
         required = {"id", "name"} if table == "entities" else {"id", "subject", "predicate", "object"}
         params: dict[str, Any] = {"skip_unchanged": skip_unchanged}
-        for column in _REPLICATION_COLUMNS[table]:
+        for column in REPLICATION_COLUMNS[table]:
             if column == "confidence":
                 params[column] = _confidence(row.get(column))
             else:
-                params[column] = _text(row.get(column), column, required=column in required)
+                params[column] = checked_text(row.get(column), column, required=column in required)
         return (self._sql.apply_entity if table == "entities" else self._sql.apply_triple), params
 
     # -- seeding ------------------------------------------------------------------------------
     def seed_from_entity_facts(self, entity_facts: dict) -> None:
         """Bootstrap from fact_checker-style ENTITY_FACTS (MemPalace's own routine, run on this graph)."""
-        kgm = _mp()[0]
+        kgm = mempalace_helpers().knowledge_graph
         sqlite_class = getattr(kgm, "_SQLITE_KNOWLEDGE_GRAPH", kgm.KnowledgeGraph)
         sqlite_class.seed_from_entity_facts(self, entity_facts)
 
@@ -551,10 +561,11 @@ class AgeKnowledgeGraph:
 
 
 def _provenance(confidence, source_closet, source_file, source_drawer_id, adapter_name) -> dict:
-    return {"confidence": _confidence(confidence), "source_closet": _text(source_closet, "source_closet"),
-            "source_file": _text(source_file, "source_file"),
-            "source_drawer_id": _text(source_drawer_id, "source_drawer_id"),
-            "adapter_name": _text(adapter_name, "adapter_name")}
+    return {"confidence": _confidence(confidence),
+            "source_closet": checked_text(source_closet, "source_closet"),
+            "source_file": checked_text(source_file, "source_file"),
+            "source_drawer_id": checked_text(source_drawer_id, "source_drawer_id"),
+            "adapter_name": checked_text(adapter_name, "adapter_name")}
 
 
 def _fact_row(name: str, row: tuple) -> dict:
@@ -573,25 +584,132 @@ def _fact_row(name: str, row: tuple) -> dict:
     }
 
 
-class _Statements:
-    """The SQL of every method, built once per (schema, graph). Every value is a bound (named)
-    parameter, ``%(palace)s`` always among them; schema and graph names are validated identifiers."""
+def _compose(template: str, **parts: sql.Composable) -> sql.Composed:
+    """``template`` (dedented and trimmed, so statements can be written as indented blocks) with each
+    ``{name}`` field replaced by the part of that name."""
+    return sql.SQL(textwrap.dedent(template).strip()).format(**parts)
+
+
+def _render(statement: sql.Composable) -> str:
+    """A composed statement as text, rendered once when it is built so that no call composes SQL.
+
+    Nothing in it depends on a connection: its identifiers are names (quoted by psycopg) and its
+    literals are constants of this module (property keys) or checked row counts."""
+    return statement.as_string(None)
+
+
+#: The shapes of query_entity's statement, by the ``direction`` it is given (any other: no facts).
+_DIRECTIONS = {"outgoing": ("out",), "incoming": ("in",), "both": ("out", "in")}
+
+
+class _Parts:
+    """The fragments the statements share, for one schema and its graph: functions of the schema,
+    the graph's two label tables, and the tests on a vertex's or edge's properties."""
 
     def __init__(self, schema: str, graph: str):
-        s, g = f'"{schema}"', f'"{graph}"'
-        t = f"{s}.kg_text"
-        entity, fact = f'{g}."Entity"', f'{g}."Fact"'
+        self._schema = validate_identifier(schema, "schema")
+        self.entity = sql.Identifier(graph, "Entity")
+        self.fact = sql.Identifier(graph, "Fact")
+
+    def fn(self, name: str) -> sql.Identifier:
+        """A function (or table) of the schema: the kg_* functions and the key helpers of sql/0005."""
+        return sql.Identifier(self._schema, name)
+
+    def prop(self, alias: str, key: str) -> sql.Composed:
+        """Property ``key`` of the vertex or edge ``alias``, as text."""
+        return _compose("{kg_text}({alias}.properties, {key})", kg_text=self.fn("kg_text"),
+                        alias=sql.SQL(alias), key=sql.Literal(key))
+
+    def key_is(self, alias: str, key: str, param: str) -> sql.Composed:
+        """Property ``key`` equals parameter ``param``, through the property's key index."""
+        return _compose("{kg_key}({alias}.properties, {key}) = {text_key}({param})",
+                        kg_key=self.fn("kg_key"), alias=sql.SQL(alias), key=sql.Literal(key),
+                        text_key=self.fn("text_key"), param=sql.Placeholder(param))
+
+    def in_palace(self, alias: str) -> sql.Composed:
+        """The vertex or edge ``alias`` belongs to the palace of parameter ``palace``."""
+        return _compose("{palace_of} = %(palace)s::text", palace_of=self.prop(alias, "palace"))
+
+    def not_stub(self, alias: str) -> sql.Composed:
+        """The vertex ``alias`` is an entity, not a stub standing in for a fact's missing endpoint."""
+        return _compose("{stub} IS NULL", stub=self.prop(alias, "stub"))
+
+    def seq(self, alias: str) -> sql.Composed:
+        """The write order of the vertex or edge ``alias``."""
+        return _compose("{seq}::bigint", seq=self.prop(alias, "seq"))
+
+    def open_fact(self) -> sql.Composed:
+        """The edge ``f`` is a fact of the palace that is still valid."""
+        return _compose("{in_palace} AND {valid_to} IS NULL", in_palace=self.in_palace("f"),
+                        valid_to=self.prop("f", "valid_to"))
+
+    def both_named(self) -> sql.Composed:
+        """Both endpoints of the fact, ``s`` and ``o``, are entities."""
+        return _compose("{s} AND {o}", s=self.not_stub("s"), o=self.not_stub("o"))
+
+    def vertex_is(self) -> sql.Composed:
+        """The vertex ``v`` is the palace's entity of parameter ``eid``."""
+        return _compose("{in_palace} AND {id_is}", in_palace=self.in_palace("v"),
+                        id_is=self.key_is("v", "entity_id", "eid"))
+
+    def named_facts(self) -> sql.Composed:
+        """A fact with its endpoints' names (the columns of query_relationship and timeline), up to
+        its WHERE."""
+        return _compose(
+            """
+            SELECT {s_name}, {o_name}, {predicate}, {valid_from}, {valid_to}
+            FROM {fact} f
+            JOIN {entity} s ON s.id = f.start_id
+            JOIN {entity} o ON o.id = f.end_id
+            """,
+            s_name=self.prop("s", "name"), o_name=self.prop("o", "name"),
+            predicate=self.prop("f", "predicate"), valid_from=self.prop("f", "valid_from"),
+            valid_to=self.prop("f", "valid_to"), fact=self.fact, entity=self.entity)
+
+
+class _Statements:
+    """The SQL of every method, built once per (schema, graph) and kept as text (see
+    :func:`_statements`). Every value is a bound named parameter, ``%(palace)s`` always among them
+    (the palace statements excepted); the schema and graph are validated identifiers."""
+
+    def __init__(self, schema: str, graph: str):
+        parts = _Parts(schema, graph)
+        self._palaces(parts)
+        self._writes(parts)
+        self._lookups(parts)
+        self._facts_of_entity(parts)
+        self._timeline(parts)
+        self._summaries(parts)
+        self._replication(parts)
+        self._pages: dict = {}
+        self._pages_lock = threading.Lock()
+
+    def _palaces(self, p: _Parts) -> None:
+        palaces = p.fn("palaces")
+        self.find_palace = _render(_compose(
+            "SELECT palace_pk FROM {palaces} WHERE namespace = %(namespace)s AND palace_key = %(palace_key)s",
+            palaces=palaces))
+        self.make_palace = _render(_compose(
+            """
+            INSERT INTO {palaces} (namespace, palace_key) VALUES (%(namespace)s, %(palace_key)s)
+            ON CONFLICT DO NOTHING
+            """,
+            palaces=palaces))
+
+    def _writes(self, p: _Parts) -> None:
+        """The writes: one call of a kg_* SQL function each (sql/0002 and later)."""
 
         def call(fn: str, *names: str) -> str:
-            return f"SELECT {s}.{fn}(%(palace)s, " + ", ".join(f"%({n})s" for n in names) + ")"
+            args = sql.SQL(", ").join(sql.Placeholder(n) for n in ("palace", *names))
+            return _render(_compose("SELECT {fn}({args})", fn=p.fn(fn), args=args))
 
-        fact_args = ("confidence", "source_closet", "source_file", "source_drawer_id", "adapter_name")
+        provenance = ("confidence", "source_closet", "source_file", "source_drawer_id", "adapter_name")
         self.add_entity = call("kg_add_entity", "eid", "name", "type", "attributes")
         self.add_triple = call("kg_add_triple", "sub", "sub_name", "pred", "obj", "obj_name", "triple_id",
-                               "valid_from", "valid_to", *fact_args)
+                               "valid_from", "valid_to", *provenance)
         self.invalidate = call("kg_invalidate", "sub", "pred", "obj", "ended")
         self.supersede = call("kg_supersede", "sub", "sub_name", "pred", "old", "new", "new_name", "at",
-                              "triple_id", *fact_args)
+                              "triple_id", *provenance)
         self.rewrite = call("kg_rewrite", "old_triple_id", "pred", "obj", "obj_name", "at", "triple_id",
                             "source_file")
         self.apply_entity = call("kg_apply_entity", "id", "name", "type", "properties", "created_at",
@@ -600,127 +718,229 @@ class _Statements:
                                  "valid_to", "confidence", "source_closet", "source_file", "source_drawer_id",
                                  "adapter_name", "extracted_at", "skip_unchanged")
 
-        def prop(alias: str, key: str) -> str:
-            return f"{t}({alias}.properties, '{key}')"
+    def _lookups(self, p: _Parts) -> None:
+        """A fact's subject, whether an entity exists, and the fuzzy candidates for a name."""
+        self.subject_of = _render(_compose(
+            """
+            SELECT {s_entity_id}
+            FROM {fact} f JOIN {entity} s ON s.id = f.start_id
+            WHERE {open_fact} AND {triple_is}
+            """,
+            s_entity_id=p.prop("s", "entity_id"), fact=p.fact, entity=p.entity, open_fact=p.open_fact(),
+            triple_is=p.key_is("f", "triple_id", "triple_id")))
+        self.entity_exists = _render(_compose(
+            "SELECT EXISTS (SELECT 1 FROM {entity} e WHERE {in_palace} AND {not_stub} AND {id_is})",
+            entity=p.entity, in_palace=p.in_palace("e"), not_stub=p.not_stub("e"),
+            id_is=p.key_is("e", "entity_id", "eid")))
+        # Candidates in write order (SQLite scans entities in rowid order), the exact id among them
+        # so query_entity's fallback is one round trip. The token-array containment is a necessary
+        # condition of each LIKE (and of name equality): it lets the token indexes pick the few rows
+        # the LIKEs then check exactly.
+        name, eid = p.prop("e", "name"), p.prop("e", "entity_id")
 
-        def key_is(alias: str, key: str, param: str) -> str:
-            """Property ``key`` equals parameter ``param``, through the property's key index."""
-            return f"{s}.kg_key({alias}.properties, '{key}') = {s}.text_key(%({param})s)"
+        def likes(column: sql.Composable, params: range) -> sql.Composed:
+            return sql.SQL(" OR ").join(
+                _compose("{fold}({column}) LIKE {fold}({pattern})", fold=p.fn("kg_fold"), column=column,
+                         pattern=sql.Placeholder(f"p{i}")) for i in params)
 
-        in_palace = {a: f"{prop(a, 'palace')} = %(palace)s::text" for a in ("e", "f", "v")}
-        open_ = f"{in_palace['f']} AND {prop('f', 'valid_to')} IS NULL"  # a fact of this palace, still valid
-        not_stub = {a: f"{prop(a, 'stub')} IS NULL" for a in ("e", "o", "s")}
-        seq = f"{prop('f', 'seq')}::bigint"
+        self.candidates = _render(_compose(
+            """
+            WITH m AS MATERIALIZED (
+                SELECT {eid} AS id, {name} AS name, {seq} AS seq
+                FROM {entity} e
+                WHERE {in_palace} AND {not_stub}
+                  AND ({id_is}
+                       OR ({kg_tokens}({name}, ' ') @> %(name_tokens)s::text[]
+                           AND ({name} = %(name)s OR {name_likes}))
+                       OR ({kg_tokens}({eid}, '_') @> %(id_tokens)s::text[] AND ({id_likes}))))
+            SELECT id, name FROM m ORDER BY seq LIMIT 5
+            """,
+            eid=eid, name=name, seq=p.seq("e"), entity=p.entity, in_palace=p.in_palace("e"),
+            not_stub=p.not_stub("e"), id_is=p.key_is("e", "entity_id", "eid"), kg_tokens=p.fn("kg_tokens"),
+            name_likes=likes(name, range(3)), id_likes=likes(eid, range(3, 6))))
 
-        self.subject_of = (
-            f"SELECT {prop('s', 'entity_id')} FROM {fact} f JOIN {entity} s ON s.id = f.start_id "
-            f"WHERE {open_} AND {key_is('f', 'triple_id', 'triple_id')}")
+    def _facts_of_entity(self, p: _Parts) -> None:
+        """query_entity's statements: one per shape (outgoing, incoming, both, none) and as_of or not."""
+        sides = {"out": self._side(p, "outgoing", 0, near="start_id", far="end_id"),
+                 "in": self._side(p, "incoming", 1, near="end_id", far="start_id")}
+        valid_at = self._valid_at(p)
+        self._query_entity = {}
+        for shape in (*_DIRECTIONS.values(), ()):
+            for as_of in (False, True):
+                chosen = [sql.SQL(" ").join([sides[s], valid_at]) if as_of else sides[s] for s in shape]
+                if not chosen:  # MemPalace returns nothing for an unknown direction
+                    chosen = [_compose("{out} AND false", out=sides["out"])]
+                union = sql.SQL(" UNION ALL ").join(chosen)
+                self._query_entity[shape, as_of] = _render(
+                    _compose("SELECT * FROM ({union}) q ORDER BY part, seq", union=union))
+        relationship = _compose(
+            "{named} WHERE {in_palace} AND {predicate_is} AND {both_named}", named=p.named_facts(),
+            in_palace=p.in_palace("f"), predicate_is=p.key_is("f", "predicate", "pred"),
+            both_named=p.both_named())
+        self._relationship = {
+            False: _render(_compose("{facts} ORDER BY {seq}", facts=relationship, seq=p.seq("f"))),
+            True: _render(_compose("{facts} {valid_at} ORDER BY {seq}", facts=relationship, valid_at=valid_at,
+                                   seq=p.seq("f"))),
+        }
 
-        # Candidates in write order (SQLite scans entities in rowid order), plus a first row flagging
-        # whether the exact id exists, so query_entity's fallback is one round trip. The token-array
-        # containment is a necessary condition of each LIKE (and of name equality): it lets the
-        # token indexes pick the few rows the LIKEs then check exactly.
-        fold = f"{s}.kg_fold"
-        name_, id_ = prop("e", "name"), prop("e", "entity_id")
-        name_likes = " OR ".join(f"{fold}({name_}) LIKE {fold}(%(p{i})s)" for i in range(3))
-        id_likes = " OR ".join(f"{fold}({id_}) LIKE {fold}(%(p{i})s)" for i in range(3, 6))
-        self.entity_exists = (
-            f"SELECT EXISTS (SELECT 1 FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} "
-            f"AND {key_is('e', 'entity_id', 'eid')})")
-        self.candidates = (
-            f"WITH m AS MATERIALIZED (SELECT {id_} AS id, {name_} AS name, {prop('e', 'seq')}::bigint AS seq "
-            f"FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} AND ({key_is('e', 'entity_id', 'eid')} "
-            f"OR ({s}.kg_tokens({name_}, ' ') @> %(name_tokens)s::text[] "
-            f"    AND ({name_} = %(name)s OR {name_likes})) "
-            f"OR ({s}.kg_tokens({id_}, '_') @> %(id_tokens)s::text[] AND ({id_likes})))) "
-            f"SELECT id, name FROM m ORDER BY seq LIMIT 5")
+    @staticmethod
+    def _side(p: _Parts, direction: str, part: int, *, near: str, far: str) -> sql.Composed:
+        """The facts on one side of the entity ``eid``: ``near`` is the edge's end at the entity."""
+        fields = sql.SQL(", ").join(
+            p.prop("f", k) for k in ("predicate", "valid_from", "valid_to", "confidence", "source_closet"))
+        return _compose(
+            """
+            SELECT {direction}, {o_name}, {fields}, {part} AS part, {seq} AS seq
+            FROM {entity} v JOIN {fact} f ON f.{near} = v.id
+            JOIN {entity} o ON o.id = f.{far} AND {o_is_named}
+            WHERE {vertex_is}
+            """,
+            direction=sql.Literal(direction), o_name=p.prop("o", "name"), fields=fields,
+            part=sql.Literal(part), seq=p.seq("f"), entity=p.entity, fact=p.fact, near=sql.SQL(near),
+            far=sql.SQL(far), o_is_named=p.not_stub("o"), vertex_is=p.vertex_is())
 
-        self._temporal = (
-            f" AND ({prop('f', 'valid_from')} IS NULL OR "
-            f"{s}.kg_start_key({prop('f', 'valid_from')}) COLLATE \"C\" <= %(as_of)s) "
-            f"AND ({prop('f', 'valid_to')} IS NULL OR "
-            f"{s}.kg_end_key({prop('f', 'valid_to')}) COLLATE \"C\" > %(as_of)s)")
-        vertex_is = f"{in_palace['v']} AND {key_is('v', 'entity_id', 'eid')}"
-        fact_fields = ", ".join(prop("f", k) for k in ("predicate", "valid_from", "valid_to", "confidence",
-                                                        "source_closet"))
-        self._out = (
-            f"SELECT 'outgoing', {prop('o', 'name')}, {fact_fields}, 0 AS part, {seq} AS seq "
-            f"FROM {entity} v JOIN {fact} f ON f.start_id = v.id "
-            f"JOIN {entity} o ON o.id = f.end_id AND {not_stub['o']} WHERE {vertex_is}")
-        self._in = (
-            f"SELECT 'incoming', {prop('o', 'name')}, {fact_fields}, 1 AS part, {seq} AS seq "
-            f"FROM {entity} v JOIN {fact} f ON f.end_id = v.id "
-            f"JOIN {entity} o ON o.id = f.start_id AND {not_stub['o']} WHERE {vertex_is}")
-        self._query_entity: dict = {}
+    @staticmethod
+    def _valid_at(p: _Parts) -> sql.Composed:
+        """The fact ``f`` is valid at parameter ``as_of`` (a start key, see :func:`start_key`)."""
+        return _compose(
+            """
+            AND ({valid_from} IS NULL OR {start_key}({valid_from}) COLLATE "C" <= %(as_of)s)
+            AND ({valid_to} IS NULL OR {end_key}({valid_to}) COLLATE "C" > %(as_of)s)
+            """,
+            valid_from=p.prop("f", "valid_from"), valid_to=p.prop("f", "valid_to"),
+            start_key=p.fn("kg_start_key"), end_key=p.fn("kg_end_key"))
 
-        named = (f"SELECT {prop('s', 'name')}, {prop('o', 'name')}, {prop('f', 'predicate')}, "
-                 f"{prop('f', 'valid_from')}, {prop('f', 'valid_to')} "
-                 f"FROM {fact} f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id ")
-        both_named = f"{not_stub['s']} AND {not_stub['o']}"
-        self._relationship = (
-            named + f"WHERE {in_palace['f']} AND {key_is('f', 'predicate', 'pred')} AND {both_named}")
-        self._seq = seq
-        # in the order of the fact_timeline index (prefixes of valid_from and triple id), ties broken by
-        # the whole values: MemPalace's order for every date MemPalace writes (sql/0005)
-        vf, tid = prop('f', 'valid_from'), prop('f', 'triple_id')
-        order_timeline = (f" ORDER BY (left({vf}, 64) COLLATE \"C\") NULLS LAST, (left({tid}, 200) COLLATE \"C\"), "
-                          f"({vf} COLLATE \"C\") NULLS LAST, ({tid} COLLATE \"C\") " + _PAGE)
-        self.timeline_all = named + f"WHERE {in_palace['f']} AND {both_named}" + order_timeline
-        vertex = f"(SELECT v.id FROM {entity} v WHERE {vertex_is})"
-        touches = "(f.start_id = (SELECT id FROM v) OR f.end_id = (SELECT id FROM v))"
-        self.timeline_entity = (f"WITH v AS MATERIALIZED {vertex} " + named
-                                + f"WHERE {touches} AND {both_named}" + order_timeline)
-        self.timeline_total_all = f"SELECT count(*) FROM {fact} f WHERE {in_palace['f']}"
-        self.timeline_total_entity = f"WITH v AS MATERIALIZED {vertex} SELECT count(*) FROM {fact} f WHERE {touches}"
-        self.stats = (
-            f"SELECT (SELECT count(*) FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']}), "
-            f"(SELECT count(*) FROM {fact} f WHERE {in_palace['f']}), "
-            f"(SELECT count(*) FROM {fact} f WHERE {open_}), "
-            f"ARRAY(SELECT DISTINCT ({prop('f', 'predicate')} COLLATE \"C\") FROM {fact} f "
-            f"WHERE {in_palace['f']} ORDER BY 1)")
-        self.open_facts = (
-            f"SELECT {prop('f', 'triple_id')}, {prop('f', 'predicate')}, {prop('s', 'name')}, {prop('o', 'name')}, "
-            f"{prop('f', 'valid_from')} FROM {fact} f JOIN {entity} s ON s.id = f.start_id "
-            f"JOIN {entity} o ON o.id = f.end_id WHERE {open_} AND {both_named} "
-            f"ORDER BY ({prop('f', 'valid_from')} COLLATE \"C\") NULLS FIRST, ({prop('f', 'predicate')} COLLATE \"C\"), {seq}")
-        self.open_predicate_counts = (
-            f"SELECT {prop('f', 'predicate')} COLLATE \"C\" AS p, count(*) FROM {fact} f WHERE {open_} "
-            f"GROUP BY 1 ORDER BY 2 DESC, 1")
+    def _timeline(self, p: _Parts) -> None:
+        """timeline's statements, up to their page (see :meth:`timeline`), and their totals."""
+        # In the order of the fact_timeline index (prefixes of valid_from and triple id), ties broken
+        # by the whole values: MemPalace's order for every date MemPalace writes (sql/0005).
+        order = _compose(
+            """
+            ORDER BY (left({valid_from}, 64) COLLATE "C") NULLS LAST, (left({triple_id}, 200) COLLATE "C"),
+                     ({valid_from} COLLATE "C") NULLS LAST, ({triple_id} COLLATE "C")
+            """,
+            valid_from=p.prop("f", "valid_from"), triple_id=p.prop("f", "triple_id"))
+        vertex = _compose("(SELECT v.id FROM {entity} v WHERE {vertex_is})", entity=p.entity,
+                          vertex_is=p.vertex_is())
+        touches = sql.SQL("(f.start_id = (SELECT id FROM v) OR f.end_id = (SELECT id FROM v))")
+        self._timeline_of = {
+            False: _compose("{named} WHERE {in_palace} AND {both_named} {order}", named=p.named_facts(),
+                            in_palace=p.in_palace("f"), both_named=p.both_named(), order=order),
+            True: _compose("WITH v AS MATERIALIZED {vertex} {named} WHERE {touches} AND {both_named} {order}",
+                           vertex=vertex, named=p.named_facts(), touches=touches, both_named=p.both_named(),
+                           order=order),
+        }
+        self.timeline_total_all = _render(_compose(
+            "SELECT count(*) FROM {fact} f WHERE {in_palace}", fact=p.fact, in_palace=p.in_palace("f")))
+        self.timeline_total_entity = _render(_compose(
+            "WITH v AS MATERIALIZED {vertex} SELECT count(*) FROM {fact} f WHERE {touches}",
+            vertex=vertex, fact=p.fact, touches=touches))
+
+    def _summaries(self, p: _Parts) -> None:
+        """stats, the open facts (kg normalize) and their predicates (audit), an import's check."""
+        predicate, valid_from = p.prop("f", "predicate"), p.prop("f", "valid_from")
+        self.stats = _render(_compose(
+            """
+            SELECT (SELECT count(*) FROM {entity} e WHERE {e_in_palace} AND {e_not_stub}),
+                   (SELECT count(*) FROM {fact} f WHERE {f_in_palace}),
+                   (SELECT count(*) FROM {fact} f WHERE {open_fact}),
+                   ARRAY(SELECT DISTINCT ({predicate} COLLATE "C") FROM {fact} f
+                         WHERE {f_in_palace} ORDER BY 1)
+            """,
+            entity=p.entity, fact=p.fact, e_in_palace=p.in_palace("e"), e_not_stub=p.not_stub("e"),
+            f_in_palace=p.in_palace("f"), open_fact=p.open_fact(), predicate=predicate))
+        self.open_facts = _render(_compose(
+            """
+            SELECT {triple_id}, {predicate}, {s_name}, {o_name}, {valid_from}
+            FROM {fact} f
+            JOIN {entity} s ON s.id = f.start_id
+            JOIN {entity} o ON o.id = f.end_id
+            WHERE {open_fact} AND {both_named}
+            ORDER BY ({valid_from} COLLATE "C") NULLS FIRST, ({predicate} COLLATE "C"), {seq}
+            """,
+            triple_id=p.prop("f", "triple_id"), predicate=predicate, s_name=p.prop("s", "name"),
+            o_name=p.prop("o", "name"), valid_from=valid_from, fact=p.fact, entity=p.entity,
+            open_fact=p.open_fact(), both_named=p.both_named(), seq=p.seq("f")))
+        self.open_predicate_counts = _render(_compose(
+            """
+            SELECT {predicate} COLLATE "C" AS p, count(*) FROM {fact} f WHERE {open_fact}
+            GROUP BY 1 ORDER BY 2 DESC, 1
+            """,
+            predicate=predicate, fact=p.fact, open_fact=p.open_fact()))
         # how many of a list of ids the palace holds (an import's check), through the key indexes
-        keys = f"ARRAY(SELECT {s}.text_key(x) FROM unnest(%(ids)s::text[]) AS x)"
-        self.held_entities = (f"SELECT count(*) FROM {entity} e WHERE {in_palace['e']} AND {not_stub['e']} "
-                              f"AND {s}.kg_key(e.properties, 'entity_id') = ANY({keys})")
-        self.held_triples = (f"SELECT count(*) FROM {fact} f WHERE {in_palace['f']} "
-                             f"AND {s}.kg_key(f.properties, 'triple_id') = ANY({keys})")
-        eseq = f"{prop('e', 'seq')}::bigint"
-        self.dump_entities = (
-            f"SELECT {eseq}, {id_}, {name_}, {prop('e', 'type')}, {prop('e', 'attributes')}, "
-            f"{prop('e', 'created_at')} FROM {entity} e "
-            f"WHERE {in_palace['e']} AND {not_stub['e']} AND {eseq} > %(after)s ORDER BY {eseq} LIMIT %(limit)s")
-        self.dump_triples = (
-            f"SELECT {seq}, {prop('f', 'triple_id')}, {prop('s', 'entity_id')}, {prop('f', 'predicate')}, "
-            f"{prop('o', 'entity_id')}, {prop('f', 'valid_from')}, {prop('f', 'valid_to')}, "
-            f"({prop('f', 'confidence')})::double precision, {prop('f', 'source_closet')}, "
-            f"{prop('f', 'source_file')}, {prop('f', 'source_drawer_id')}, {prop('f', 'adapter_name')}, "
-            f"{prop('f', 'extracted_at')} "
-            f"FROM {fact} f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id "
-            f"WHERE {in_palace['f']} AND {seq} > %(after)s ORDER BY {seq} LIMIT %(limit)s")
+        keys = _compose("ARRAY(SELECT {text_key}(x) FROM unnest(%(ids)s::text[]) AS x)",
+                        text_key=p.fn("text_key"))
+        self.held_entities = _render(_compose(
+            """
+            SELECT count(*) FROM {entity} e
+            WHERE {in_palace} AND {not_stub} AND {kg_key}(e.properties, 'entity_id') = ANY({keys})
+            """,
+            entity=p.entity, in_palace=p.in_palace("e"), not_stub=p.not_stub("e"), kg_key=p.fn("kg_key"),
+            keys=keys))
+        self.held_triples = _render(_compose(
+            """
+            SELECT count(*) FROM {fact} f
+            WHERE {in_palace} AND {kg_key}(f.properties, 'triple_id') = ANY({keys})
+            """,
+            fact=p.fact, in_palace=p.in_palace("f"), kg_key=p.fn("kg_key"), keys=keys))
+
+    def _replication(self, p: _Parts) -> None:
+        """dump_rows's pages of entities and of triples, in write order."""
+        entity_columns = sql.SQL(", ").join(
+            [p.seq("e"),
+             *(p.prop("e", k) for k in ("entity_id", "name", "type", "attributes", "created_at"))])
+        self.dump_entities = _render(_compose(
+            """
+            SELECT {columns} FROM {entity} e
+            WHERE {in_palace} AND {not_stub} AND {seq} > %(after)s
+            ORDER BY {seq} LIMIT %(limit)s
+            """,
+            columns=entity_columns, entity=p.entity, in_palace=p.in_palace("e"), not_stub=p.not_stub("e"),
+            seq=p.seq("e")))
+        fact_columns = [p.seq("f"), p.prop("f", "triple_id"), p.prop("s", "entity_id"),
+                        p.prop("f", "predicate"), p.prop("o", "entity_id"), p.prop("f", "valid_from"),
+                        p.prop("f", "valid_to"),
+                        _compose("({confidence})::double precision", confidence=p.prop("f", "confidence")),
+                        *(p.prop("f", k) for k in ("source_closet", "source_file", "source_drawer_id",
+                                                    "adapter_name", "extracted_at"))]
+        self.dump_triples = _render(_compose(
+            """
+            SELECT {columns}
+            FROM {fact} f
+            JOIN {entity} s ON s.id = f.start_id
+            JOIN {entity} o ON o.id = f.end_id
+            WHERE {in_palace} AND {seq} > %(after)s
+            ORDER BY {seq} LIMIT %(limit)s
+            """,
+            columns=sql.SQL(", ").join(fact_columns), fact=p.fact, entity=p.entity,
+            in_palace=p.in_palace("f"), seq=p.seq("f")))
 
     def query_entity(self, direction: str, as_of: bool) -> str:
-        key = (direction, as_of)
-        query = self._query_entity.get(key)
-        if query is None:
-            temporal = self._temporal if as_of else ""
-            parts = []
-            if direction in ("outgoing", "both"):
-                parts.append(self._out + temporal)
-            if direction in ("incoming", "both"):
-                parts.append(self._in + temporal)
-            if not parts:  # MemPalace returns nothing for an unknown direction
-                parts.append(self._out + " AND false")
-            query = ("SELECT * FROM (" + " UNION ALL ".join(parts) + ") q ORDER BY part, seq")
-            self._query_entity[key] = query
-        return query
+        return self._query_entity[_DIRECTIONS.get(direction, ()), as_of]
 
     def query_relationship(self, as_of: bool) -> str:
-        return self._relationship + (self._temporal if as_of else "") + f" ORDER BY {self._seq}"
+        return self._relationship[as_of]
+
+    def timeline(self, of_entity: bool, limit: int, offset: int) -> str:
+        """timeline's statement for one page, kept per page (at most STATEMENT_CACHE_SIZE of them).
+
+        The page's LIMIT and OFFSET are written into the text (:func:`~mempalace_pg.db.sqlkit.row_count`):
+        bound, they would make PostgreSQL plan the statement afresh on every call."""
+        key = (of_entity, limit, offset)
+        statement = self._pages.get(key)
+        if statement is None:
+            statement = _render(_compose("{facts} LIMIT {limit} OFFSET {offset}",
+                                         facts=self._timeline_of[of_entity], limit=row_count(limit),
+                                         offset=row_count(offset)))
+            with self._pages_lock:
+                if len(self._pages) >= STATEMENT_CACHE_SIZE:
+                    self._pages.pop(next(iter(self._pages)))
+                self._pages[key] = statement
+        return statement
+
+
+@functools.lru_cache(maxsize=None)
+def _statements(schema: str, graph: str) -> _Statements:
+    """The statements of the graph ``graph`` of ``schema``, built on first use and shared by every
+    :class:`AgeKnowledgeGraph` of the process (MemPalace may build one per call)."""
+    return _Statements(schema, graph)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from mempalace_pg.graph.kg import _REPLICATION_COLUMNS, AgeKnowledgeGraph
+from mempalace_pg.graph.kg import REPLICATION_COLUMNS, AgeKnowledgeGraph
 from mempalace_pg.text import storable
 
 
@@ -56,7 +56,7 @@ def _open_readonly(path: str) -> sqlite3.Connection:
 def _select(conn: sqlite3.Connection, table: str) -> str:
     """SELECT of the replication columns, NULL for those an older schema lacks."""
     present = {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}
-    cols = [c if c in present else f"NULL AS {c}" for c in _REPLICATION_COLUMNS[table]]
+    cols = [c if c in present else f"NULL AS {c}" for c in REPLICATION_COLUMNS[table]]
     return f"SELECT {', '.join(cols)} FROM {table} ORDER BY rowid"
 
 

@@ -24,12 +24,14 @@ import os
 import sys
 from typing import Optional
 
-from mempalace_pg.store.marker import has_marker as _has_marker
+from mempalace_pg.store.marker import has_marker
 
 _SQLITE_CLASS = None
 
 
-def _configured_palace() -> Optional[str]:
+def configured_palace() -> Optional[str]:
+    """The palace directory MemPalace is configured with (resolved), or None when its configuration
+    cannot be read."""
     try:
         from mempalace.config import MempalaceConfig
 
@@ -46,10 +48,10 @@ def palace_for_kg_path(db_path: Optional[str]) -> Optional[str]:
 
     path = os.path.realpath(os.path.expanduser(db_path or kgm.DEFAULT_KG_PATH))
     parent = os.path.dirname(path)
-    if _has_marker(parent):
+    if has_marker(parent):
         return parent
-    configured = _configured_palace()
-    if configured is None or not _has_marker(configured):
+    configured = configured_palace()
+    if configured is None or not has_marker(configured):
         return None
     if path == os.path.realpath(os.path.expanduser(kgm.DEFAULT_KG_PATH)):
         return configured
@@ -58,7 +60,9 @@ def palace_for_kg_path(db_path: Optional[str]) -> Optional[str]:
     return None
 
 
-def _sqlite_class():
+def sqlite_class() -> type:
+    """MemPalace's own SQLite ``KnowledgeGraph`` class, whether or not :func:`install` has rebound the
+    name to the router."""
     global _SQLITE_CLASS
     if _SQLITE_CLASS is None:
         from mempalace import knowledge_graph as kgm
@@ -74,7 +78,7 @@ class KnowledgeGraph:
     def __new__(cls, db_path: Optional[str] = None):
         palace = palace_for_kg_path(db_path)
         if palace is None:
-            return _sqlite_class()(db_path)
+            return sqlite_class()(db_path)
         from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
         return AgeKnowledgeGraph(db_path=db_path, palace_path=palace)
@@ -99,4 +103,4 @@ def install(module) -> None:
         module.KnowledgeGraph = KnowledgeGraph
 
 
-__all__ = ["KnowledgeGraph", "install", "palace_for_kg_path"]
+__all__ = ["KnowledgeGraph", "configured_palace", "install", "palace_for_kg_path", "sqlite_class"]

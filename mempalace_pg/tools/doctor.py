@@ -261,9 +261,9 @@ def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]
     """What MemPalace will use for its configured palace (or --palace)."""
     from mempalace_pg.store.backend import check_marker_target
     from mempalace_pg.store.marker import MARKER_FILENAME
-    from mempalace_pg.graph.routing import _configured_palace
+    from mempalace_pg.graph.routing import configured_palace
 
-    palace = os.path.realpath(os.path.expanduser(palace_path)) if palace_path else _configured_palace()
+    palace = os.path.realpath(os.path.expanduser(palace_path)) if palace_path else configured_palace()
     if not palace:
         report.add("palace", "warn", "no MemPalace palace configured", "mempalace init <dir> --backend postgres")
         return
