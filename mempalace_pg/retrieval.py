@@ -246,24 +246,7 @@ class PalaceSearch:
                              "(SELECT count(*) FROM evidence)")
             if col is None or n == 0:
                 return sql.SQL("{} SELECT {}").format(head, counts), params
-            condition, cparams = col.partition.condition(self._where(wing, room))
-            cols = sql.SQL("id")
-            in_evidence = sql.SQL("{} AND id IN (SELECT drawer_id FROM evidence)").format(condition)
-            near_evidence, p_evidence = search.nearest_sql(
-                col.partition, cols, in_evidence, cparams, n if mode == "restrict" else max(n, 4 * n), dim,
-                filtered=True, gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), {}))
-            if mode == "restrict":
-                ranked = sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(near_evidence)
-                rparams = p_evidence
-            else:
-                near_all, p_all = search.nearest_sql(col.partition, cols, condition, cparams, max(n, 4 * n), dim,
-                                                     filtered=bool(keys), gate=col.partition.wing_room_gate(keys))
-                ranked = sql.SQL(
-                    "SELECT id, min(distance) AS distance, bool_or(evidence) AS evidence FROM ("
-                    " SELECT id, distance, true AS evidence FROM ({}) AS e UNION ALL"
-                    " SELECT id, distance, id IN (SELECT drawer_id FROM evidence) FROM ({}) AS a) AS u GROUP BY id"
-                ).format(near_evidence, near_all)
-                rparams = {**p_evidence, **p_all}
+            ranked, rparams = self._ranked_drawers(col, self._where(wing, room), keys, mode, n, dim)
             query = sql.SQL(
                 "{head}, ranked AS MATERIALIZED ({ranked}),"
                 " hits AS (SELECT r.id, d.document, d.metadata, r.distance, 1 - r.distance AS similarity,"
@@ -290,6 +273,28 @@ class PalaceSearch:
         row = self._execute(self._cache.get(key, build), **values)
         return {"entity_found": row[0] > 0, "entities": row[0], "facts": row[1], "evidence_drawers": row[2],
                 "hits": _load(row[3]) if len(row) > 3 else []}
+
+    @staticmethod
+    def _ranked_drawers(col: PostgresCollection, where: Optional[dict], keys: dict, mode: str, n: int,
+                        dim: int) -> tuple[sql.Composable, dict]:
+        """around_entity's ``ranked`` drawers (id, distance, evidence) inside the walk's statement: the
+        nearest among the evidence drawers (``restrict``), or those and the nearest of all (``boost``)."""
+        condition, cparams = col.partition.condition(where)
+        cols = sql.SQL("id")
+        in_evidence = sql.SQL("{} AND id IN (SELECT drawer_id FROM evidence)").format(condition)
+        near_evidence, p_evidence = search.nearest_sql(
+            col.partition, cols, in_evidence, cparams, n if mode == "restrict" else max(n, 4 * n), dim,
+            filtered=True, gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), {}))
+        if mode == "restrict":
+            return sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(near_evidence), p_evidence
+        near_all, p_all = search.nearest_sql(col.partition, cols, condition, cparams, max(n, 4 * n), dim,
+                                             filtered=bool(keys), gate=col.partition.wing_room_gate(keys))
+        ranked = sql.SQL(
+            "SELECT id, min(distance) AS distance, bool_or(evidence) AS evidence FROM ("
+            " SELECT id, distance, true AS evidence FROM ({}) AS e UNION ALL"
+            " SELECT id, distance, id IN (SELECT drawer_id FROM evidence) FROM ({}) AS a) AS u GROUP BY id"
+        ).format(near_evidence, near_all)
+        return ranked, {**p_evidence, **p_all}
 
     # -- 2. facts with evidence -------------------------------------------------------------------
     def facts_with_evidence(self, entity: str, query_embedding: Optional[Sequence[float]] = None, *,
@@ -324,18 +329,7 @@ class PalaceSearch:
             if direction in ("incoming", "both"):
                 arms.append(sql.SQL("SELECT 'incoming' AS direction, f.* FROM {fact} f WHERE f.end_id IN (SELECT id FROM v)"
                                     ).format(fact=self._fact))
-            drawer_table = col.partition.table if col is not None else None
-            if drawer_table is not None:
-                drawer = sql.SQL(
-                    "LEFT JOIN {rec} d ON d.collection_pk = %(pk)s AND d.id = {t}(f.properties, 'source_drawer_id')"
-                ).format(rec=drawer_table, t=t)
-                similarity = sql.SQL("CASE WHEN d.id IS NULL OR %(q)s::vector IS NULL THEN NULL"
-                                     " ELSE 1 - (d.embedding <=> %(q)s::vector) END")
-                dparams = {"pk": col.partition.pk}
-                d_cols = sql.SQL("d.id AS drawer, d.document, d.wing, d.room")
-            else:
-                drawer, similarity, dparams = sql.SQL(""), sql.SQL("NULL::float8"), {}
-                d_cols = sql.SQL("NULL AS drawer, NULL AS document, NULL AS wing, NULL AS room")
+            drawer, d_cols, similarity, dparams = self._evidence_join(col)
             query = sql.SQL(
                 "WITH v AS MATERIALIZED (SELECT e.id FROM {entity} e WHERE {t}(e.properties, 'palace') = %(palace)s::text"
                 "  AND {key}(e.properties, 'entity_id') = {text_key}(%(entity)s)),"
@@ -363,6 +357,20 @@ class PalaceSearch:
             # MemPalace's query_entity names the queried entity as it was passed
             fact["subject" if fact["direction"] == "outgoing" else "object"] = entity
         return {"entity_found": row[0] > 0, "facts": facts}
+
+    def _evidence_join(self, col: Optional[PostgresCollection]) -> tuple[sql.Composable, ...]:
+        """facts_with_evidence's join of each fact to its source drawer: the join, the drawer's columns,
+        its similarity to ``%(q)s`` (NULL without a query) and the join's parameters (a palace without
+        drawers gets NULLs)."""
+        if col is None:
+            return (sql.SQL(""), sql.SQL("NULL AS drawer, NULL AS document, NULL AS wing, NULL AS room"),
+                    sql.SQL("NULL::float8"), {})
+        drawer = sql.SQL(
+            "LEFT JOIN {rec} d ON d.collection_pk = %(pk)s AND d.id = {t}(f.properties, 'source_drawer_id')"
+        ).format(rec=col.partition.table, t=self._fn("kg_text"))
+        similarity = sql.SQL("CASE WHEN d.id IS NULL OR %(q)s::vector IS NULL THEN NULL"
+                             " ELSE 1 - (d.embedding <=> %(q)s::vector) END")
+        return drawer, sql.SQL("d.id AS drawer, d.document, d.wing, d.room"), similarity, {"pk": col.partition.pk}
 
     # -- 3. entities related to a query -------------------------------------------------------------
     def entities_for_query(self, query_embedding: Sequence[float], *, n_results: int = 10,
@@ -392,8 +400,7 @@ class PalaceSearch:
             t = self._fn("kg_text")
             # The two LATERAL subqueries end in OFFSET 0 so that the planner keeps them as index probes per
             # hit and per entity. Flattened, it costs AGE's property accessors as nearly free and, on a small
-            # graph, reads every Fact and Entity row instead: at 3k drawers and 3k facts that made this
-            # statement 2.4 ms p50, against 1.2 ms with the probes (ad-hoc runs; at 100k it probes either way).
+            # graph, reads every Fact and Entity row instead, which is slower than probing.
             query = sql.SQL(
                 "WITH hits AS MATERIALIZED ({near}),"
                 # per hit, its facts through the (palace, source_drawer_id) index

@@ -13,10 +13,8 @@
 -- In PL/pgSQL a query's plan is kept for the session. Same signatures, same results, same snapshots
 -- (kg_find_vertex stays STABLE: it reads the snapshot of the statement that calls it, as before).
 --
--- Measured on a 100k-fact graph before writing this (ad-hoc, interleaved blocks of 50 calls): kg_invalidate
--- with its lookups planned once took 0.221 ms p50 against 0.310 ms without waiting for the WAL flush, and
--- 0.459 ms against 0.568 ms with it; add_entity took 0.26-0.31 ms p50 against 0.33-0.34 ms.
--- benchmarks/bench_kg.py measures invalidate (RESULTS.md).
+-- Planning a lookup once per session made these calls measurably cheaper than planning it on every
+-- call; benchmarks/bench_kg.py measures invalidate (benchmarks/RESULTS.md).
 
 CREATE OR REPLACE FUNCTION kg_find_vertex(p_palace integer, p_key text) RETURNS ag_catalog.graphid
     LANGUAGE plpgsql STABLE
