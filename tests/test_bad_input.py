@@ -172,9 +172,9 @@ def test_missing_extension_names_the_package(pg_dsn):
 
 
 def test_version_parsing_and_current_server_accepted(pg_dsn):
-    from mempalace_pg.db.schema import _version_tuple, check_server
+    from mempalace_pg.db.schema import version_tuple, check_server
 
-    assert _version_tuple("0.8.0") == (0, 8, 0) and _version_tuple("0.7.4") < (0, 8, 0)
-    assert _version_tuple("1.8.0~rc0") == (1, 8, 0)
+    assert version_tuple("0.8.0") == (0, 8, 0) and version_tuple("0.7.4") < (0, 8, 0)
+    assert version_tuple("1.8.0~rc0") == (1, 8, 0)
     with psycopg.connect(pg_dsn) as conn:
         check_server(conn)  # the test servers (PG 17/18, pgvector 0.8.x) are new enough

@@ -104,7 +104,7 @@ MIN_POSTGRES = 15
 MIN_PGVECTOR = (0, 8, 0)
 
 
-def _version_tuple(text: str) -> tuple:
+def version_tuple(text: str) -> tuple:
     parts = []
     for piece in text.split("."):
         digits = "".join(ch for ch in piece if ch.isdigit())
@@ -126,7 +126,7 @@ def check_server(conn: psycopg.Connection) -> None:
             f"mempalace-pg needs PostgreSQL {MIN_POSTGRES} or newer; this server is {major}. "
             "Upgrade the server.")
     row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-    if row and _version_tuple(row[0]) < MIN_PGVECTOR:
+    if row and version_tuple(row[0]) < MIN_PGVECTOR:
         wanted = ".".join(map(str, MIN_PGVECTOR))
         raise ExtensionMissingError(
             f"mempalace-pg needs pgvector {wanted} or newer; database {conn.info.dbname!r} has {row[0]}. "

@@ -55,9 +55,9 @@ class Report:
 
 
 def _version(text: Optional[str]) -> tuple:
-    from mempalace_pg.db.schema import _version_tuple
+    from mempalace_pg.db.schema import version_tuple
 
-    return _version_tuple(text) if text else ()
+    return version_tuple(text) if text else ()
 
 
 def run_checks(settings: Settings, *, palace_path: Optional[str] = None) -> Report:
