@@ -299,15 +299,12 @@ def _palace_handles(args, *, create: bool):
 
 
 def cmd_export(args) -> int:
-    import os
-
+    from mempalace_pg.store.marker import write_atomically
     from mempalace_pg.tools.portable import export_palace
 
     drawers, kg = _palace_handles(args, create=False)
-    tmp = args.file + ".partial"
-    with open(tmp, "w", encoding="utf-8") as out:
+    with write_atomically(args.file) as out:  # a cut-short export never looks complete
         counts = export_palace(out, drawers, kg)
-    os.replace(tmp, args.file)  # a cut-short export never looks complete
     print(json.dumps(counts) if args.json else
           f"exported {', '.join(f'{v} {k}' for k, v in counts.items())} of {kg.palace_key!r} to {args.file}")
     return 0

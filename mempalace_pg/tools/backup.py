@@ -31,6 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from mempalace_pg.config import ConfigError, Settings, validate_identifier
 from mempalace_pg.db.connect import scrub_password
+from mempalace_pg.store.marker import write_atomically
 
 CATALOG_MARK = "mempalace-pg AGE label catalog (used by mempalace-pg restore): "
 
@@ -81,11 +82,9 @@ def backup(path: str, settings: Settings, *, pg_dump: str = "pg_dump") -> dict:
         catalog = {"graph": graph, "schema": schema, "labels": labels}
         conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
             sql.Identifier(graph), sql.Literal(CATALOG_MARK + json.dumps(catalog))))
-    tmp = path + ".partial"
-    with open(tmp, "wb") as out:
+    with write_atomically(path, binary=True) as out:  # a failed dump never leaves a file that looks complete
         _run(pg_dump, ["--format=custom", "--no-password", f"--schema={schema}", f"--schema={graph}"], settings,
              stdout=out)
-    os.replace(tmp, path)  # a failed dump never leaves a file that looks complete
     return {"file": path, "bytes": os.path.getsize(path), "schema": schema, "graph": graph, "labels": len(labels)}
 
 

@@ -97,17 +97,15 @@ def _provenance(target_dir: str) -> Optional[dict]:
 
 
 def _record_provenance(target_dir: str, source: str, backend_name: str) -> None:
-    from mempalace_pg.store.marker import marker_path
+    from mempalace_pg.store.marker import marker_path, write_atomically
 
     path = marker_path(target_dir)
     with open(path, encoding="utf-8") as f:
         marker = json.load(f)
     marker["migrated_from"] = {"path": source, "backend": backend_name}
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with write_atomically(path) as f:
         json.dump(marker, f, indent=2, ensure_ascii=False)
         f.write("\n")
-    os.replace(tmp, path)
 
 
 def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dry_run: bool = False,
