@@ -13,7 +13,6 @@ Each batch is one transaction. The source file is opened read-only and never cha
 from __future__ import annotations
 
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,19 +118,3 @@ def _verify(kg: AgeKnowledgeGraph, src: sqlite3.Connection) -> dict:
         ids = sorted({storable(str(r[0])) for r in src.execute(f"SELECT DISTINCT id FROM {table}") if r[0] is not None})
         found[table] = sum(kg.held_ids(table, ids[i:i + 10_000]) for i in range(0, len(ids), 10_000))
     return found
-
-
-def progress_bar(label: str, done: int, total: int, counts: str) -> None:
-    """A one-line progress bar on stderr (``counts`` is the text after it), ended by a newline when
-    ``done`` reaches ``total``."""
-    width = 30
-    filled = int(width * done / total) if total else width
-    sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {counts}")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
-def print_progress(table: str, done: int, total: int) -> None:
-    """``kg import``'s progress: per table."""
-    progress_bar(f"  {table:<8}", done, total, f"{done}/{total}")

@@ -288,12 +288,4 @@ def _compare(report: MigrationReport, name: str, src_col, col, sample: list) -> 
             report.mismatches.append(f"{name}/{rid}: embedding differs")
 
 
-def print_progress(name: str, done: int, total: int, seconds: float) -> None:
-    """``migrate``'s progress: per collection, with the rate."""
-    from mempalace_pg.graph.kg_import import progress_bar
-
-    rate = done / seconds if seconds > 0 else 0.0
-    progress_bar(f"{name:18s}", done, total, f"{done:,}/{total:,} ({rate:,.0f}/s)")
-
-
-__all__ = ["migrate", "MigrationReport", "print_progress"]
+__all__ = ["migrate", "MigrationReport"]
