@@ -23,7 +23,9 @@ from mempalace_pg.text import storable
 
 
 @dataclass
-class ImportReport:
+class SqliteImportReport:
+    """What :func:`import_sqlite` did: rows in the SQLite file, rows written, ids found afterwards."""
+
     source: str
     source_counts: dict = field(default_factory=dict)      # table -> rows in the SQLite file
     written: dict = field(default_factory=dict)            # table -> {inserted, updated, unchanged}
@@ -60,10 +62,10 @@ def _select(conn: sqlite3.Connection, table: str) -> str:
 
 
 def import_sqlite(path: str, kg: AgeKnowledgeGraph, *, batch_size: int = 500,
-                  progress: Optional[Callable[[str, int, int], None]] = None) -> ImportReport:
+                  progress: Optional[Callable[[str, int, int], None]] = None) -> SqliteImportReport:
     """Copy every entity and triple of the SQLite graph at ``path`` into ``kg``; verify ids at the end."""
     started = time.perf_counter()
-    report = ImportReport(source=path)
+    report = SqliteImportReport(source=path)
     src = _open_readonly(path)
     try:
         for table in ("entities", "triples"):
@@ -76,7 +78,7 @@ def import_sqlite(path: str, kg: AgeKnowledgeGraph, *, batch_size: int = 500,
                 rows = [dict(r) for r in cursor.fetchmany(batch_size)]
                 if not rows:
                     break
-                for outcome in _write_batch(kg, table, rows):
+                for outcome in write_batch(kg, table, rows):
                     counts[outcome] += 1
                 done += len(rows)
                 if progress:
@@ -93,7 +95,9 @@ def import_sqlite(path: str, kg: AgeKnowledgeGraph, *, batch_size: int = 500,
     return report
 
 
-def _write_batch(kg: AgeKnowledgeGraph, table: str, rows: list[dict]) -> list[str]:
+def write_batch(kg: AgeKnowledgeGraph, table: str, rows: list[dict]) -> list[str]:
+    """Apply replicated rows of ``table`` to ``kg`` in one transaction, keyed by id, skipping a row
+    equal to the stored one; each row's outcome (``inserted``, ``updated`` or ``unchanged``)."""
     statements = [kg._apply_statement(table, row, skip_unchanged=True) for row in rows]  # validate first
     palace = kg._palace()
 

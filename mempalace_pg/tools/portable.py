@@ -42,7 +42,9 @@ class ExportFormatError(ValueError):
 
 
 @dataclass
-class ImportReport:
+class PalaceImportReport:
+    """What :func:`import_palace` did: rows written, the counts the file promised, the counts found."""
+
     written: dict = field(default_factory=dict)
     expected: dict = field(default_factory=dict)
     found: dict = field(default_factory=dict)
@@ -151,15 +153,15 @@ def check_file(path: str) -> tuple[dict, dict]:
 
 
 def import_palace(path: str, drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
-                  ) -> ImportReport:
+                  ) -> PalaceImportReport:
     """Load an export into the palace of ``drawers_collection`` / ``kg`` (idempotent; see the module doc)."""
     from mempalace.backends.base import EmbedderIdentity
 
-    from mempalace_pg.graph.kg_import import _write_batch
+    from mempalace_pg.graph.kg_import import write_batch
 
     header, footer = check_file(path)
     backend, ref = drawers_collection._backend, drawers_collection._palace
-    report = ImportReport(expected={k: v for k, v in footer.items() if v})
+    report = PalaceImportReport(expected={k: v for k, v in footer.items() if v})
     targets = {}
     for spec in header["collections"]:
         col = backend.get_collection(palace=ref, collection_name=spec["name"], create=True)
@@ -191,7 +193,7 @@ def import_palace(path: str, drawers_collection, kg, *, progress: Optional[Calla
     def flush_graph(table):
         batch, graph_rows[table] = graph_rows[table], []
         if batch:
-            _write_batch(kg, table, batch)
+            write_batch(kg, table, batch)
             report.written[table] = report.written.get(table, 0) + len(batch)
 
     for _, obj in _lines(path):
@@ -216,4 +218,5 @@ def import_palace(path: str, drawers_collection, kg, *, progress: Optional[Calla
     return report
 
 
-__all__ = ["export_palace", "import_palace", "check_file", "ExportFormatError", "ImportReport", "FORMAT"]
+__all__ = ["export_palace", "import_palace", "check_file", "ExportFormatError", "PalaceImportReport",
+           "FORMAT"]
