@@ -69,11 +69,11 @@ def load_sqlite(kg, entities, triples):
 
 
 def load_age(kg, entities, triples):
-    from mempalace_pg.graph.kg_import import _write_batch
+    from mempalace_pg.graph.kg_import import write_batch
 
     for table, rows in (("entities", entities), ("triples", triples)):
         for i in range(0, len(rows), 1000):
-            _write_batch(kg, table, rows[i:i + 1000])
+            write_batch(kg, table, rows[i:i + 1000])
     kg._database().run(lambda c: c.execute(f'ANALYZE "{kg._graph}"."Entity", "{kg._graph}"."Fact"'))
 
 

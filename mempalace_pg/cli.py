@@ -123,12 +123,13 @@ def _kg(args):
 def cmd_kg_import(args) -> int:
     import os
 
-    from mempalace_pg.graph.kg_import import import_sqlite, print_progress
+    from mempalace_pg.graph.kg_import import import_sqlite
+    from mempalace_pg.tools.progress import print_table_progress
 
     if not os.path.isfile(args.sqlite):
         raise ConfigError(f"{args.sqlite}: no such file")
     kg = _kg(args)
-    show = print_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
+    show = print_table_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
     report = import_sqlite(args.sqlite, kg, batch_size=args.batch, progress=show)
     if args.json:
         print(json.dumps(report.as_dict()))
@@ -300,15 +301,12 @@ def _palace_handles(args, *, create: bool):
 
 
 def cmd_export(args) -> int:
-    import os
-
+    from mempalace_pg.store.marker import write_atomically
     from mempalace_pg.tools.portable import export_palace
 
     drawers, kg = _palace_handles(args, create=False)
-    tmp = args.file + ".partial"
-    with open(tmp, "w", encoding="utf-8") as out:
+    with write_atomically(args.file) as out:  # a cut-short export never looks complete
         counts = export_palace(out, drawers, kg)
-    os.replace(tmp, args.file)  # a cut-short export never looks complete
     print(json.dumps(counts) if args.json else
           f"exported {', '.join(f'{v} {k}' for k, v in counts.items())} of {kg.palace_key!r} to {args.file}")
     return 0
@@ -330,9 +328,10 @@ def cmd_import(args) -> int:
 
 
 def cmd_migrate(args) -> int:
-    from mempalace_pg.tools.migrate import migrate, print_progress
+    from mempalace_pg.tools.migrate import migrate
+    from mempalace_pg.tools.progress import print_collection_progress
 
-    show = print_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
+    show = print_collection_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
     report = migrate(args.source, args.target, settings=_settings(args), dry_run=args.dry_run, page=args.batch,
                      progress=show)
     if args.json:

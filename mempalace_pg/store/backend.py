@@ -34,7 +34,7 @@ from psycopg import sql
 from mempalace_pg.store.collection import COLLECTIONS, PostgresCollection
 from mempalace_pg.config import Settings, dsn_target
 from mempalace_pg.hooks import apply_pending
-from mempalace_pg.store.marker import BACKEND_NAME, MARKER_FILENAME, marker_path
+from mempalace_pg.store.marker import BACKEND_NAME, MARKER_FILENAME, marker_path, write_atomically
 from mempalace_pg.text import storable
 
 MARKER_FORMAT = 1
@@ -240,12 +240,10 @@ class PostgresBackend(BaseBackend):
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "postgres": target,
         }
-        path = marker_path(palace_dir)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
+        # atomic: a concurrent reader sees the old file or the new one
+        with write_atomically(marker_path(palace_dir)) as f:
             json.dump(marker, f, indent=2, ensure_ascii=False)
             f.write("\n")
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
 
     @staticmethod
     def _lookup(db, namespace: str, palace_key: str, collection_name: str,

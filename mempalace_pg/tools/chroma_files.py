@@ -1,9 +1,9 @@
 """Reading a Chroma palace from its files, one page at a time, without Chroma loading its index.
 
 ``mempalace-pg migrate`` uses this for Chroma palaces: Chroma's own reader loads a collection's whole
-vector index into memory before it returns the first embedding (357 MB for a 100k-drawer palace,
-measured), so a migration through it grows with the palace. Read from the files instead, only an id
-map and a label per vector stay in memory; records, documents and vectors pass through a page at a time.
+vector index into memory before it returns the first embedding (benchmarks/RESULTS.md, the migration
+table), so a migration through it grows with the palace. Read from the files instead, only an id map
+and a label per vector stay in memory; records, documents and vectors pass through a page at a time.
 
 What is read (the layout Chroma 1.x writes; anything else raises :class:`ChromaFormatError`, and the
 caller falls back to Chroma's own reader):
@@ -46,7 +46,8 @@ class ChromaFormatError(Exception):
 
 class _PlainUnpickler(pickle.Unpickler):
     def find_class(self, module, name):  # dicts, lists, ints and strings need no class lookup
-        raise ChromaFormatError(f"index_metadata.pickle holds a {module}.{name} object (an older Chroma layout)")
+        raise ChromaFormatError(f"index_metadata.pickle holds a {module}.{name} object "
+                                "(an older Chroma layout)")
 
 
 def _connect(palace_dir: str) -> sqlite3.Connection:
@@ -108,16 +109,19 @@ class ChromaCollectionFiles:
         self.name = name
         self.db = palace.db
         self._palace = palace
-        segments = dict(self.db.execute("SELECT scope, id FROM segments WHERE collection = ?", (collection_id,)))
+        segments = dict(self.db.execute("SELECT scope, id FROM segments WHERE collection = ?",
+                                        (collection_id,)))
         if "METADATA" not in segments or "VECTOR" not in segments:
-            raise ChromaFormatError(f"collection {name!r}: segments {sorted(segments)}, expected METADATA and VECTOR")
+            raise ChromaFormatError(f"collection {name!r}: segments {sorted(segments)}, "
+                                    "expected METADATA and VECTOR")
         self.metadata_segment, self.vector_segment = segments["METADATA"], segments["VECTOR"]
         seqs = dict(self.db.execute("SELECT segment_id, seq_id FROM max_seq_id WHERE segment_id IN (?, ?)",
                                     (self.metadata_segment, self.vector_segment)))
         self.metadata_seq = int(seqs.get(self.metadata_segment) or 0)
         self.vector_seq = int(seqs.get(self.vector_segment) or 0)
         self.has_arrays = self.db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'embedding_metadata_array'").fetchone() is not None
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'embedding_metadata_array'"
+        ).fetchone() is not None
         self.dimension = dimension
         self._log_vectors, self._log_deleted = self._read_log(collection_id)
         self._index = _VectorIndex(os.path.join(palace.palace_dir, self.vector_segment), dimension)
@@ -134,8 +138,8 @@ class ChromaCollectionFiles:
                 "SELECT count(*) FROM embeddings_queue WHERE topic = ? AND seq_id > ?",
                 (topic, self.metadata_seq)).fetchone()[0]
             if pending_metadata:
-                raise ChromaFormatError(f"collection {self.name!r}: {pending_metadata} log entries not yet in the "
-                                        "metadata segment (Chroma was stopped mid-write)")
+                raise ChromaFormatError(f"collection {self.name!r}: {pending_metadata} log entries not yet "
+                                        "in the metadata segment (Chroma was stopped mid-write)")
             rows = self.db.execute(
                 "SELECT operation, id, vector, encoding FROM embeddings_queue WHERE topic = ? AND seq_id > ? "
                 "ORDER BY seq_id", (topic, self.vector_seq))
@@ -202,8 +206,8 @@ class ChromaCollectionFiles:
                 metas[key_id][key] = value
         if self.has_arrays:
             for key_id, key, s, i, f, b in self.db.execute(
-                    f"SELECT id, key, string_value, int_value, float_value, bool_value FROM embedding_metadata_array "
-                    f"WHERE id IN ({marks}) ORDER BY rowid", keys):
+                    "SELECT id, key, string_value, int_value, float_value, bool_value "
+                    f"FROM embedding_metadata_array WHERE id IN ({marks}) ORDER BY rowid", keys):
                 metas[key_id].setdefault(key, []).append(_value(s, i, f, b))
         vectors = self._vectors(ids)
         return (ids, [docs.get(k) for k in keys], [metas[k] or None for k in keys], vectors)
@@ -216,7 +220,8 @@ class ChromaCollectionFiles:
             if vec is not None:
                 out[row] = vec
             elif rid in self._log_deleted:
-                raise ChromaFormatError(f"record {rid!r} is deleted in the log but present in the metadata segment")
+                raise ChromaFormatError(f"record {rid!r} is deleted in the log but present in the "
+                                        "metadata segment")
             else:
                 from_index.append((row, rid))
         if from_index:
@@ -269,15 +274,18 @@ class _VectorIndex:
             return
         width = (label_offset - self.offset_data) // 4
         if dimension is not None and width != dimension:
-            raise ChromaFormatError(f"{header_path}: vectors of {width} dimensions, the collection says {dimension}")
+            raise ChromaFormatError(f"{header_path}: vectors of {width} dimensions, "
+                                    f"the collection says {dimension}")
         if label_offset + 8 != self.size:
             raise ChromaFormatError(f"{header_path}: element layout not as expected")
         self.dimension = width
         self.label_offset = label_offset
         self.data_path = os.path.join(directory, "data_level0.bin")
         lengths_path = os.path.join(directory, "length.bin")
-        if os.path.getsize(self.data_path) < self.count * self.size or os.path.getsize(lengths_path) < 4 * self.count:
-            raise ChromaFormatError(f"{directory}: data files shorter than the header's {self.count} elements")
+        if (os.path.getsize(self.data_path) < self.count * self.size
+                or os.path.getsize(lengths_path) < 4 * self.count):
+            raise ChromaFormatError(f"{directory}: data files shorter than the header's "
+                                    f"{self.count} elements")
         with open(lengths_path, "rb") as f:
             self.lengths = np.frombuffer(f.read(4 * self.count), dtype="<f4")
         self.labels = self._map_labels()
@@ -291,7 +299,8 @@ class _VectorIndex:
             for start in range(0, self.count, _CHUNK):
                 n = min(_CHUNK, self.count - start)
                 block = np.frombuffer(f.read(n * self.size), dtype=np.uint8).reshape(n, self.size)
-                labels[start:start + n] = block[:, self.label_offset:self.label_offset + 8].copy().view("<u8").ravel()
+                label_bytes = block[:, self.label_offset:self.label_offset + 8]
+                labels[start:start + n] = label_bytes.copy().view("<u8").ravel()
                 live[start:start + n] = (block[:, 2] & 1) == 0  # hnswlib's delete mark
         elements = np.flatnonzero(live)
         order = np.argsort(labels[elements], kind="stable")

@@ -22,9 +22,11 @@ from mempalace_pg.store.indexing import HNSW_MAX_DIM
 
 #: Versions with known problems that matter here (the code works around them; say so).
 KNOWN_ISSUES = {
-    ("age", "1.5.0"): "AGE 1.5.0 lacks MERGE ... ON CREATE SET, agtype_to_json, and loses a SET after a non-leading "
-                      "MERGE; mempalace-pg writes through SQL functions and is not affected, but your own Cypher is",
-    ("age", "1.8.0"): "a release candidate in Debian sid (1.8.0~rc0): fine for testing, prefer a release in production",
+    ("age", "1.5.0"): "AGE 1.5.0 lacks MERGE ... ON CREATE SET, agtype_to_json, and loses a SET after a "
+                      "non-leading MERGE; mempalace-pg writes through SQL functions and is not affected, but "
+                      "your own Cypher is",
+    ("age", "1.8.0"): "a release candidate in Debian sid (1.8.0~rc0): fine for testing, prefer a release in "
+                      "production",
 }
 
 
@@ -155,8 +157,8 @@ def _check_age_load(report: Report, conn: psycopg.Connection, settings: Settings
             return
         except psycopg.Error:
             continue
-    report.add("age load", "warn", f"role {conn.info.user!r} cannot LOAD AGE, so Cypher (cypher()) fails for it; "
-                                   "mempalace-pg itself does not need it",
+    report.add("age load", "warn", f"role {conn.info.user!r} cannot LOAD AGE, so Cypher (cypher()) fails "
+                                   "for it; mempalace-pg itself does not need it",
                "as root on the server: ln -s ../age.so \"$(pg_config --pkglibdir)/plugins/age.so\" "
                "(then LOAD '$libdir/plugins/age'), or add age to session_preload_libraries")
 
@@ -171,12 +173,14 @@ def _check_schema(report: Report, conn: psycopg.Connection, settings: Settings) 
     current, head = current_revision(conn, settings.schema), head_revision()
     if current is None and conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'age'").fetchone():
         # A graph left behind by a dropped schema makes the next schema creation fail half way.
-        leftover = conn.execute("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (settings.graph,)).fetchone()
+        leftover = conn.execute("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %(graph)s",
+                                {"graph": settings.graph}).fetchone()
         if leftover:
-            report.add("schema", "fail", f"schema {settings.schema!r} is gone but its AGE graph {settings.graph!r} "
-                                         "is still there: creating the schema again would fail",
-                       f"psql -c \"SELECT ag_catalog.drop_graph('{settings.graph}', true);\" (it only holds the "
-                       "old palace's graph), or restore the schema from a backup")
+            report.add("schema", "fail", f"schema {settings.schema!r} is gone but its AGE graph "
+                                         f"{settings.graph!r} is still there: creating the schema again "
+                                         "would fail",
+                       f"psql -c \"SELECT ag_catalog.drop_graph('{settings.graph}', true);\" (it only holds "
+                       "the old palace's graph), or restore the schema from a backup")
             return
     if current == head:
         report.add("schema", "ok", f"schema {settings.schema!r} at revision {head}")
@@ -184,7 +188,8 @@ def _check_schema(report: Report, conn: psycopg.Connection, settings: Settings) 
         report.add("schema", "warn", f"schema {settings.schema!r} not created yet (made on first use)",
                    "mempalace-pg db upgrade")
     elif current not in known_revisions():
-        report.add("schema", "fail", f"schema {settings.schema!r} is at {current}, newer than this code ({head})",
+        report.add("schema", "fail", f"schema {settings.schema!r} is at {current}, newer than this code "
+                                     f"({head})",
                    "upgrade mempalace-pg (pip install -U mempalace-pg)")
     else:
         report.add("schema", "fail", f"schema {settings.schema!r} is at {current}; this code needs {head}",
@@ -193,43 +198,54 @@ def _check_schema(report: Report, conn: psycopg.Connection, settings: Settings) 
 
 def _check_indexes(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
     schemas = [settings.schema, settings.graph]
-    invalid = conn.execute(
-        "SELECT n.nspname || '.' || c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ANY(%s) AND NOT i.indisvalid "
-        # a segment is listed once its build is done: one still building is invalid until then, and a
-        # folder drops what an interrupted build left
-        "AND c.relname NOT LIKE 'records\\_c%%\\_vec\\_%%'",
-        (schemas,)).fetchall()
+    # A vector segment is listed once its build is done: one still building is invalid until then,
+    # and a folder drops what an interrupted build left; so segments are not reported here.
+    invalid = conn.execute("""
+        SELECT n.nspname || '.' || c.relname
+        FROM pg_index i
+        JOIN pg_class c ON c.oid = i.indexrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = ANY(%(schemas)s) AND NOT i.indisvalid
+          AND c.relname NOT LIKE 'records\\_c%%\\_vec\\_%%'
+    """, {"schemas": schemas}).fetchall()
     if invalid:
         names = ", ".join(r[0] for r in invalid)
         report.add("indexes", "fail", f"invalid indexes (an interrupted build): {names}",
                    "; ".join(f"REINDEX INDEX {r[0]}" for r in invalid))
     else:
         report.add("indexes", "ok", "all indexes valid")
-    if conn.execute("SELECT to_regclass(%s)", (f"{settings.schema}.vector_segments",)).fetchone()[0]:
+    segments_table = f"{settings.schema}.vector_segments"
+    if conn.execute("SELECT to_regclass(%(table)s)", {"table": segments_table}).fetchone()[0]:
         _check_vector_segments(report, conn, settings)
 
 
 def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
     """Per collection: its vector index segments, the rows waiting for one (searched exactly meanwhile),
     and what its folder process last did."""
-    schema = sql.Identifier(settings.schema)
-    rows = conn.execute(sql.SQL(
-        "SELECT c.collection_pk, c.name, p.palace_key, c.dimension, "
-        " (SELECT count(*) FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk), "
-        " (SELECT COALESCE(sum(pg_relation_size(to_regclass(quote_ident(%s) || '.' || quote_ident(v.index_name)))), 0)"
-        "  FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk), "
-        " (SELECT COALESCE(max(hi), -1) FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk), "
-        " f.activity, f.updated_at, f.last_error, now() - f.updated_at "
-        "FROM {s}.collections c JOIN {s}.palaces p USING (palace_pk) "
-        "LEFT JOIN {s}.vector_folders f USING (collection_pk) "
-        "WHERE c.dimension IS NOT NULL ORDER BY c.collection_pk").format(s=schema), (settings.schema,)).fetchall()
+    rows = conn.execute(sql.SQL("""
+        SELECT c.collection_pk, c.name, p.palace_key, c.dimension,
+               (SELECT count(*) FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk),
+               (SELECT COALESCE(sum(pg_relation_size(
+                           to_regclass(quote_ident({schema}) || '.' || quote_ident(v.index_name)))), 0)
+                FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk),
+               (SELECT COALESCE(max(hi), -1) FROM {s}.vector_segments v
+                WHERE v.collection_pk = c.collection_pk),
+               f.activity, f.updated_at, f.last_error, now() - f.updated_at
+        FROM {s}.collections c
+        JOIN {s}.palaces p USING (palace_pk)
+        LEFT JOIN {s}.vector_folders f USING (collection_pk)
+        WHERE c.dimension IS NOT NULL
+        ORDER BY c.collection_pk
+    """).format(s=sql.Identifier(settings.schema), schema=sql.Placeholder("schema")),
+        {"schema": settings.schema}).fetchall()
     for pk, name, palace, dim, segments, size, top, activity, updated, error, age in rows:
         table = sql.Identifier(settings.schema, f"records_c{pk}")
-        waiting = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(table),
-                               (top,)).fetchone()[0]
-        what = f"{palace} {name}: {segments} HNSW segment(s), {float(size) / 1e6:.1f} MB, {waiting} rows waiting for the index"
-        folder = f"; folder: {activity} ({age.total_seconds():.0f} s ago)" if activity else "; no folder has run"
+        waiting = conn.execute(sql.SQL("SELECT count(*) FROM {records} WHERE vector_seq > {top}").format(
+            records=table, top=sql.Placeholder("top")), {"top": top}).fetchone()[0]
+        what = (f"{palace} {name}: {segments} HNSW segment(s), {float(size) / 1e6:.1f} MB, "
+                f"{waiting} rows waiting for the index")
+        folder = (f"; folder: {activity} ({age.total_seconds():.0f} s ago)" if activity
+                  else "; no folder has run")
         if error:
             report.add("vector index", "warn", what + folder + f"; its last error: {error}",
                        "the rows stay searchable exactly; check the server log, then write once or run "
@@ -246,10 +262,11 @@ def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: S
 
 def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
     max_conn = int(conn.execute("SHOW max_connections").fetchone()[0])
-    used = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").fetchone()[0]
-    finding = (f"pool {settings.pool_min_size}-{settings.pool_max_size} connections per process, statement timeout "
-               f"{settings.statement_timeout_ms} ms, ef_search {settings.ef_search}; server max_connections "
-               f"{max_conn}, {used} in use")
+    used = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").fetchone()[0]
+    finding = (f"pool {settings.pool_min_size}-{settings.pool_max_size} connections per process, "
+               f"statement timeout {settings.statement_timeout_ms} ms, ef_search {settings.ef_search}; "
+               f"server max_connections {max_conn}, {used} in use")
     if settings.pool_max_size * 4 > max_conn - used:
         report.add("pool", "warn", finding + ": four processes at their pool maximum would not fit",
                    "lower MEMPALACE_PG_POOL_MAX_SIZE or raise max_connections on the server")
@@ -265,13 +282,16 @@ def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]
 
     palace = os.path.realpath(os.path.expanduser(palace_path)) if palace_path else configured_palace()
     if not palace:
-        report.add("palace", "warn", "no MemPalace palace configured", "mempalace init <dir> --backend postgres")
+        report.add("palace", "warn", "no MemPalace palace configured",
+                   "mempalace init <dir> --backend postgres")
         return
     marker = os.path.join(palace, MARKER_FILENAME)
     if not os.path.isfile(marker):
         kind = "does not exist yet" if not os.path.exists(palace) else "is not a postgres palace (no marker)"
-        report.add("palace", "warn", f"MemPalace's palace {palace} {kind}: MemPalace will use its default backend "
-                                     "there", "mempalace --backend postgres mine <dir>  (or: mempalace-pg migrate --from <it> --to <new dir>)")
+        report.add("palace", "warn", f"MemPalace's palace {palace} {kind}: MemPalace will use its default "
+                                     "backend there",
+                   "mempalace --backend postgres mine <dir>  "
+                   "(or: mempalace-pg migrate --from <it> --to <new dir>)")
         return
     try:
         namespace, key = check_marker_target(palace, settings)

@@ -27,10 +27,11 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -40,6 +41,10 @@ from mempalace_pg.config import ConfigError, Settings
 FILE_BACKENDS = ("chroma", "sqlite_exact")
 PAGE = 1000
 SAMPLE = 25
+#: The SQLite knowledge graph's file in a palace directory.
+GRAPH_FILE = "knowledge_graph.sqlite3"
+
+Progress = Callable[[str, int, int, float], None]
 
 
 @dataclass
@@ -52,28 +57,132 @@ class MigrationReport:
     graph: Optional[dict] = None
     sampled: int = 0
     mismatches: list = field(default_factory=list)
-    reader: dict = field(default_factory=dict)        # name -> "files", or the backend ("chroma (its files: why)")
+    # name -> "files", or the backend read through ("chroma (its files: why not)")
+    reader: dict = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        counts_ok = all(c.get("target") == c["source"] for c in self.collections.values()) if not self.dry_run else True
+        counts_ok = (all(c.get("target") == c["source"] for c in self.collections.values())
+                     if not self.dry_run else True)
         return counts_ok and not self.mismatches and (self.graph is None or self.graph.get("ok", True))
 
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "source": self.source, "source_backend": self.source_backend, "target": self.target,
-                "dry_run": self.dry_run, "collections": self.collections, "graph": self.graph,
-                "sampled": self.sampled, "mismatches": self.mismatches[:20], "reader": self.reader,
-                "seconds": round(self.seconds, 1)}
+        return {"ok": self.ok, "source": self.source, "source_backend": self.source_backend,
+                "target": self.target, "dry_run": self.dry_run, "collections": self.collections,
+                "graph": self.graph, "sampled": self.sampled, "mismatches": self.mismatches[:20],
+                "reader": self.reader, "seconds": round(self.seconds, 1)}
 
+
+def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dry_run: bool = False,
+            page: int = PAGE, progress: Optional[Progress] = None) -> MigrationReport:
+    """Copy the palace at ``source`` into a postgres palace at ``target`` (see the module doc).
+
+    ``progress(collection, records read, records in the source, seconds so far)`` is called after
+    each page."""
+    started = time.perf_counter()
+    settings = settings or Settings.load()
+    source = os.path.realpath(os.path.expanduser(source))
+    target = os.path.realpath(os.path.expanduser(target))
+    if source == target:
+        raise ConfigError("--to must be a new palace directory, not the source")
+    backend_name = _source_backend(source)
+    report = MigrationReport(source=source, source_backend=backend_name, target=target, dry_run=dry_run)
+    snapshot = _take_snapshot(source, backend_name)
+    reader = _SourceReader.open(snapshot.palace, backend_name)
+    try:
+        palace = _TargetPalace.open(target, source, settings)
+        _check_target(palace)
+        _count_source(report, reader, snapshot)
+        if not dry_run:
+            for name, src_col in reader.collections.items():
+                _copy_collection(report, reader, name, src_col, palace, page, progress)
+            if report.graph is not None:
+                _copy_graph(report, snapshot.graph, palace)
+    finally:
+        reader.close()
+        shutil.rmtree(snapshot.directory, ignore_errors=True)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+# -- the source --------------------------------------------------------------------------------------
 
 def _source_backend(path: str) -> str:
     from mempalace.backends.registry import detect_backends_for_path
 
     found = [b for b in detect_backends_for_path(path) if b != "postgres"]
     if not found:
-        raise ConfigError(f"{path}: no MemPalace palace found there (no Chroma, sqlite_exact or pgvector palace)")
+        raise ConfigError(f"{path}: no MemPalace palace found there "
+                          "(no Chroma, sqlite_exact or pgvector palace)")
     return found[0]
+
+
+@dataclass
+class _Snapshot:
+    """The temporary copy migrate reads from (removed at the end)."""
+
+    directory: str
+    palace: str      # where the collections are read: the copy of a file-based palace, else the source
+    graph: str       # the copy of the graph file
+    has_graph: bool  # whether the source has a graph file
+
+
+def _take_snapshot(source: str, backend_name: str) -> _Snapshot:
+    # File-based palaces are read from a snapshot copy: opening a Chroma palace lets Chroma rewrite its
+    # files (it folds its log into the index on load), and a snapshot also cannot change under us.
+    # The SQLite graph too (with its -wal/-shm if a writer left them): even a read-only open of a WAL
+    # database creates files beside it.
+    kg_path = os.path.join(source, GRAPH_FILE)
+    directory = tempfile.mkdtemp(prefix="mempalace-pg-migrate-")
+    if backend_name in FILE_BACKENDS:
+        shutil.copytree(source, os.path.join(directory, "palace"), dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(GRAPH_FILE + "*"))
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.isfile(kg_path + suffix):
+            shutil.copy2(kg_path + suffix, os.path.join(directory, GRAPH_FILE + suffix))
+    return _Snapshot(directory=directory,
+                     palace=os.path.join(directory, "palace") if backend_name in FILE_BACKENDS else source,
+                     graph=os.path.join(directory, GRAPH_FILE), has_graph=os.path.isfile(kg_path))
+
+
+@dataclass
+class _SourceReader:
+    """The source palace's collections, read from Chroma's files or through its MemPalace backend."""
+
+    backend_name: str
+    collections: dict                 # name -> collection
+    files: Any = None                 # the ChromaPalaceFiles they are read from, if so
+    backend: Any = None               # else the MemPalace backend they are read through
+    why_not_files: Optional[str] = None
+
+    @classmethod
+    def open(cls, palace_dir: str, backend_name: str) -> "_SourceReader":
+        if backend_name == "chroma":
+            files, collections, why_not = _open_chroma_files(palace_dir)
+            if collections is not None:
+                return cls(backend_name, collections, files=files)
+        else:
+            why_not = None
+        backend, collections = _open_source(palace_dir, backend_name)
+        return cls(backend_name, collections, backend=backend, why_not_files=why_not)
+
+    def pages(self, src_col, page: int):
+        """``(the pages of src_col, how they are read as the report says it)``."""
+        if self.files is not None:
+            return src_col.pages(page), "files"
+        how = (f"{self.backend_name} (its files: {self.why_not_files})" if self.why_not_files
+               else self.backend_name)
+        return _pages_through_backend(src_col, page), how
+
+    def close(self) -> None:
+        if self.files is not None:
+            self.files.close()
+        try:
+            if self.backend is not None:
+                self.backend.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _open_source(path: str, backend_name: str):
@@ -86,157 +195,6 @@ def _open_source(path: str, backend_name: str):
     return backend, existing_collections(backend, PalaceRef(id=path, local_path=path), {"read_only": True})
 
 
-def _provenance(target_dir: str) -> Optional[dict]:
-    from mempalace_pg.store.marker import marker_path
-
-    try:
-        with open(marker_path(target_dir), encoding="utf-8") as f:
-            return json.load(f).get("migrated_from")
-    except (OSError, ValueError):
-        return None
-
-
-def _record_provenance(target_dir: str, source: str, backend_name: str) -> None:
-    from mempalace_pg.store.marker import marker_path
-
-    path = marker_path(target_dir)
-    with open(path, encoding="utf-8") as f:
-        marker = json.load(f)
-    marker["migrated_from"] = {"path": source, "backend": backend_name}
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(marker, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dry_run: bool = False,
-            page: int = PAGE, progress: Optional[Callable[[str, int, int, float], None]] = None) -> MigrationReport:
-    """Copy the palace at ``source`` into a postgres palace at ``target`` (see the module doc)."""
-    from mempalace.backends import PalaceRef
-
-    from mempalace_pg.store.backend import PostgresBackend, marker_path
-    from mempalace_pg.store.backend import existing_collections
-
-    started = time.perf_counter()
-    settings = settings or Settings.load()
-    source = os.path.realpath(os.path.expanduser(source))
-    target = os.path.realpath(os.path.expanduser(target))
-    if source == target:
-        raise ConfigError("--to must be a new palace directory, not the source")
-    backend_name = _source_backend(source)
-    report = MigrationReport(source=source, source_backend=backend_name, target=target, dry_run=dry_run)
-    kg_path = os.path.join(source, "knowledge_graph.sqlite3")
-    # File-based palaces are read from a snapshot copy: opening a Chroma palace lets Chroma rewrite its
-    # files (it folds its log into the index on load), and a snapshot also cannot change under us.
-    # The SQLite graph too (with its -wal/-shm if a writer left them): even a read-only open of a WAL
-    # database creates files beside it.
-    snapshot = tempfile.mkdtemp(prefix="mempalace-pg-migrate-")
-    if backend_name in FILE_BACKENDS:
-        shutil.copytree(source, os.path.join(snapshot, "palace"), dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("knowledge_graph.sqlite3*"))
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.isfile(kg_path + suffix):
-            shutil.copy2(kg_path + suffix, os.path.join(snapshot, "knowledge_graph.sqlite3" + suffix))
-    has_graph = os.path.isfile(kg_path)
-    kg_path = os.path.join(snapshot, "knowledge_graph.sqlite3")
-    read_from = os.path.join(snapshot, "palace") if backend_name in FILE_BACKENDS else source
-    files, sources, why_not = _open_chroma_files(read_from) if backend_name == "chroma" else (None, None, None)
-    src_backend = None
-    if sources is None:
-        src_backend, sources = _open_source(read_from, backend_name)
-    try:
-        pg = PostgresBackend()
-        ref = PalaceRef(id=target, local_path=target)
-        opts = {"dsn": settings.dsn, "schema": settings.schema}
-        if os.path.isfile(marker_path(target)):
-            held = sum(c.count() for c in existing_collections(pg, ref, opts).values())
-            origin = _provenance(target)
-            if held and (origin or {}).get("path") != source:
-                raise ConfigError(f"the target palace {target} already holds {held} records that were not migrated "
-                                  f"from {source}: refusing to mix palaces (choose a new --to directory)")
-        elif os.path.exists(target) and os.listdir(target):
-            raise ConfigError(f"{target} exists and is not empty: --to must be a new (or empty) directory")
-        for name, col in sources.items():
-            report.collections[name] = {"source": col.count()}
-        if has_graph:
-            import sqlite3
-
-            src = sqlite3.connect(f"file:{kg_path}?mode=ro", uri=True)
-            try:
-                report.graph = {t: src.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-                                for t in ("entities", "triples")}
-            finally:
-                src.close()
-        if dry_run:
-            report.seconds = time.perf_counter() - started
-            return report
-
-        for name, src_col in sources.items():
-            identity = src_col.get_stored_embedder_identity() if hasattr(src_col, "get_stored_embedder_identity") else None
-            col = pg.get_collection(palace=ref, collection_name=name, create=True, options=opts)
-            stored = col.get_stored_embedder_identity()
-            if identity and stored and stored.model_name != identity.model_name:
-                raise ConfigError(f"target collection {name} was written by embedder {stored.model_name!r}, the "
-                                  f"source by {identity.model_name!r}: refusing to mix")
-            _record_provenance(target, source, backend_name)
-            if identity and not stored:
-                col.set_embedder_identity(identity)
-            stats = report.collections[name]
-            stats.update(skipped=0, written=0)
-            total, seen = stats["source"], 0
-            sample: list = []
-            rng = random.Random(7)
-            t0 = time.perf_counter()
-            if files is not None:
-                reader, report.reader[name] = src_col.pages(page), "files"
-            else:
-                reader = _pages_through_backend(src_col, page)
-                report.reader[name] = f"{backend_name} (its files: {why_not})" if why_not else backend_name
-            with col.bulk_load() as load:
-                offset = 0
-                for ids, documents, metadatas, embeddings in reader:
-                    offset += len(ids)
-                    for i, rid in enumerate(ids):  # reservoir sample for the read-back check
-                        seen += 1
-                        if len(sample) < SAMPLE:
-                            sample.append(rid)
-                        elif rng.random() < SAMPLE / seen:
-                            sample[rng.randrange(SAMPLE)] = rid
-                    have = set(col.get(ids=ids, include=[]).ids)
-                    keep = [i for i, rid in enumerate(ids) if rid not in have]
-                    stats["skipped"] += len(ids) - len(keep)
-                    if keep:
-                        emb = np.asarray(embeddings, dtype=np.float32)[keep]
-                        load(ids=[ids[i] for i in keep], documents=[documents[i] or "" for i in keep],
-                             metadatas=[(metadatas[i] or {}) for i in keep], embeddings=emb)
-                        stats["written"] += len(keep)
-                    if progress:
-                        progress(name, offset, total, time.perf_counter() - t0)
-            stats["target"] = col.count()
-            stats["seconds"] = round(time.perf_counter() - t0, 1)
-            _compare(report, name, src_col, col, sample)
-        if report.graph is not None:
-            from mempalace_pg.graph.kg import AgeKnowledgeGraph
-            from mempalace_pg.graph.kg_import import import_sqlite
-
-            kg = AgeKnowledgeGraph(palace_path=target, settings=settings)
-            result = import_sqlite(kg_path, kg)
-            report.graph.update(ok=result.ok, written=result.written, verified=result.verified,
-                                seconds=round(result.seconds, 1))
-    finally:
-        if files is not None:
-            files.close()
-        try:
-            if src_backend is not None:
-                src_backend.close()
-        except Exception:  # noqa: BLE001
-            pass
-        shutil.rmtree(snapshot, ignore_errors=True)
-    report.seconds = time.perf_counter() - started
-    return report
-
-
 def _open_chroma_files(palace_dir: str):
     """A Chroma palace's collections read from its files: ``(palace files, {name: collection}, None)``,
     or ``(None, None, why not)`` when a file is in a layout :mod:`.chroma_files` does not know."""
@@ -246,7 +204,8 @@ def _open_chroma_files(palace_dir: str):
     files = None
     try:
         files = ChromaPalaceFiles(palace_dir)
-        return files, {name: files.collection(name) for name in COLLECTIONS if files.has_collection(name)}, None
+        collections = {name: files.collection(name) for name in COLLECTIONS if files.has_collection(name)}
+        return files, collections, None
     except ChromaFormatError as exc:
         if files is not None:
             files.close()
@@ -262,6 +221,166 @@ def _pages_through_backend(src_col, page: int):
             return
         offset += len(got.ids)
         yield list(got.ids), got.documents, got.metadatas, got.embeddings
+
+
+def _count_source(report: MigrationReport, reader: _SourceReader, snapshot: _Snapshot) -> None:
+    """What the source holds: records per collection, rows per graph table."""
+    from mempalace_pg.graph.kg_import import TABLES, count_rows
+
+    for name, col in reader.collections.items():
+        report.collections[name] = {"source": col.count()}
+    if snapshot.has_graph:
+        src = sqlite3.connect(f"file:{snapshot.graph}?mode=ro", uri=True)
+        try:
+            report.graph = {table: count_rows(src, table) for table in TABLES}
+        finally:
+            src.close()
+
+
+# -- the target --------------------------------------------------------------------------------------
+
+@dataclass
+class _TargetPalace:
+    """The postgres palace written to, and the source it is migrated from."""
+
+    path: str
+    source: str
+    settings: Settings
+    backend: Any      # PostgresBackend
+    ref: Any          # its PalaceRef
+    options: dict
+
+    @classmethod
+    def open(cls, path: str, source: str, settings: Settings) -> "_TargetPalace":
+        from mempalace.backends import PalaceRef
+
+        from mempalace_pg.store.backend import PostgresBackend
+
+        return cls(path=path, source=source, settings=settings, backend=PostgresBackend(),
+                   ref=PalaceRef(id=path, local_path=path),
+                   options={"dsn": settings.dsn, "schema": settings.schema})
+
+
+def _check_target(palace: _TargetPalace) -> None:
+    """Refuse a target that holds records not migrated from this source, or a non-empty directory."""
+    from mempalace_pg.store.backend import existing_collections
+    from mempalace_pg.store.marker import marker_path
+
+    target, source = palace.path, palace.source
+    if os.path.isfile(marker_path(target)):
+        existing = existing_collections(palace.backend, palace.ref, palace.options)
+        held = sum(c.count() for c in existing.values())
+        origin = _provenance(target)
+        if held and (origin or {}).get("path") != source:
+            raise ConfigError(f"the target palace {target} already holds {held} records that were not "
+                              f"migrated from {source}: refusing to mix palaces "
+                              "(choose a new --to directory)")
+    elif os.path.exists(target) and os.listdir(target):
+        raise ConfigError(f"{target} exists and is not empty: --to must be a new (or empty) directory")
+
+
+def _provenance(target_dir: str) -> Optional[dict]:
+    from mempalace_pg.store.marker import marker_path
+
+    try:
+        with open(marker_path(target_dir), encoding="utf-8") as f:
+            return json.load(f).get("migrated_from")
+    except (OSError, ValueError):
+        return None
+
+
+def _record_provenance(target_dir: str, source: str, backend_name: str) -> None:
+    from mempalace_pg.store.marker import marker_path, write_atomically
+
+    path = marker_path(target_dir)
+    with open(path, encoding="utf-8") as f:
+        marker = json.load(f)
+    marker["migrated_from"] = {"path": source, "backend": backend_name}
+    with write_atomically(path) as f:
+        json.dump(marker, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+# -- copying -----------------------------------------------------------------------------------------
+
+def _copy_collection(report: MigrationReport, reader: _SourceReader, name: str, src_col,
+                     palace: _TargetPalace, page: int, progress: Optional[Progress]) -> None:
+    """Copy one collection (what the target holds already is skipped), then compare a sample."""
+    col = _target_collection(palace, name, src_col, reader.backend_name)
+    stats = report.collections[name]
+    stats.update(skipped=0, written=0)
+    sample = _Reservoir(SAMPLE)
+    t0 = time.perf_counter()
+    pages, report.reader[name] = reader.pages(src_col, page)
+    with col.bulk_load() as load:
+        offset = 0
+        for ids, documents, metadatas, embeddings in pages:
+            offset += len(ids)
+            sample.offer(ids)
+            _load_missing(col, load, stats, ids, documents, metadatas, embeddings)
+            if progress:
+                progress(name, offset, stats["source"], time.perf_counter() - t0)
+    stats["target"] = col.count()
+    stats["seconds"] = round(time.perf_counter() - t0, 1)
+    _compare(report, name, src_col, col, sample.items)
+
+
+def _target_collection(palace: _TargetPalace, name: str, src_col, backend_name: str):
+    """The target's collection ``name`` (created), refused when another embedder wrote it; the
+    provenance and the source's embedder identity recorded."""
+    identity = (src_col.get_stored_embedder_identity()
+                if hasattr(src_col, "get_stored_embedder_identity") else None)
+    col = palace.backend.get_collection(palace=palace.ref, collection_name=name, create=True,
+                                        options=palace.options)
+    stored = col.get_stored_embedder_identity()
+    if identity and stored and stored.model_name != identity.model_name:
+        raise ConfigError(f"target collection {name} was written by embedder {stored.model_name!r}, the "
+                          f"source by {identity.model_name!r}: refusing to mix")
+    _record_provenance(palace.path, palace.source, backend_name)
+    if identity and not stored:
+        col.set_embedder_identity(identity)
+    return col
+
+
+def _load_missing(col, load, stats: dict, ids: list, documents: list, metadatas: list, embeddings) -> None:
+    """Bulk-load the records of one page that the target does not hold yet."""
+    have = set(col.get(ids=ids, include=[]).ids)
+    keep = [i for i, rid in enumerate(ids) if rid not in have]
+    stats["skipped"] += len(ids) - len(keep)
+    if keep:
+        emb = np.asarray(embeddings, dtype=np.float32)[keep]
+        load(ids=[ids[i] for i in keep], documents=[documents[i] or "" for i in keep],
+             metadatas=[(metadatas[i] or {}) for i in keep], embeddings=emb)
+        stats["written"] += len(keep)
+
+
+class _Reservoir:
+    """A uniform sample of ``size`` ids from a stream of them (reservoir sampling), the same sample
+    for the same stream (a fixed seed)."""
+
+    def __init__(self, size: int, seed: int = 7):
+        self.size = size
+        self.items: list = []
+        self._seen = 0
+        self._rng = random.Random(seed)
+
+    def offer(self, ids: list) -> None:
+        for rid in ids:
+            self._seen += 1
+            if len(self.items) < self.size:
+                self.items.append(rid)
+            elif self._rng.random() < self.size / self._seen:
+                self.items[self._rng.randrange(self.size)] = rid
+
+
+def _copy_graph(report: MigrationReport, graph_file: str, palace: _TargetPalace) -> None:
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.graph.kg_import import import_sqlite
+
+    kg = AgeKnowledgeGraph(palace_path=palace.path, settings=palace.settings)
+    result = import_sqlite(graph_file, kg)
+    report.graph.update(ok=result.ok, written=result.written, verified=result.verified,
+                        seconds=round(result.seconds, 1))
 
 
 def _compare(report: MigrationReport, name: str, src_col, col, sample: list) -> None:
@@ -290,12 +409,4 @@ def _compare(report: MigrationReport, name: str, src_col, col, sample: list) -> 
             report.mismatches.append(f"{name}/{rid}: embedding differs")
 
 
-def print_progress(name: str, done: int, total: int, seconds: float) -> None:
-    """``migrate``'s progress: per collection, with the rate."""
-    from mempalace_pg.graph.kg_import import progress_bar
-
-    rate = done / seconds if seconds > 0 else 0.0
-    progress_bar(f"{name:18s}", done, total, f"{done:,}/{total:,} ({rate:,.0f}/s)")
-
-
-__all__ = ["migrate", "MigrationReport", "print_progress"]
+__all__ = ["migrate", "MigrationReport"]

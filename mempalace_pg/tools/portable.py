@@ -30,6 +30,7 @@ from typing import IO, Callable, Optional
 
 from psycopg import sql
 
+from mempalace_pg.graph.kg_import import write_batch
 from mempalace_pg.store.backend import existing_collections
 
 FORMAT = "mempalace-pg-export"
@@ -41,8 +42,14 @@ class ExportFormatError(ValueError):
     """The file is not a mempalace-pg export this version can read (the message says where)."""
 
 
+#: The graph table each kind of graph line belongs to.
+_GRAPH_TABLES = {"entity": "entities", "triple": "triples"}
+
+
 @dataclass
-class ImportReport:
+class PalaceImportReport:
+    """What :func:`import_palace` did: rows written, the counts the file promised, the counts found."""
+
     written: dict = field(default_factory=dict)
     expected: dict = field(default_factory=dict)
     found: dict = field(default_factory=dict)
@@ -55,40 +62,16 @@ class ImportReport:
         return {"ok": self.ok, "written": self.written, "expected": self.expected, "found": self.found}
 
 
-def export_palace(out: IO[str], drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
-                  ) -> dict:
+def export_palace(out: IO[str], drawers_collection, kg, *,
+                  progress: Optional[Callable[[str, int], None]] = None) -> dict:
     """Write the palace of ``drawers_collection`` (all its collections) and its graph ``kg`` to ``out``."""
-    from mempalace_pg.db.schema import head_revision
-
     backend, ref = drawers_collection._backend, drawers_collection._palace
     cols = list(existing_collections(backend, ref).values())
-    header = {"kind": "header", "format": FORMAT, "version": VERSION, "palace_key": kg.palace_key,
-              "namespace": kg.namespace, "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "schema_revision": head_revision(), "collections": []}
-    for col in cols:
-        identity = col.get_stored_embedder_identity()
-        header["collections"].append({"name": col.name, "dimension": col.partition.known_dimension(),
-                                      "embedder_model": identity.model_name if identity else None,
-                                      "embedder_dimension": identity.dimension if identity else None})
-    out.write(json.dumps(header, ensure_ascii=False) + "\n")
+    out.write(json.dumps(_header(kg, cols), ensure_ascii=False) + "\n")
     counts: dict = {}
     db = drawers_collection._open()
     for col in cols:
-        n = 0
-        # in filing order (an index serves it), which an import then keeps
-        query = sql.SQL("SELECT id, document, metadata, embedding::real[] FROM {} WHERE collection_pk = %s "
-                        "ORDER BY seq").format(col.partition.table)
-        with db.connection() as conn, conn.transaction():
-            with conn.cursor(name="mempalace_pg_export") as cur:
-                cur.itersize = 2000
-                cur.execute(query, (col.partition.pk,))
-                for rid, document, metadata, embedding in cur:
-                    out.write(json.dumps({"kind": "record", "collection": col.name, "id": rid, "document": document,
-                                          "metadata": metadata, "embedding": embedding}, ensure_ascii=False) + "\n")
-                    n += 1
-                    if progress and n % 5000 == 0:
-                        progress(col.name, n)
-        counts[col.name] = n
+        counts[col.name] = _export_records(out, db, col, progress)
     for table, kind in (("entities", "entity"), ("triples", "triple")):
         n = 0
         for row in kg.iter_rows(table):
@@ -99,6 +82,45 @@ def export_palace(out: IO[str], drawers_collection, kg, *, progress: Optional[Ca
         counts[table] = n
     out.write(json.dumps({"kind": "footer", "counts": counts}) + "\n")
     return counts
+
+
+def _header(kg, cols: list) -> dict:
+    from mempalace_pg.db.schema import head_revision
+
+    header = {"kind": "header", "format": FORMAT, "version": VERSION, "palace_key": kg.palace_key,
+              "namespace": kg.namespace,
+              "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "schema_revision": head_revision(), "collections": []}
+    for col in cols:
+        identity = col.get_stored_embedder_identity()
+        header["collections"].append({"name": col.name, "dimension": col.partition.known_dimension(),
+                                      "embedder_model": identity.model_name if identity else None,
+                                      "embedder_dimension": identity.dimension if identity else None})
+    return header
+
+
+def _export_records(out: IO[str], db, col, progress: Optional[Callable[[str, int], None]]) -> int:
+    """Write one collection's records; how many."""
+    n = 0
+    # in filing order (an index serves it), which an import then keeps
+    query = sql.SQL("""
+        SELECT id, document, metadata, embedding::real[]
+        FROM {records}
+        WHERE collection_pk = {collection_pk}
+        ORDER BY seq
+    """).format(records=col.partition.table, collection_pk=sql.Placeholder("collection_pk"))
+    with db.connection() as conn, conn.transaction():
+        with conn.cursor(name="mempalace_pg_export") as cur:
+            cur.itersize = 2000
+            cur.execute(query, {"collection_pk": col.partition.pk})
+            for rid, document, metadata, embedding in cur:
+                record = {"kind": "record", "collection": col.name, "id": rid, "document": document,
+                          "metadata": metadata, "embedding": embedding}
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                n += 1
+                if progress and n % 5000 == 0:
+                    progress(col.name, n)
+    return n
 
 
 def _lines(path: str):
@@ -117,30 +139,15 @@ def check_file(path: str) -> tuple[dict, dict]:
     for number, obj in _lines(path):
         kind = obj.get("kind") if isinstance(obj, dict) else None
         if number == 1 or header is None:
-            if kind != "header" or obj.get("format") != FORMAT:
-                raise ExportFormatError(f"{path}:{number}: not a {FORMAT} file (no header line)")
-            if obj.get("version") != VERSION:
-                raise ExportFormatError(f"{path}: format version {obj.get('version')}; this mempalace-pg reads {VERSION}")
-            header = obj
+            header = _checked_header(path, number, obj, kind)
             continue
         if footer is not None:
             raise ExportFormatError(f"{path}:{number}: data after the footer")
-        if kind == "record":
-            names = {c["name"] for c in header["collections"]}
-            emb = obj.get("embedding")
-            if obj.get("collection") not in names or not isinstance(obj.get("id"), str) \
-                    or not isinstance(emb, list) or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in emb):
-                raise ExportFormatError(f"{path}:{number}: malformed record")
-            seen[obj["collection"]] = seen.get(obj["collection"], 0) + 1
-        elif kind in ("entity", "triple"):
-            if not isinstance(obj.get("row"), dict) or not isinstance(obj["row"].get("id"), str):
-                raise ExportFormatError(f"{path}:{number}: {kind} without an id")
-            key = "entities" if kind == "entity" else "triples"
-            seen[key] = seen.get(key, 0) + 1
-        elif kind == "footer":
+        if kind == "footer":
             footer = obj.get("counts") or {}
-        else:
-            raise ExportFormatError(f"{path}:{number}: unknown line type {kind!r}")
+            continue
+        key = _checked_line_key(path, number, obj, kind, header)
+        seen[key] = seen.get(key, 0) + 1
     if header is None:
         raise ExportFormatError(f"{path}: empty file")
     if footer is None:
@@ -150,65 +157,46 @@ def check_file(path: str) -> tuple[dict, dict]:
     return header, footer
 
 
+def _checked_header(path: str, number: int, obj, kind: Optional[str]) -> dict:
+    if kind != "header" or obj.get("format") != FORMAT:
+        raise ExportFormatError(f"{path}:{number}: not a {FORMAT} file (no header line)")
+    if obj.get("version") != VERSION:
+        raise ExportFormatError(f"{path}: format version {obj.get('version')}; "
+                                f"this mempalace-pg reads {VERSION}")
+    return obj
+
+
+def _checked_line_key(path: str, number: int, obj: dict, kind: Optional[str], header: dict) -> str:
+    """What a data line counts towards (its collection, ``entities`` or ``triples``), once checked."""
+    if kind == "record":
+        if not _is_record(obj, header):
+            raise ExportFormatError(f"{path}:{number}: malformed record")
+        return obj["collection"]
+    if kind in _GRAPH_TABLES:
+        if not isinstance(obj.get("row"), dict) or not isinstance(obj["row"].get("id"), str):
+            raise ExportFormatError(f"{path}:{number}: {kind} without an id")
+        return _GRAPH_TABLES[kind]
+    raise ExportFormatError(f"{path}:{number}: unknown line type {kind!r}")
+
+
+def _is_record(obj: dict, header: dict) -> bool:
+    """A record of a collection the header names, with a string id and a list of finite numbers."""
+    names = {c["name"] for c in header["collections"]}
+    emb = obj.get("embedding")
+    return (obj.get("collection") in names and isinstance(obj.get("id"), str) and isinstance(emb, list)
+            and all(isinstance(x, (int, float)) and math.isfinite(x) for x in emb))
+
+
 def import_palace(path: str, drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
-                  ) -> ImportReport:
+                  ) -> PalaceImportReport:
     """Load an export into the palace of ``drawers_collection`` / ``kg`` (idempotent; see the module doc)."""
-    from mempalace.backends.base import EmbedderIdentity
-
-    from mempalace_pg.graph.kg_import import _write_batch
-
     header, footer = check_file(path)
-    backend, ref = drawers_collection._backend, drawers_collection._palace
-    report = ImportReport(expected={k: v for k, v in footer.items() if v})
-    targets = {}
-    for spec in header["collections"]:
-        col = backend.get_collection(palace=ref, collection_name=spec["name"], create=True)
-        stored = col.get_stored_embedder_identity()
-        if stored and spec.get("embedder_model") and stored.model_name != spec["embedder_model"]:
-            raise ExportFormatError(f"collection {spec['name']} of the target palace was written by embedder "
-                                    f"{stored.model_name!r}; the export by {spec['embedder_model']!r}: refusing to mix")
-        dim = col.partition.known_dimension()
-        if dim and spec.get("dimension") and dim != spec["dimension"]:
-            raise ExportFormatError(f"collection {spec['name']} of the target palace holds {dim}-d vectors; the "
-                                    f"export {spec['dimension']}-d: refusing to mix")
-        if not stored and spec.get("embedder_model"):
-            col.set_embedder_identity(EmbedderIdentity(model_name=spec["embedder_model"],
-                                                       dimension=int(spec.get("embedder_dimension") or 0)))
-        targets[spec["name"]] = col
-    pending: dict = {}
-    graph_rows: dict = {"entities": [], "triples": []}
-
-    def flush_records(name):
-        batch = pending.pop(name, [])
-        if batch:
-            targets[name].upsert(ids=[r["id"] for r in batch], documents=[r["document"] for r in batch],
-                                 metadatas=[r.get("metadata") or {} for r in batch],
-                                 embeddings=[r["embedding"] for r in batch])
-            report.written[name] = report.written.get(name, 0) + len(batch)
-            if progress:
-                progress(name, report.written[name])
-
-    def flush_graph(table):
-        batch, graph_rows[table] = graph_rows[table], []
-        if batch:
-            _write_batch(kg, table, batch)
-            report.written[table] = report.written.get(table, 0) + len(batch)
-
+    report = PalaceImportReport(expected={k: v for k, v in footer.items() if v})
+    targets = _target_collections(header, drawers_collection)
+    batches = _Batches(targets, kg, report, progress)
     for _, obj in _lines(path):
-        kind = obj["kind"]
-        if kind == "record":
-            pending.setdefault(obj["collection"], []).append(obj)
-            if len(pending[obj["collection"]]) >= BATCH:
-                flush_records(obj["collection"])
-        elif kind in ("entity", "triple"):
-            table = "entities" if kind == "entity" else "triples"
-            graph_rows[table].append(obj["row"])
-            if len(graph_rows[table]) >= BATCH:
-                flush_graph(table)
-    for name in list(pending):
-        flush_records(name)
-    flush_graph("entities")
-    flush_graph("triples")
+        batches.add(obj)
+    batches.flush_all()
     for name, col in targets.items():
         report.found[name] = col.count()
     stats = kg.stats()
@@ -216,4 +204,76 @@ def import_palace(path: str, drawers_collection, kg, *, progress: Optional[Calla
     return report
 
 
-__all__ = ["export_palace", "import_palace", "check_file", "ExportFormatError", "ImportReport", "FORMAT"]
+def _target_collections(header: dict, drawers_collection) -> dict:
+    """The target palace's collection for each collection of the header (created when missing),
+    refused when it holds another embedder's or another width's vectors."""
+    from mempalace.backends.base import EmbedderIdentity
+
+    backend, ref = drawers_collection._backend, drawers_collection._palace
+    targets = {}
+    for spec in header["collections"]:
+        col = backend.get_collection(palace=ref, collection_name=spec["name"], create=True)
+        stored = col.get_stored_embedder_identity()
+        if stored and spec.get("embedder_model") and stored.model_name != spec["embedder_model"]:
+            raise ExportFormatError(f"collection {spec['name']} of the target palace was written by embedder "
+                                    f"{stored.model_name!r}; the export by {spec['embedder_model']!r}: "
+                                    "refusing to mix")
+        dim = col.partition.known_dimension()
+        if dim and spec.get("dimension") and dim != spec["dimension"]:
+            raise ExportFormatError(f"collection {spec['name']} of the target palace holds {dim}-d vectors; "
+                                    f"the export {spec['dimension']}-d: refusing to mix")
+        if not stored and spec.get("embedder_model"):
+            col.set_embedder_identity(EmbedderIdentity(model_name=spec["embedder_model"],
+                                                       dimension=int(spec.get("embedder_dimension") or 0)))
+        targets[spec["name"]] = col
+    return targets
+
+
+class _Batches:
+    """An export's data lines gathered into batches (records per collection, graph rows per table),
+    each written, and committed, when it is full; :meth:`flush_all` writes what is left."""
+
+    def __init__(self, targets: dict, kg, report: PalaceImportReport,
+                 progress: Optional[Callable[[str, int], None]]):
+        self.targets, self.kg, self.report, self.progress = targets, kg, report, progress
+        self.records: dict = {}
+        self.graph_rows: dict = {"entities": [], "triples": []}
+
+    def add(self, obj: dict) -> None:
+        kind = obj["kind"]
+        if kind == "record":
+            self.records.setdefault(obj["collection"], []).append(obj)
+            if len(self.records[obj["collection"]]) >= BATCH:
+                self.flush_records(obj["collection"])
+        elif kind in _GRAPH_TABLES:
+            table = _GRAPH_TABLES[kind]
+            self.graph_rows[table].append(obj["row"])
+            if len(self.graph_rows[table]) >= BATCH:
+                self.flush_graph(table)
+
+    def flush_records(self, name: str) -> None:
+        batch = self.records.pop(name, [])
+        if batch:
+            self.targets[name].upsert(ids=[r["id"] for r in batch], documents=[r["document"] for r in batch],
+                                      metadatas=[r.get("metadata") or {} for r in batch],
+                                      embeddings=[r["embedding"] for r in batch])
+            written = self.report.written
+            written[name] = written.get(name, 0) + len(batch)
+            if self.progress:
+                self.progress(name, written[name])
+
+    def flush_graph(self, table: str) -> None:
+        batch, self.graph_rows[table] = self.graph_rows[table], []
+        if batch:
+            write_batch(self.kg, table, batch)
+            self.report.written[table] = self.report.written.get(table, 0) + len(batch)
+
+    def flush_all(self) -> None:
+        for name in list(self.records):
+            self.flush_records(name)
+        self.flush_graph("entities")
+        self.flush_graph("triples")
+
+
+__all__ = ["export_palace", "import_palace", "check_file", "ExportFormatError", "PalaceImportReport",
+           "FORMAT"]
