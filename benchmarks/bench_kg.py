@@ -74,7 +74,7 @@ def load_age(kg, entities, triples):
     for table, rows in (("entities", entities), ("triples", triples)):
         for i in range(0, len(rows), 1000):
             write_batch(kg, table, rows[i:i + 1000])
-    kg._database().run(lambda c: c.execute(f'ANALYZE "{kg._graph}"."Entity", "{kg._graph}"."Fact"'))
+    kg.database().run(lambda c: c.execute(f'ANALYZE "{kg.graph_name}"."Entity", "{kg.graph_name}"."Fact"'))
 
 
 def timed(fn, n):
@@ -145,10 +145,10 @@ def cypher_lookup(kg, names):
         conn.execute("LOAD 'age'")
         conn.execute('SET search_path = ag_catalog, "$user", public')
         conn.execute("SET statement_timeout = '20s'")
-        query = (f"SELECT * FROM cypher('{kg._graph}', $$ MATCH (v:Entity {{palace: $palace, entity_id: $eid}})"
+        query = (f"SELECT * FROM cypher('{kg.graph_name}', $$ MATCH (v:Entity {{palace: $palace, entity_id: $eid}})"
                  "-[f:Fact]->(o:Entity) RETURN f.predicate, o.name, f.valid_from, f.valid_to $$, %s) "
                  "AS (p agtype, o agtype, vf agtype, vt agtype)")
-        palace = kg._palace()
+        palace = kg.palace_pk()
 
         def one(i):
             eid = names[i].lower().replace(" ", "_")

@@ -214,7 +214,7 @@ def run_store(args, store: str) -> dict:
             t0 = time.perf_counter()
             load_age(kg, entities, triples)
             out["load_s"]["age graph"] = round(time.perf_counter() - t0, 1)
-            settle_tables = [(kg._graph, "Entity"), (kg._graph, "Fact")]
+            settle_tables = [(kg.graph_name, "Entity"), (kg.graph_name, "Fact")]
             kg.close()
             ours = PalaceSearch(palace_key=col._palace.id, settings=settings)
         else:

@@ -57,7 +57,7 @@ def run(facts: int, entities: int, dsn: str, reps: int) -> dict:
     out: dict = {"facts": facts, "entities": entities, "methods": {}}
     try:
         load_age(kg, ents, triples)
-        palace = kg._palace()
+        palace = kg.palace_pk()
         rng = random.Random(3)
         subjects = sorted({t["subject"] for t in triples})
         picks = [subjects[rng.randrange(len(subjects))] for _ in range(reps)]

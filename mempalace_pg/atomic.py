@@ -131,8 +131,8 @@ def unit_of_work(palace_path: Optional[str] = None, *, palace_key: Optional[str]
     connection, one transaction, committed when the block ends and rolled back if it raises."""
     drawers, kg = open_drawers(palace_path, palace_key=palace_key, namespace=namespace, settings=settings)
     drawers.partition.check_writable()
-    kg._palace()
-    db = drawers._open()
+    kg.palace_pk()
+    db = drawers.database()
     with db.transaction() as conn:
         uow = UnitOfWork(drawers, kg.bound_to(conn), conn)
         yield uow

@@ -138,7 +138,7 @@ def cmd_kg_import(args) -> int:
             w = report.written[table]
             print(f"{table}: {report.source_counts[table]} in {args.sqlite}; {w['inserted']} inserted, "
                   f"{w['updated']} updated, {w['unchanged']} unchanged; "
-                  f"{report.verified[table]}/{report.source_counts[table]} verified in graph {kg._graph}")
+                  f"{report.verified[table]}/{report.source_counts[table]} verified in graph {kg.graph_name}")
         print(f"{'OK' if report.ok else 'MISMATCH'} in {report.seconds:.1f} s ({kg!r})")
     return 0 if report.ok else 1
 

@@ -131,7 +131,7 @@ class PalaceSearch:
         def work(conn):
             return conn.execute(StatementCache.sql(entry, conn), params).fetchone()
 
-        return self.kg._database().run(work)
+        return self.kg.database().run(work)
 
     @staticmethod
     def _as_of(as_of: Optional[str]) -> Optional[str]:
@@ -233,7 +233,7 @@ class PalaceSearch:
         entity = checked_text(entity, "entity", required=True)
         hops, as_of_key, n = self._hops(hops), self._as_of(as_of), clamped_row_count(n_results)
         col = self.drawers()
-        palace = self.kg._palace()
+        palace = self.kg.palace_pk()
         keys = _keys(wing, room)
         values = {"entity": entity_id_of(entity), "as_of": as_of_key}
         if col is not None and n > 0:
@@ -314,7 +314,7 @@ class PalaceSearch:
         entity = checked_text(entity, "entity", required=True)
         as_of_key = self._as_of(as_of)
         col = self.drawers()
-        palace = self.kg._palace()
+        palace = self.kg.palace_pk()
         limit = clamped_row_count(limit)
         values = {"entity": entity_id_of(entity), "as_of": as_of_key, "q": None}
         if query_embedding is not None and col is not None:
@@ -387,7 +387,7 @@ class PalaceSearch:
         n = clamped_row_count(n_results)
         if col is None or n == 0:
             return []
-        palace = self.kg._palace()
+        palace = self.kg.palace_pk()
         keys = _keys(wing, room)
         values = {"as_of": self._as_of(as_of)}
         values["q"], dim = self._vector(col, query_embedding)

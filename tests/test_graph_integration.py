@@ -254,7 +254,7 @@ def test_official_age_driver_reads_the_graph(pg_dsn, pg_schema, age_kg):
                        user=params.get("user"), password=params.get("password"))
     try:
         cursor = conn.execCypher("MATCH (s:Entity)-[f:Fact]->(o:Entity) WHERE s.palace = %s RETURN s, f, o",
-                                 cols=["s", "f", "o"], params=(age_kg._palace(),))
+                                 cols=["s", "f", "o"], params=(age_kg.palace_pk(),))
         rows = cursor.fetchall()
         conn.commit()
     finally:

@@ -324,7 +324,7 @@ def test_kg_neighbourhood_sql_function_matches_the_slow_way(world, pg_dsn, pg_sc
     """The SQL function psql users call walks like the retrieval statements and like MemPalace's graph."""
     import psycopg
 
-    palace_pk = world["search"].kg._palace()
+    palace_pk = world["search"].kg.palace_pk()
     r = random.Random(9)
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"SET search_path = {pg_schema}, public, ag_catalog")

@@ -194,8 +194,8 @@ class AgeKnowledgeGraph:
         self.palace_key = palace_key
         self.namespace = self._settings.namespace if namespace is None else namespace
         self._schema = self._settings.schema
-        self._graph = self._settings.graph
-        self._sql = _statements(self._schema, self._graph)
+        self.graph_name = self._settings.graph
+        self._sql = _statements(self._schema, self.graph_name)
         self._lock = threading.RLock()  # MemPalace callers hold it around _conn(), which may connect
         self._db = None
         self._palace_pk: Optional[int] = None
@@ -207,7 +207,7 @@ class AgeKnowledgeGraph:
         its transaction) instead of taking one from the pool."""
         import copy
 
-        self._palace()  # resolve the palace first, on a pooled connection of its own
+        self.palace_pk()  # resolve the palace first, on a pooled connection of its own
         bound = copy.copy(self)
         bound._bound = conn
         bound._lock = threading.RLock()
@@ -215,7 +215,8 @@ class AgeKnowledgeGraph:
         return bound
 
     # -- connection management ----------------------------------------------------------------
-    def _database(self):
+    def database(self):
+        """The palace's database (its pool), opened on first use."""
         db = self._db
         if db is not None:
             return db
@@ -226,7 +227,8 @@ class AgeKnowledgeGraph:
                 self._db = Database.get(self._settings)
             return self._db
 
-    def _palace(self) -> int:
+    def palace_pk(self) -> int:
+        """The palace's key in the schema's ``palaces`` table (created on first use unless read-only)."""
         if self._palace_pk is not None:
             return self._palace_pk
         key = (self._settings.dsn, self._schema, self.namespace, self.palace_key)
@@ -243,36 +245,36 @@ class AgeKnowledgeGraph:
                     row = conn.execute(find, params).fetchone()
                 return row[0]
 
-            pk = self._database().run(resolve)
+            pk = self.database().run(resolve)
             with _PALACE_LOCK:
                 _PALACE_PKS[key] = pk
         self._palace_pk = pk
         return pk
 
-    def _run(self, work, *, atomic: bool = False):
+    def run(self, work, *, atomic: bool = False):
         """Run ``work(conn, palace_pk)``; bad-input errors raised in SQL become ValueError.
 
         On a graph bound to a unit of work (:meth:`bound_to`) it runs on that connection, inside the
         unit's transaction (a failed statement then fails the whole unit)."""
-        palace = self._palace()
+        palace = self.palace_pk()
         try:
             if self._bound is not None:
                 return work(self._bound, palace)
-            return self._database().run(lambda conn: work(conn, palace), atomic=atomic)
+            return self.database().run(lambda conn: work(conn, palace), atomic=atomic)
         except psycopg.Error as exc:
             if getattr(exc, "sqlstate", None) == _BAD_INPUT_SQLSTATE:
                 raise ValueError(exc.diag.message_primary) from None
             if isinstance(exc, psycopg.errors.UndefinedTable):
                 raise DatabaseUnavailableError(
                     f"the knowledge graph tables are missing in schema {self._schema!r} "
-                    f"(graph {self._graph!r}): run `mempalace-pg db upgrade`") from None
+                    f"(graph {self.graph_name!r}): run `mempalace-pg db upgrade`") from None
             raise
 
     def _one(self, query: str, **params) -> Any:
-        return self._run(lambda conn, palace: conn.execute(query, {"palace": palace, **params}).fetchone())
+        return self.run(lambda conn, palace: conn.execute(query, {"palace": palace, **params}).fetchone())
 
     def _all(self, query: str, **params) -> list:
-        return self._run(lambda conn, palace: conn.execute(query, {"palace": palace, **params}).fetchall())
+        return self.run(lambda conn, palace: conn.execute(query, {"palace": palace, **params}).fetchall())
 
     def close(self) -> None:
         """Release this object's hold on the pool (and close a :meth:`_conn` snapshot). Idempotent;
@@ -534,10 +536,10 @@ class AgeKnowledgeGraph:
             raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
         if not row.get("id"):
             raise ValueError("replicated row is missing 'id'")
-        query, params = self._apply_statement(table, row, skip_unchanged=False)
+        query, params = self.apply_statement(table, row, skip_unchanged=False)
         self._one(query, **params)
 
-    def _apply_statement(self, table: str, row: dict, skip_unchanged: bool) -> tuple[str, dict]:
+    def apply_statement(self, table: str, row: dict, skip_unchanged: bool) -> tuple[str, dict]:
         """The statement and parameters writing one replicated row (validated here)."""
         required = {"id", "name"} if table == "entities" else {"id", "subject", "predicate", "object"}
         params: dict[str, Any] = {"skip_unchanged": skip_unchanged}
@@ -556,7 +558,7 @@ class AgeKnowledgeGraph:
         sqlite_class.seed_from_entity_facts(self, entity_facts)
 
     def __repr__(self) -> str:
-        return (f"AgeKnowledgeGraph(graph={self._graph!r}, namespace={self.namespace!r}, "
+        return (f"AgeKnowledgeGraph(graph={self.graph_name!r}, namespace={self.namespace!r}, "
                 f"palace_key={self.palace_key!r})")
 
 

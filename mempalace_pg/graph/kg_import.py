@@ -103,8 +103,8 @@ def import_sqlite(path: str, kg: AgeKnowledgeGraph, *, batch_size: int = 500,
     # VACUUM as well as ANALYZE, as after a bulk load of drawers: a large import otherwise draws
     # autovacuum onto the label tables while the graph is first used.
     vacuum = sql.SQL("VACUUM (ANALYZE) {entity}, {fact}").format(
-        entity=sql.Identifier(kg._graph, "Entity"), fact=sql.Identifier(kg._graph, "Fact"))
-    kg._database().run(lambda conn: conn.execute(vacuum))
+        entity=sql.Identifier(kg.graph_name, "Entity"), fact=sql.Identifier(kg.graph_name, "Fact"))
+    kg.database().run(lambda conn: conn.execute(vacuum))
     report.seconds = time.perf_counter() - started
     return report
 
@@ -130,8 +130,8 @@ def _copy_table(src: sqlite3.Connection, kg: AgeKnowledgeGraph, table: str, batc
 def write_batch(kg: AgeKnowledgeGraph, table: str, rows: list[dict]) -> list[str]:
     """Apply replicated rows of ``table`` to ``kg`` in one transaction, keyed by id, skipping a row
     equal to the stored one; each row's outcome (``inserted``, ``updated`` or ``unchanged``)."""
-    statements = [kg._apply_statement(table, row, skip_unchanged=True) for row in rows]  # validate first
-    palace = kg._palace()
+    statements = [kg.apply_statement(table, row, skip_unchanged=True) for row in rows]  # validate first
+    palace = kg.palace_pk()
 
     def work(conn):
         with conn.cursor() as cur:
@@ -144,7 +144,7 @@ def write_batch(kg: AgeKnowledgeGraph, table: str, rows: list[dict]) -> list[str
                     break
             return outcomes
 
-    return kg._run(lambda conn, _palace: work(conn), atomic=True)
+    return kg.run(lambda conn, _palace: work(conn), atomic=True)
 
 
 def _verify(kg: AgeKnowledgeGraph, src: sqlite3.Connection) -> dict:

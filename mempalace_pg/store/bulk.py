@@ -52,7 +52,7 @@ class BulkLoader:
     def __init__(self, collection: "PostgresCollection"):
         self.col = collection
         self.part = collection.partition
-        self.db = collection._open()
+        self.db = collection.database()
         self.part.check_writable()
         self.queue: queue.Queue = queue.Queue(maxsize=BULK_WORKERS)
         self.error: Optional[BaseException] = None

@@ -79,7 +79,8 @@ class PostgresCollection(BaseCollection):
         return f"<PostgresCollection {self.name} of {self._palace.id!r} (records_c{self.partition.pk})>"
 
     # -- helpers ------------------------------------------------------------------------------
-    def _open(self) -> "Database":
+    def database(self) -> "Database":
+        """The database this collection lives in; raises BackendClosedError once it (or its backend) is closed."""
         if self._closed or self._backend._closed:
             raise BackendClosedError(f"collection {self.name!r} has been closed")
         return self._db
@@ -116,7 +117,7 @@ class PostgresCollection(BaseCollection):
 
     # -- writes ---------------------------------------------------------------------------------
     def _write(self, ids, documents, metadatas, embeddings, *, replace: bool) -> None:
-        db = self._open()
+        db = self.database()
         self.partition.check_writable()
         if not len(ids):
             return
@@ -155,7 +156,7 @@ class PostgresCollection(BaseCollection):
         """Atomic update in one statement: documents/embeddings replaced, metadata merged; unknown ids skipped."""
         if documents is None and metadatas is None and embeddings is None:
             raise ValueError("update requires at least one of documents, metadatas, embeddings")
-        db = self._open()
+        db = self.database()
         self.partition.check_writable()
         ids = list(ids)
         n = len(ids)
@@ -204,7 +205,7 @@ class PostgresCollection(BaseCollection):
 
     def delete(self, *, ids=None, where=None) -> None:
         """Delete the given ids and/or the records matching ``where`` (both: the intersection)."""
-        db = self._open()
+        db = self.database()
         self.partition.check_writable()
         statement = self.partition.delete_sql(ids=ids, where=where)
         if statement is not None:
@@ -214,7 +215,7 @@ class PostgresCollection(BaseCollection):
     # -- reads ----------------------------------------------------------------------------------
     def count(self) -> int:
         """Number of records, from the trigger-maintained facet_counts (no scan of the records)."""
-        db = self._open()
+        db = self.database()
         query = sql.SQL("SELECT COALESCE(sum(n), 0)::bigint FROM {} WHERE collection_pk = %(pk)s").format(
             db.ident("facet_counts"))
         return int(db.run(lambda conn: conn.execute(query, {"pk": self.partition.pk}).fetchone()[0]))
@@ -241,7 +242,7 @@ class PostgresCollection(BaseCollection):
 
     def get(self, *, ids=None, where=None, where_document=None, limit=None, offset=None,
             include=None) -> GetResult:
-        db = self._open()
+        db = self.database()
         spec = _IncludeSpec.resolve(include, default_distances=False)
         condition, params = self.partition.condition(where, where_document)
         columns, names = self._columns(spec)
@@ -271,7 +272,7 @@ class PostgresCollection(BaseCollection):
         return self.get(where=where, include=include)
 
     def get_all_metadata(self, where=None) -> list[dict]:
-        db = self._open()
+        db = self.database()
         condition, params = self.partition.condition(where)
         # Binary COPY streams jsonb as raw JSON text (a version byte, then the text: no escaping), and
         # parsing it a few thousand rows at a time as one JSON array is several times faster than a
@@ -303,7 +304,7 @@ class PostgresCollection(BaseCollection):
         code point, then records without one, ties in filing order. For ``filed_at`` an index serves
         the order.
         """
-        db = self._open()
+        db = self.database()
         order_field = storable(order_field) if isinstance(order_field, str) else order_field
         if limit is None or int(limit) <= 0:
             return GetResult.empty()
@@ -328,7 +329,7 @@ class PostgresCollection(BaseCollection):
 
     def facet_counts(self, field: str, where=None, limit: int = 1000) -> dict[str, int]:
         """Count of records per value of a metadata field (records without it are not counted)."""
-        db = self._open()
+        db = self.database()
         field = storable(field) if isinstance(field, str) else field
         fast = self._facet_fast_path(field, where)
         if fast is not None:
@@ -369,7 +370,7 @@ class PostgresCollection(BaseCollection):
         Uses the collection's HNSW index with iterative scans, so a filtered query still returns
         ``n_results`` rows when that many match.
         """
-        db = self._open()
+        db = self.database()
         if query_texts is not None and query_embeddings is None:
             raise ValueError("the postgres backend needs query_embeddings (MemPalace embeds queries itself)")
         if query_embeddings is None or len(query_embeddings) == 0:
@@ -420,7 +421,7 @@ class PostgresCollection(BaseCollection):
         idf from the word's document frequency (counted through the index up to a cap). One
         statement; filters apply in SQL.
         """
-        db = self._open()
+        db = self.database()
         query = storable(query) if isinstance(query, str) else ""
         if not query.strip() or int(n_results) <= 0:
             return LexicalResult(hits=[])
@@ -432,7 +433,7 @@ class PostgresCollection(BaseCollection):
 
     # -- identity, maintenance, lifecycle -----------------------------------------------------
     def get_stored_embedder_identity(self) -> Optional[EmbedderIdentity]:
-        db = self._open()
+        db = self.database()
         query = sql.SQL("SELECT embedder_model, embedder_dimension FROM {} WHERE collection_pk = %(pk)s"
                         ).format(db.ident("collections"))
         row = db.run(lambda conn: conn.execute(query, {"pk": self.partition.pk}).fetchone())
@@ -441,7 +442,7 @@ class PostgresCollection(BaseCollection):
         return EmbedderIdentity(model_name=row[0], dimension=int(row[1] or 0))
 
     def set_embedder_identity(self, identity: EmbedderIdentity) -> None:
-        db = self._open()
+        db = self.database()
         query = sql.SQL("UPDATE {} SET embedder_model = %(model)s, embedder_dimension = %(dimension)s, "
                         "embedder_recorded_at = now() WHERE collection_pk = %(pk)s").format(db.ident("collections"))
         params = {"model": identity.model_name, "dimension": int(identity.dimension or 0), "pk": self.partition.pk}
@@ -451,12 +452,12 @@ class PostgresCollection(BaseCollection):
         return None  # MemPalace embeds for us; its configured model is the identity
 
     def estimated_count(self) -> int:
-        db = self._open()
+        db = self.database()
         query = "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass"
         return int(db.run(lambda conn: conn.execute(query, (self.partition.relname,)).fetchone()[0]))
 
     def maintenance_state(self) -> dict:
-        db = self._open()
+        db = self.database()
         query = sql.SQL(
             "SELECT (SELECT count(*) FROM {t}), "
             " (SELECT array_agg(index_name ORDER BY lo) FROM {segs} WHERE collection_pk = %(pk)s), "
@@ -483,7 +484,7 @@ class PostgresCollection(BaseCollection):
     def run_maintenance(self, kind: str) -> MaintenanceResult:
         if kind not in self._backend.maintenance_kinds:
             raise UnsupportedMaintenanceKindError(f"postgres backend has no maintenance kind {kind!r}")
-        db = self._open()
+        db = self.database()
         rel = self.partition.relname
         key = f"mempalace_pg:{kind}:{rel}"
         with db.connection() as conn:

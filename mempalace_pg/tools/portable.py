@@ -69,7 +69,7 @@ def export_palace(out: IO[str], drawers_collection, kg, *,
     cols = list(existing_collections(backend, ref).values())
     out.write(json.dumps(_header(kg, cols), ensure_ascii=False) + "\n")
     counts: dict = {}
-    db = drawers_collection._open()
+    db = drawers_collection.database()
     for col in cols:
         counts[col.name] = _export_records(out, db, col, progress)
     for table, kind in (("entities", "entity"), ("triples", "triple")):
