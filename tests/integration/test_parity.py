@@ -22,7 +22,7 @@ import pytest
 from palace_pair import Palace, comparable, differences
 from real_text import files, read
 
-DATA = Path(__file__).resolve().parent / "data" / "corpus"
+DATA = Path(__file__).resolve().parents[1] / "data" / "corpus"
 
 #: step -> why that step's answer differs on a postgres palace (see the README).
 KNOWN = {

@@ -17,8 +17,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[2]
+# The helpers the integration tests share (palace_pair, real_text, _backend_conformance) live in tests/.
+sys.path.insert(0, str(ROOT / "tests"))
 
 
 def _test_dsn() -> str:

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from palace_pair import Palace
 
-ROOT = Path(__file__).resolve().parent.parent
-CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "data" / "corpus"
 
 
 @pytest.fixture

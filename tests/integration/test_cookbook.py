@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
-COOKBOOK = Path(__file__).resolve().parent.parent / "docs" / "sql-cookbook.md"
+COOKBOOK = Path(__file__).resolve().parents[2] / "docs" / "sql-cookbook.md"
 BLOCK = re.compile(r"```sql\n(.*?)```", re.S)
 SET = re.compile(r"^\\set (\w+) '(.*)'$")
 VAR = re.compile(r":'(\w+)'")

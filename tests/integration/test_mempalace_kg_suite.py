@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FILES = ["tests/test_knowledge_graph.py", "tests/test_knowledge_graph_extra.py",
          "tests/test_knowledge_graph_metadata.py", "tests/mcp/test_kg.py", "tests/test_kg_normalize.py",
          "tests/test_kg_future_successor_regressions.py", "tests/test_kg_thread_safety.py"]
