@@ -38,13 +38,6 @@ def seed(col):
     )
 
 
-def test_registered_as_mempalace_backend():
-    from mempalace.backends.registry import get_backend_class
-
-    assert get_backend_class("postgres") is PostgresBackend
-    assert "supports_namespace_isolation" in PostgresBackend.capabilities
-
-
 def test_add_query_get_count(make_collection):
     col = make_collection()
     seed(col)
@@ -454,16 +447,6 @@ def test_written_rows_are_found_at_once_then_folded_into_segments(make_collectio
     indexing.settle(col.partition, timeout=60)
     res = col.query(query_embeddings=[q.tolist()], n_results=8, where={"touched": True})
     assert res.ids[0] == exact(q, 8, list(range(60)))
-
-
-def test_mempalace_treats_backend_as_multi_writer(tmp_path):
-    """MemPalace would lock `mine` out while an MCP server writes; PostgreSQL coordinates writers."""
-    import mempalace.palace as palace_module
-    from mempalace.palace import backend_requires_single_writer
-
-    PostgresBackend.detect(str(tmp_path))
-    assert "postgres" in palace_module._MULTI_PROCESS_WRITER_BACKENDS
-    assert backend_requires_single_writer("postgres") is False
 
 
 def test_lexical_search_weights_rare_words(make_collection):

@@ -191,12 +191,6 @@ def test_schema_is_documented_for_psql_users(make_collection, pg_dsn, pg_schema)
         assert row == ("w", "r", "hello world")
 
 
-def test_head_revision_constant_matches_migrations():
-    from mempalace_pg.db.schema import HEAD_REVISION
-
-    assert HEAD_REVISION == head_revision()
-
-
 def test_upgrade_from_0003_replaces_the_graph_write_helpers(pg_dsn, scratch_schema):
     """A database at revision 0003 upgrades to head: the SQL-language write helpers become PL/pgSQL
     (planned once per session) and the graph's writes keep their results."""

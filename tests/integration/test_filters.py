@@ -158,21 +158,3 @@ def test_filtered_query_returns_n_results(filled):
     res = filled.query(query_embeddings=[[1, 0]], n_results=5, where={"wing": {"$ne": "zzz"}})
     assert len(res.ids[0]) == 5
     assert set(res.ids[0]) <= set(expected({"wing": {"$ne": "zzz"}}))
-
-
-@pytest.mark.parametrize("where, expected", [
-    (None, {}),
-    ({}, {}),
-    ({"wing": "a"}, {"wing": "a"}),
-    ({"wing": "a", "room": "b"}, {"wing": "a", "room": "b"}),
-    ({"$and": [{"wing": "a"}, {"room": {"$eq": "b"}}]}, {"wing": "a", "room": "b"}),
-    ({"$and": [{"wing": "a"}, {"wing": "b"}]}, None),
-    ({"wing": 1}, None),
-    ({"wing": {"$ne": "a"}}, None),
-    ({"$or": [{"wing": "a"}]}, None),
-    ({"source_file": "x"}, None),
-])
-def test_wing_room_equalities(where, expected):
-    from mempalace_pg.store.filters import wing_room_equalities
-
-    assert wing_room_equalities(where) == expected

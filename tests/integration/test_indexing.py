@@ -122,44 +122,6 @@ def test_two_writers_at_once_get_disjoint_segments(pg_dsn, pg_schema, tmp_path, 
         assert col.count() == 6050
 
 
-def segment(rows: int, lo: int = 0) -> tuple[str, int, int, int]:
-    return (f"s{lo}", lo, lo + rows, rows)
-
-
-def test_merges_leave_full_segments_as_they_are():
-    full = indexing.SEGMENT_ROWS
-    big = segment(full)
-    newer = [segment(10_000, full)]
-    newer += [segment(900, full + 10_000 + i * 1000) for i in range(indexing.MAX_SEGMENTS)]
-    # a pause merges the open segments only: a merge with the full one would take it past SEGMENT_ROWS
-    assert folder.Folder.open_segments([big, *newer]) == newer
-    assert folder.Folder.merge_plan([big, *newer], quiet=True) == newer
-    # under sustained writes, only once the open ones are too many: then the newest ones that hold no
-    # more rows than the segment before them
-    assert folder.Folder.merge_plan([big, *newer[:3]], quiet=False) == []
-    assert folder.Folder.merge_plan([big, *newer], quiet=False) == newer[1:]
-    # folds that grow with the tail (a folder behind the writer): merged only up to BUSY_MERGE_ROWS
-    slow = [segment(3000 + 500 * i, 10 ** 5 * i) for i in range(8)]
-    assert folder.Folder.merge_plan(slow, quiet=False) == slow[-3:]
-    assert sum(s[3] for s in slow[-3:]) <= indexing.BUSY_MERGE_ROWS < sum(s[3] for s in slow[-4:])
-    doubling = [segment(4000 * 2 ** i, 10 ** 6 * i) for i in range(5)]
-    assert folder.Folder.merge_plan(doubling, quiet=False) == []
-    # below SEGMENT_ROWS in all, a pause merges everything into one
-    small = [segment(1000, i * 1000) for i in range(3)]
-    assert folder.Folder.merge_plan(small, quiet=True) == small
-
-
-def test_breadth_narrows_with_the_share_of_the_largest_segment():
-    one = indexing.Layout(((-1, 100),), 100)
-    four = indexing.Layout(((-1, 34), (34, 64), (64, 86), (86, 100)), 100,
-                           indexing.largest_share([34, 30, 22, 14]))
-    two = indexing.Layout(((-1, 74), (74, 100)), 100, indexing.largest_share([74, 26]))
-    assert indexing.search_breadth(one, 150) == 150
-    assert indexing.search_breadth(four, 150) == indexing.MIN_SEARCH_BREADTH
-    assert indexing.search_breadth(two, 150) == 105  # share 0.7
-    assert indexing.search_breadth(four, 40) == 40  # never wider than configured
-
-
 def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema, make_collection, monkeypatch):
     import numpy as np
 

@@ -1,0 +1,67 @@
+"""The schema runner's pure parts (mempalace_pg.db.schema): psql variables in sql/ files, version strings,
+and the head revision the code expects."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mempalace_pg.config import ConfigError
+from mempalace_pg.db.schema import (
+    HEAD_REVISION,
+    head_revision,
+    migrations_dir,
+    render_sql,
+    sql_dir,
+    version_tuple,
+)
+
+
+def test_render_sql_fills_identifiers_and_literals():
+    text = 'CREATE TABLE :"schema".t (g text DEFAULT :\'graph\'); SELECT :"graph", :\'schema\';'
+    assert render_sql(text, {"schema": "mempalace", "graph": "mempalace_kg"}) == (
+        'CREATE TABLE "mempalace".t (g text DEFAULT \'mempalace_kg\'); SELECT "mempalace_kg", \'mempalace\';')
+
+
+def test_render_sql_leaves_other_text_alone():
+    text = "SELECT ':not_a_variable', :other, '::jsonb', x::text FROM :\"schemas\";"
+    assert render_sql(text, {"schema": "abc"}) == text
+    assert render_sql("no variables", {}) == "no variables"
+
+
+@pytest.mark.parametrize("value", ["Bad", "1abc", "x\"; DROP SCHEMA public; --", "a'b", "", "a" * 64, "abc def",
+                                   None])
+def test_render_sql_refuses_anything_but_a_plain_identifier(value):
+    with pytest.raises(ConfigError, match="the SQL variable schema .* is not a valid name: use 1-63 characters"):
+        render_sql(':"schema"', {"schema": value})
+
+
+def test_render_sql_takes_names_up_to_postgresqls_limit():
+    assert render_sql(':"graph"', {"graph": "g" * 63}) == '"' + "g" * 63 + '"'
+
+
+def test_every_sql_file_renders_completely_with_the_variables_migrations_pass():
+    files = sorted(sql_dir().glob("*.sql"))
+    assert [f.name for f in files][:1] == ["0001_drawers.sql"] and len(files) >= 7
+    for path in files:
+        text = render_sql(path.read_text(encoding="utf-8"), {"schema": "t_schema", "graph": "t_schema_kg"})
+        assert not re.search(r":[\"'][a-z_]+[\"']", text), path.name
+
+
+def test_version_parsing():
+    assert version_tuple("0.8.0") == (0, 8, 0) and version_tuple("0.7.4") < (0, 8, 0)
+    assert version_tuple("1.8.0~rc0") == (1, 8, 0)
+
+
+def test_head_revision_constant_matches_migrations():
+    assert HEAD_REVISION == head_revision()
+
+
+def test_one_migration_per_sql_file_of_the_same_name():
+    """The convention CONTRIBUTING.md states: sql/NNNN_name.sql is applied by migrations/versions/NNNN_name.py."""
+    revisions = sorted((migrations_dir() / "versions").glob("0*.py"))
+    assert revisions[-1].stem == HEAD_REVISION
+    assert [p.stem for p in revisions] == sorted(p.stem for p in sql_dir().glob("0*.sql"))
+    for path in revisions:
+        assert f'"{path.stem}.sql"' in path.read_text(encoding="utf-8"), path.name
