@@ -1,25 +1,44 @@
 #!/usr/bin/env bash
 # Run the whole mempalace-pg test suite on a fresh Debian machine, doing all its own set-up:
-#   1. provision PostgreSQL with pgvector and Apache AGE (scripts/provision-postgres.sh), for each stack;
-#   2. create .venv and install the package with its test dependencies (MemPalace pinned);
-#   3. install the real text some tests read (Debian's python3.11-doc and postgresql-doc-15), and fetch
+#   1. create .venv and install the package with its test dependencies (MemPalace and ruff pinned);
+#   2. lint: ruff check and ruff format --check over the code, the tests, benchmarks, scripts, migrations;
+#   3. the unit tier (tests/unit), once, with no database;
+#   4. install the real text some tests read (Debian's python3.11-doc and postgresql-doc-15), and fetch
 #      MemPalace's sdist, whose own knowledge-graph tests run against the AGE graph;
-#   4. run pytest against each server.
+#   5. provision PostgreSQL with pgvector and Apache AGE (scripts/provision-postgres.sh) for each stack,
+#      and run the integration tier (tests/integration) against each server.
+# A failed lint fails the run, after the tests have run, so one finding does not hide their results.
 #
 #   scripts/test.sh                         # both stacks: Debian 13 (PG 17, AGE 1.5) and sid (PG 18, AGE 1.8)
 #   MEMPALACE_PG_STACKS=trixie scripts/test.sh     # one stack
 #   MEMPALACE_PG_TEST_DSN=postgresql://... scripts/test.sh   # your own server (pgvector + AGE) instead
-#   scripts/test.sh -k filters              # extra arguments go to pytest
+#   scripts/test.sh -k filters              # arguments go to pytest, run per stack instead of the tiers
+#                                           # (both tiers, or the paths you give)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 stacks="${MEMPALACE_PG_STACKS:-trixie sid}"
 [[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]] && stacks="given"
 py=$(bash scripts/setup-venv.sh | tail -n 1)
+bin=$(dirname "$py")
+
+status=0
+lint=(mempalace_pg tests benchmarks scripts migrations)
+echo "[test] ruff check and ruff format --check: ${lint[*]}"
+lint_status=0
+"$bin/ruff" check "${lint[@]}" || lint_status=1
+"$bin/ruff" format --check "${lint[@]}" || lint_status=1
+
+if [[ $# -eq 0 ]]; then
+    # The unit tier needs no database: run it once, with no DSN in sight, before any server is set up.
+    echo "[test] unit tier (no database)"
+    env -u MEMPALACE_PG_TEST_DSN "$py" -m pytest -p no:cacheprovider tests/unit || status=$?
+    set -- tests/integration
+fi
+
 bash scripts/real-text.sh python3.11-doc postgresql-doc-15
 export MEMPALACE_SDIST=$(bash scripts/mempalace-sdist.sh "$py" | tail -n 1)
 
-status=0
 for stack in $stacks; do
     if [[ "$stack" == given ]]; then
         dsn="$MEMPALACE_PG_TEST_DSN"; restart=""
@@ -33,8 +52,12 @@ for stack in $stacks; do
             restart="env MEMPALACE_PG_STACK=$stack bash scripts/provision-postgres.sh restart"
         fi
     fi
-    echo "[test] pytest against the $stack server"
+    echo "[test] pytest against the $stack server: $*"
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
         "$py" -m pytest -p no:cacheprovider "$@" || status=$?
 done
+if [[ $lint_status -ne 0 ]]; then
+    echo "[test] FAILED: ruff found problems (above); 'ruff check --fix' and 'ruff format' fix many" >&2
+    [[ $status -ne 0 ]] || status=1
+fi
 exit $status
