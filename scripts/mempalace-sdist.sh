@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch MemPalace's source distribution (the version scripts/constraints.txt pins) from PyPI and unpack it
 # under .cache/, once; print the unpacked directory. The test suite runs MemPalace's own knowledge-graph
-# tests, which ship in the sdist (tests/), against the AGE graph (tests/test_mempalace_kg_suite.py).
+# tests, which ship in the sdist (tests/), against the AGE graph (tests/integration/test_mempalace_kg_suite.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n 's/^mempalace==//p' scripts/constraints.txt)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs once, when the container initialises an empty data directory (docker-entrypoint-initdb.d):
 # the extensions, then the least-privilege application role MemPalace connects as. The SQL is the
-# repository's sql/bootstrap/, the same files the test suite applies (tests/test_stack.py).
+# repository's sql/bootstrap/, the same files the test suite applies (tests/integration/test_stack.py).
 set -eu
 : "${MEMPALACE_APP_PASSWORD:?set MEMPALACE_APP_PASSWORD (docker/.env)}"
 run() { psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname "$POSTGRES_DB" "$@"; }
