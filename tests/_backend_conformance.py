@@ -52,9 +52,7 @@ def assert_partition_isolation(backend, writer, other, *, embedding=None):
     hit_ids = leaked.ids[0] if leaked.ids else []
     assert _PROBE_ID not in hit_ids, "query() leaked a record across the isolation boundary"
 
-    assert other.get(ids=[_PROBE_ID]).ids == [], (
-        "get() leaked a record across the isolation boundary"
-    )
+    assert other.get(ids=[_PROBE_ID]).ids == [], "get() leaked a record across the isolation boundary"
     assert other.count() == baseline_other, "count() leaked a record across the isolation boundary"
 
     # A delete issued against the other partition MUST NOT touch writer's record.

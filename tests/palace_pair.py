@@ -24,19 +24,32 @@ class McpServer:
     """MemPalace's MCP server (``python -m mempalace.mcp_server``) spoken to over JSON-RPC on stdio."""
 
     def __init__(self, args: list, env: dict):
-        self.proc = subprocess.Popen([sys.executable, "-m", "mempalace.mcp_server", *args],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mempalace.mcp_server", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
         self.next_id = 0
-        reply = self.request("initialize", {"protocolVersion": "2024-11-05", "capabilities": {},
-                                            "clientInfo": {"name": "mempalace-pg-tests", "version": "1"}})
+        reply = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2024-11-05",
+                "capabilities": {},
+                "clientInfo": {"name": "mempalace-pg-tests", "version": "1"},
+            },
+        )
         assert "result" in reply, reply
         self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
 
     def request(self, method: str, params: dict) -> dict:
         self.next_id += 1
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                                          "params": params}) + "\n")
+        self.proc.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}) + "\n"
+        )
         self.proc.stdin.flush()
         while True:
             line = self.proc.stdout.readline()
@@ -98,9 +111,14 @@ class Palace:
             d.mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ)
         self.env.update(
-            HOME=str(self.home), MEMPALACE_CONFIG_DIR=str(self.config), NO_COLOR="1", COLUMNS="120",
-            MEMPALACE_EMBEDDING_MODEL="openai-compat", MEMPALACE_EMBEDDING_API_URL=embedding_url,
-            MEMPALACE_EMBEDDING_API_MODEL="hash", PYTHONIOENCODING="utf-8",
+            HOME=str(self.home),
+            MEMPALACE_CONFIG_DIR=str(self.config),
+            NO_COLOR="1",
+            COLUMNS="120",
+            MEMPALACE_EMBEDDING_MODEL="openai-compat",
+            MEMPALACE_EMBEDDING_API_URL=embedding_url,
+            MEMPALACE_EMBEDDING_API_MODEL="hash",
+            PYTHONIOENCODING="utf-8",
         )
         self.env.pop("MEMPALACE_BACKEND", None)
         self.env.pop("MEMPALACE_BACKEND_EXPLICIT", None)
@@ -111,9 +129,15 @@ class Palace:
 
     def cli(self, *args, stdin: Optional[str] = None, timeout: int = 600) -> dict:
         """``mempalace --palace P ARGS``: its exit code and output (stdout then stderr)."""
-        proc = subprocess.run([MEMPALACE, "--palace", str(self.path), *args], env=self.env, capture_output=True,
-                              text=True, timeout=timeout, input=stdin if stdin is not None else "",
-                              errors="backslashreplace")
+        proc = subprocess.run(
+            [MEMPALACE, "--palace", str(self.path), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=stdin if stdin is not None else "",
+            errors="backslashreplace",
+        )
         return {"rc": proc.returncode, "out": proc.stdout + proc.stderr}
 
     def mcp(self, *extra) -> McpServer:
@@ -147,9 +171,14 @@ def comparable(value: Any, palace: Palace, *, digits: int = 4) -> Any:
     this one) strip it, so "a\\x00b" reads back as "a\ufffdb" on one and "ab" on the other. That is
     the one rewritten value the comparison allows (the README lists it)."""
     if isinstance(value, dict):
-        return {comparable(k, palace, digits=digits):
-                ("<backend>" if k == "backend" and v == palace.backend else comparable(v, palace, digits=digits))
-                for k, v in value.items()}
+        return {
+            comparable(k, palace, digits=digits): (
+                "<backend>"
+                if k == "backend" and v == palace.backend
+                else comparable(v, palace, digits=digits)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [comparable(v, palace, digits=digits) for v in value]
     if isinstance(value, float):
@@ -157,8 +186,12 @@ def comparable(value: Any, palace: Palace, *, digits: int = 4) -> Any:
     if not isinstance(value, str):
         return value
     text = value
-    for path, name in ((palace.path, "<palace>"), (palace.config, "<config>"), (palace.home, "<home>"),
-                       (palace.root, "<root>")):
+    for path, name in (
+        (palace.path, "<palace>"),
+        (palace.config, "<config>"),
+        (palace.home, "<home>"),
+        (palace.root, "<root>"),
+    ):
         text = text.replace(str(path), name)
     text = text.replace("\ufffd", "")
     text = _TIME.sub("<time>", text)
@@ -189,10 +222,16 @@ def differences(a: Any, b: Any, where: str = "") -> list[str]:
         if isinstance(a, str) and isinstance(b, str):
             import difflib
 
-            lines = [line for line in difflib.unified_diff(a.splitlines(), b.splitlines(), "chroma", "postgres",
-                                                            lineterm="", n=0) if not line.startswith(("---", "+++"))]
+            lines = [
+                line
+                for line in difflib.unified_diff(
+                    a.splitlines(), b.splitlines(), "chroma", "postgres", lineterm="", n=0
+                )
+                if not line.startswith(("---", "+++"))
+            ]
             return [f"{where}: " + " | ".join(lines[:8])]
-        return [f"{where}: chroma {json.dumps(a, default=str)[:300]} != postgres {json.dumps(b, default=str)[:300]}"]
+        chroma, postgres = json.dumps(a, default=str)[:300], json.dumps(b, default=str)[:300]
+        return [f"{where}: chroma {chroma} != postgres {postgres}"]
     return []
 
 

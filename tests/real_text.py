@@ -33,8 +33,8 @@ _SPACE = re.compile(r"[ \t]+")
 
 @dataclass(frozen=True)
 class Document:
-    path: str      # the file it came from
-    text: str      # one chunk of it
+    path: str  # the file it came from
+    text: str  # one chunk of it
 
 
 def files(package: str) -> list[Path]:
@@ -42,8 +42,11 @@ def files(package: str) -> list[Path]:
     root, pattern = SOURCES[package]
     found = sorted(root.rglob(pattern)) if root.is_dir() else []
     if not found:
-        pytest.fail(f"real text from Debian's {package} is missing ({root}): install it with "
-                    f"`apt-get install {package}` (scripts/test.sh does)", pytrace=False)
+        pytest.fail(
+            f"real text from Debian's {package} is missing ({root}): install it with "
+            f"`apt-get install {package}` (scripts/test.sh does)",
+            pytrace=False,
+        )
     return found
 
 
@@ -79,7 +82,9 @@ def chunks(text: str, chunk: int) -> list[str]:
     return out
 
 
-def real_documents(limit: int, *, packages=DEFAULT_PACKAGES, chunk: int = 1500, per_file: int = 3) -> list[Document]:
+def real_documents(
+    limit: int, *, packages=DEFAULT_PACKAGES, chunk: int = 1500, per_file: int = 3
+) -> list[Document]:
     """``limit`` chunks of real documentation, spread over the packages' files (at most ``per_file``
     chunks from each file, files taken in sorted order, round-robin over the packages)."""
     lists = [files(p) for p in packages]

@@ -46,8 +46,10 @@ def pg_dsn() -> str:
 
 def stop_folders(conn) -> None:
     """End the vector index folders on the test server (a running build holds locks a DROP needs)."""
-    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                 "WHERE application_name = 'mempalace-pg folder' AND pid <> pg_backend_pid()")
+    conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE application_name = 'mempalace-pg folder' AND pid <> pg_backend_pid()"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -62,8 +64,10 @@ def pg_schema(pg_dsn):
         # Folder processes the tests' writes started would hold the DROP up until their builds end.
         stop_folders(conn)
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                     (f"{name}_kg",))
+        conn.execute(
+            "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+            (f"{name}_kg",),
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -123,9 +127,21 @@ def embedding_url(tmp_path_factory):
     """scripts/embedding_server.py serving MemPalace's deterministic hash embedder (and the rule that
     answers ``kg normalize``'s plan request), as MemPalace's ``openai-compat`` setting reaches it."""
     port_file = tmp_path_factory.mktemp("emb") / "port"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "embedding_server.py"), "--model", "hash",
-                             "--port", "0", "--port-file", str(port_file), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "embedding_server.py"),
+            "--model",
+            "hash",
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.time() + 60
     while not (port_file.exists() and port_file.read_text().strip()):
         if proc.poll() is not None or time.time() > deadline:

@@ -33,8 +33,12 @@ def facts_of(palace, name):
 def test_commit_makes_drawers_and_facts_visible_together(palace):
     v = vectors(2)
     with unit_of_work(palace_key=palace) as uow:
-        uow.add_drawers(ids=["d1", "d2"], documents=["Alice moved to Lisbon", "Bob likes tea"],
-                        metadatas=[{"wing": "people"}, {"wing": "people"}], embeddings=v)
+        uow.add_drawers(
+            ids=["d1", "d2"],
+            documents=["Alice moved to Lisbon", "Bob likes tea"],
+            metadatas=[{"wing": "people"}, {"wing": "people"}],
+            embeddings=v,
+        )
         tid = uow.add_triple("Alice", "lives_in", "Lisbon", valid_from="2026-05-01", source_drawer_id="d1")
         # the unit's own graph sees its uncommitted writes ...
         assert [f["object"] for f in uow.kg.query_entity("Alice")] == ["Lisbon"]
@@ -49,7 +53,8 @@ def test_commit_makes_drawers_and_facts_visible_together(palace):
     assert drawers.query(query_embeddings=[v[0]], n_results=1).ids == [["d1"]]
     facts = PalaceSearch(palace_key=palace).facts_with_evidence("Alice")["facts"]
     assert [(f["source_drawer_id"], f["evidence"], f["document"]) for f in facts] == [
-        ("d1", "present", "Alice moved to Lisbon")]
+        ("d1", "present", "Alice moved to Lisbon")
+    ]
 
 
 def test_error_anywhere_rolls_back_drawers_and_facts(palace):
@@ -110,7 +115,9 @@ def test_bad_input_writes_nothing(palace):
     with pytest.raises(ValueError):
         with unit_of_work(palace_key=palace) as uow:
             uow.add_drawers(ids=["a"], documents=["ok"], embeddings=vectors(1))
-            uow.add_drawers(ids=["b"], documents=["ok"], metadatas=[{"score": float("nan")}], embeddings=vectors(1))
+            uow.add_drawers(
+                ids=["b"], documents=["ok"], metadatas=[{"score": float("nan")}], embeddings=vectors(1)
+            )
     with pytest.raises(ValueError):
         with unit_of_work(palace_key=palace) as uow:
             uow.add_drawers(ids=["c"], documents=["nan"], embeddings=[[float("nan")] * 8])
@@ -134,8 +141,11 @@ def test_concurrent_units_on_the_same_palace(palace):
         try:
             start.wait()
             with unit_of_work(palace_key=palace) as uow:
-                uow.add_drawers(ids=[f"w{i}_{j}" for j in range(20)], documents=[f"doc {i} {j}" for j in range(20)],
-                                embeddings=vectors(20, seed=i))
+                uow.add_drawers(
+                    ids=[f"w{i}_{j}" for j in range(20)],
+                    documents=[f"doc {i} {j}" for j in range(20)],
+                    embeddings=vectors(20, seed=i),
+                )
                 uow.add_triple("Team", "uses", "Postgres", source_drawer_id=f"w{i}_0")
                 uow.add_triple(f"Worker {i}", "wrote", "drawers", source_drawer_id=f"w{i}_1")
         except Exception as exc:  # noqa: BLE001 - reported below
@@ -155,15 +165,19 @@ def test_concurrent_units_on_the_same_palace(palace):
 
 def test_deleting_a_drawer_stamps_its_facts(palace):
     with unit_of_work(palace_key=palace) as uow:
-        uow.add_drawers(ids=["d1", "d2", "d3"], documents=["one", "two", "three"],
-                        metadatas=[{"wing": "a"}, {"wing": "a"}, {"wing": "b"}], embeddings=vectors(3))
+        uow.add_drawers(
+            ids=["d1", "d2", "d3"],
+            documents=["one", "two", "three"],
+            metadatas=[{"wing": "a"}, {"wing": "a"}, {"wing": "b"}],
+            embeddings=vectors(3),
+        )
         uow.add_triple("A", "from", "one", source_drawer_id="d1")
         uow.add_triple("A", "from", "two", source_drawer_id="d2")
         uow.add_triple("A", "from", "three", source_drawer_id="d3")
         uow.add_triple("A", "has", "no source")
     drawers, _ = open_drawers(palace_key=palace)
-    drawers.delete(ids=["d1"])                # by id, through the backend (as MemPalace deletes)
-    drawers.delete(where={"wing": "b"})       # by filter
+    drawers.delete(ids=["d1"])  # by id, through the backend (as MemPalace deletes)
+    drawers.delete(where={"wing": "b"})  # by filter
     search = PalaceSearch(palace_key=palace)
     evidence = {f["object"]: f["evidence"] for f in search.facts_with_evidence("A")["facts"]}
     assert evidence == {"one": "deleted", "two": "present", "three": "deleted", "no source": None}
@@ -181,8 +195,9 @@ def test_deleting_closets_does_not_touch_facts(palace, backend):
     with unit_of_work(palace_key=palace) as uow:
         uow.add_drawers(ids=["same-id"], documents=["drawer"], embeddings=vectors(1))
         uow.add_triple("A", "from", "drawer", source_drawer_id="same-id")
-    closets = backend.get_collection(palace=PalaceRef(id=palace, local_path=None),
-                                     collection_name="mempalace_closets", create=True)
+    closets = backend.get_collection(
+        palace=PalaceRef(id=palace, local_path=None), collection_name="mempalace_closets", create=True
+    )
     closets.add(ids=["same-id"], documents=["closet"], embeddings=vectors(1))
     closets.delete(ids=["same-id"])
     [fact] = PalaceSearch(palace_key=palace).facts_with_evidence("A")["facts"]
@@ -197,5 +212,9 @@ def test_unit_of_work_uses_one_connection_and_one_transaction(palace, pg_dsn):
         assert xid is not None  # the drawer write and the graph write share this transaction
         assert uow.kg._bound is uow.connection
         with psycopg.connect(pg_dsn) as other:
-            assert other.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_xid = %s::text::xid",
-                                 (str(xid),)).fetchone()[0] == 1
+            assert (
+                other.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE backend_xid = %s::text::xid", (str(xid),)
+                ).fetchone()[0]
+                == 1
+            )

@@ -25,13 +25,20 @@ def server_tool(dsn: str, tool: str) -> str:
         root = Path(os.environ.get("MEMPALACE_PG_ROOT_BASE", "/var/tmp/mempalace-pg")) / stack
         return f"chroot {root} /usr/lib/postgresql/{major}/bin/{tool}"
     version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
-    assert f") {major}." in version, f"{tool} on PATH is {version.strip()}; the server is {major}: put a matching one first"
+    assert f") {major}." in version, (
+        f"{tool} on PATH is {version.strip()}; the server is {major}: put a matching one first"
+    )
     return tool
 
 
 def cli(*args, env):
-    proc = subprocess.run([sys.executable, "-m", "mempalace_pg.cli", *args], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **env})
+    proc = subprocess.run(
+        [sys.executable, "-m", "mempalace_pg.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+    )
     return proc
 
 
@@ -58,13 +65,15 @@ with psycopg.connect(os.environ["MEMPALACE_PG_DSN"], autocommit=True) as conn:
     conn.execute("LOAD 'age'")
     conn.execute("SET search_path = ag_catalog, public")
     g = os.environ["MEMPALACE_PG_SCHEMA"] + "_kg"
-    out["cypher"] = conn.execute("SELECT * FROM cypher('" + g + "', $$ MATCH (s:Entity)-[f:Fact]->(o:Entity) "
-                                 "RETURN s.name, f.predicate, o.name ORDER BY s.name, f.predicate, o.name $$) "
-                                 "AS (s agtype, p agtype, o agtype)").fetchall()
+    out["cypher"] = conn.execute(
+        "SELECT * FROM cypher('" + g + "', $$ MATCH (s:Entity)-[f:Fact]->(o:Entity) "
+        "RETURN s.name, f.predicate, o.name ORDER BY s.name, f.predicate, o.name $$) "
+        "AS (s agtype, p agtype, o agtype)").fetchall()
 print(json.dumps(out))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -78,22 +87,27 @@ import numpy as np
 from mempalace_pg import unit_of_work
 v = np.random.default_rng(2).normal(size=(500, 16))
 with unit_of_work(palace_key="home") as uow:
-    uow.add_drawers(ids=[f"d{i}" for i in range(500)], embeddings=v.tolist(),
-                    documents=[("basil and tomatoes " if i % 50 == 0 else "") + f"note {i}" for i in range(500)],
-                    metadatas=[{"wing": f"w{i % 3}", "room": "r"} for i in range(500)])
+    uow.add_drawers(
+        ids=[f"d{i}" for i in range(500)], embeddings=v.tolist(),
+        documents=[("basil and tomatoes " if i % 50 == 0 else "") + f"note {i}" for i in range(500)],
+        metadatas=[{"wing": f"w{i % 3}", "room": "r"} for i in range(500)])
     uow.add_triple("Alice", "grows", "Basil", valid_from="2020-01-01", source_drawer_id="d0")
     uow.add_triple("Basil", "needs", "Water", source_drawer_id="d50")
-    uow.add_triple("Alice", "lives_in", "Porto", valid_from="2019-01-01", valid_to="2023-12-31", source_drawer_id="d100")
+    uow.add_triple("Alice", "lives_in", "Porto", valid_from="2019-01-01", valid_to="2023-12-31",
+                   source_drawer_id="d100")
     uow.supersede("Alice", "lives_in", "Porto", "Lisbon", at="2024-01-01")
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     yield env
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                     (f"{schema}_kg",))
+        conn.execute(
+            "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+            (f"{schema}_kg",),
+        )
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}_kg" CASCADE')
 
 
@@ -139,10 +153,14 @@ def test_restore_into_an_empty_database(seeded, pg_dsn, tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert answers(target, "home") == before
         # and the restored palace takes writes: a new fact through the write functions, seen by Cypher
-        code = ("from mempalace_pg.graph.kg import AgeKnowledgeGraph\n"
-                "kg = AgeKnowledgeGraph(palace_key='home'); kg.add_triple('Alice', 'knows', 'Bob')\n"
-                "print(kg.stats()['triples'])")
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **target})
+        code = (
+            "from mempalace_pg.graph.kg import AgeKnowledgeGraph\n"
+            "kg = AgeKnowledgeGraph(palace_key='home'); kg.add_triple('Alice', 'knows', 'Bob')\n"
+            "print(kg.stats()['triples'])"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **target}
+        )
         assert out.returncode == 0 and out.stdout.strip() == "5", out.stderr[-2000:]
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -152,8 +170,13 @@ def test_restore_into_an_empty_database(seeded, pg_dsn, tmp_path):
 def test_backup_errors_are_clear(seeded, pg_dsn, tmp_path):
     proc = cli("backup", str(tmp_path / "x.dump"), "--pg-dump", "no-such-pg-dump", env=seeded)
     assert proc.returncode == 2 and "not found" in proc.stderr and not (tmp_path / "x.dump").exists()
-    proc = cli("backup", str(tmp_path / "y.dump"), "--pg-dump", server_tool(pg_dsn, "pg_dump"),
-               env={**seeded, "MEMPALACE_PG_SCHEMA": "no_palace_here"})
+    proc = cli(
+        "backup",
+        str(tmp_path / "y.dump"),
+        "--pg-dump",
+        server_tool(pg_dsn, "pg_dump"),
+        env={**seeded, "MEMPALACE_PG_SCHEMA": "no_palace_here"},
+    )
     assert proc.returncode == 2 and "nothing to back up" in proc.stderr
     proc = cli("restore", str(tmp_path / "missing.dump"), env=seeded)
     assert proc.returncode == 2 and "no such file" in proc.stderr

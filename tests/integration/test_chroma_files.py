@@ -26,18 +26,35 @@ def write_palace(path: Path, n: int) -> None:
     vecs = rng.normal(size=(n, 12)).astype("float32") * 3
     for s in range(0, n, 400):
         e = min(n, s + 400)
-        col.add(ids=[f"d{i}" for i in range(s, e)], documents=[f"doc {i} ✓ 'q'" for i in range(s, e)],
-                metadatas=[{"wing": f"w{i % 3}", "i": i, "half": i / 2, "even": i % 2 == 0,
-                            **({"tags": ["a", f"t{i}"]} if i % 5 == 0 else {})} for i in range(s, e)],
-                embeddings=vecs[s:e].tolist())
+        col.add(
+            ids=[f"d{i}" for i in range(s, e)],
+            documents=[f"doc {i} ✓ 'q'" for i in range(s, e)],
+            metadatas=[
+                {
+                    "wing": f"w{i % 3}",
+                    "i": i,
+                    "half": i / 2,
+                    "even": i % 2 == 0,
+                    **({"tags": ["a", f"t{i}"]} if i % 5 == 0 else {}),
+                }
+                for i in range(s, e)
+            ],
+            embeddings=vecs[s:e].tolist(),
+        )
     # after the index took them in: new vectors for some, metadata-only updates, deletions, upserts
     col.update(ids=["d3", f"d{n - 2}"], embeddings=(vecs[[3, n - 2]] * -1).tolist())
     col.update(ids=["d4"], metadatas=[{"wing": "moved", "i": -4}])
     col.delete(ids=["d5", f"d{n - 1}"])
-    col.upsert(ids=["d6", "new_1"], documents=["doc 6 again", "brand new"], metadatas=[{"wing": "w0"}, {"wing": "w9"}],
-               embeddings=rng.normal(size=(2, 12)).astype("float32").tolist())
+    col.upsert(
+        ids=["d6", "new_1"],
+        documents=["doc 6 again", "brand new"],
+        metadatas=[{"wing": "w0"}, {"wing": "w9"}],
+        embeddings=rng.normal(size=(2, 12)).astype("float32").tolist(),
+    )
     closets = backend.get_collection(palace=ref, collection_name="mempalace_closets", create=True)
-    closets.add(ids=["c1"], documents=["only in the log"], metadatas=[{"wing": "w0"}], embeddings=[vecs[0].tolist()])
+    closets.add(
+        ids=["c1"], documents=["only in the log"], metadatas=[{"wing": "w0"}], embeddings=[vecs[0].tolist()]
+    )
     backend.close()
 
 
@@ -47,11 +64,14 @@ def read_with_chroma(path: Path, name: str) -> dict:
 
     backend = get_backend_class("chroma")()
     try:
-        col = backend.get_collection(palace=PalaceRef(id=str(path), local_path=str(path)), collection_name=name,
-                                     create=False)
+        col = backend.get_collection(
+            palace=PalaceRef(id=str(path), local_path=str(path)), collection_name=name, create=False
+        )
         got = col.get(include=["documents", "metadatas", "embeddings"], limit=1_000_000)
-        return {rid: (d, m or None, np.asarray(e, dtype=np.float32))
-                for rid, d, m, e in zip(got.ids, got.documents, got.metadatas, got.embeddings)}
+        return {
+            rid: (d, m or None, np.asarray(e, dtype=np.float32))
+            for rid, d, m, e in zip(got.ids, got.documents, got.metadatas, got.embeddings)
+        }
     finally:
         backend.close()
 
@@ -91,7 +111,9 @@ def test_files_read_as_chroma_reads_them(tmp_path, n):
 def test_layouts_it_does_not_know_are_refused(tmp_path):
     src = tmp_path / "palace"
     write_palace(src, 1200)
-    segment = next(p for p in src.iterdir() if (p / "header.bin").is_file() and (p / "index_metadata.pickle").is_file())
+    segment = next(
+        p for p in src.iterdir() if (p / "header.bin").is_file() and (p / "index_metadata.pickle").is_file()
+    )
     header = bytearray((segment / "header.bin").read_bytes())
     header[0] = 2  # another format version
     (segment / "header.bin").write_bytes(bytes(header))

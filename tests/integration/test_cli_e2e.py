@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from palace_pair import Palace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,10 +63,14 @@ def test_init_mine_search_status(cli, tmp_path, pg_dsn, pg_schema):
     with psycopg.connect(pg_dsn) as conn:
         rows = conn.execute(
             f"SELECT room, source_file FROM {pg_schema}.drawers WHERE palace = %s ORDER BY source_file",
-            (str(cli.palace),)).fetchall()
+            (str(cli.palace),),
+        ).fetchall()
         model = conn.execute(
-            f"SELECT c.embedder_model FROM {pg_schema}.collections c JOIN {pg_schema}.palaces p USING (palace_pk) "
-            "WHERE p.palace_key = %s AND c.name = 'mempalace_drawers'", (str(cli.palace),)).fetchone()
+            f"SELECT c.embedder_model FROM {pg_schema}.collections c "
+            f"JOIN {pg_schema}.palaces p USING (palace_pk) "
+            "WHERE p.palace_key = %s AND c.name = 'mempalace_drawers'",
+            (str(cli.palace),),
+        ).fetchone()
     assert [r[0] for r in rows] == ["code", "documentation", "documentation"]
     assert rows[0][1].endswith("ingest.py")
     assert model == ("openai-compat",)
@@ -103,8 +108,14 @@ def test_graph_and_vector_search_commands(cli, tmp_path, pg_env):
     tool = str(Path(sys.executable).with_name("mempalace-pg"))
 
     def pg(*args):
-        proc = subprocess.run([tool, *args, "--palace", str(cli.palace)], env=env, capture_output=True, text=True,
-                              timeout=120, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [tool, *args, "--palace", str(cli.palace)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc.stdout
 

@@ -8,7 +8,6 @@ MemPalace binds anything (``mempalace_pg_hooks.pth``) needs no database: tests/u
 
 from __future__ import annotations
 
-
 from palace_pair import Palace
 
 
@@ -19,7 +18,9 @@ def test_a_stray_sqlite_graph_in_a_postgres_palace_is_never_read(tmp_path, embed
     (corpus / "home.md").write_text("# Home server\n\nThe NAS keeps the nightly dumps.\n", encoding="utf-8")
     assert p.cli("--backend", "postgres", "mine", str(corpus))["rc"] == 0
     with p.mcp() as mcp:
-        assert mcp.call("mempalace_kg_add", subject="NAS", predicate="stores_dumps_of", object="Home Server")["success"]
+        assert mcp.call("mempalace_kg_add", subject="NAS", predicate="stores_dumps_of", object="Home Server")[
+            "success"
+        ]
     # a SQLite graph with other facts, where MemPalace would look for one
     from mempalace_pg.graph.routing import sqlite_class
 
@@ -30,8 +31,16 @@ def test_a_stray_sqlite_graph_in_a_postgres_palace_is_never_read(tmp_path, embed
 
     audit = p.cli("audit")
     assert audit["rc"] == 0 and "1 facts" in audit["out"], audit["out"]
-    plan = p.cli("kg", "normalize", "--llm-provider", "openai-compat", "--llm-endpoint", embedding_url,
-                 "--llm-model", "rules")
+    plan = p.cli(
+        "kg",
+        "normalize",
+        "--llm-provider",
+        "openai-compat",
+        "--llm-endpoint",
+        embedding_url,
+        "--llm-model",
+        "rules",
+    )
     assert plan["rc"] == 0, plan["out"]
     assert "1 open facts use a predicate outside" in plan["out"] and "NAS | stores_dumps_of" in plan["out"]
     assert "sqlite_only" not in plan["out"]
@@ -40,7 +49,9 @@ def test_a_stray_sqlite_graph_in_a_postgres_palace_is_never_read(tmp_path, embed
     with p.mcp() as mcp:
         facts = mcp.call("mempalace_kg_query", entity="NAS")["facts"]
         assert {(f["predicate"], f["object"], f["current"]) for f in facts} == {
-            ("stores_dumps_of", "Home Server", False), ("works_on", "stores dumps of Home Server", True)}, facts
+            ("stores_dumps_of", "Home Server", False),
+            ("works_on", "stores dumps of Home Server", True),
+        }, facts
     # the stray file is untouched
     stray = sqlite_class()(str(p.path / "knowledge_graph.sqlite3"))
     assert stray.stats()["triples"] == 5

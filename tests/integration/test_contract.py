@@ -6,7 +6,6 @@ import math
 import os
 
 import pytest
-from _backend_conformance import assert_partition_isolation
 from mempalace.backends import (
     BackendClosedError,
     BackendMismatchError,
@@ -19,10 +18,11 @@ from mempalace.backends import (
 )
 from mempalace.backends.base import EmbedderIdentity, UnsupportedMaintenanceKindError
 
+from mempalace_pg.store import bulk, indexing
 from mempalace_pg.store.backend import PostgresBackend
 from mempalace_pg.store.marker import MARKER_FILENAME
-from mempalace_pg.store import bulk
-from mempalace_pg.store import indexing
+
+from _backend_conformance import assert_partition_isolation  # noqa: PLC2701 - MemPalace's file, kept under its name
 
 
 def seed(col):
@@ -42,8 +42,12 @@ def test_add_query_get_count(make_collection):
     col = make_collection()
     seed(col)
     assert col.count() == 3
-    res = col.query(query_embeddings=[[1, 0]], n_results=3, where={"wing": "project"},
-                    include=["documents", "metadatas", "distances", "embeddings"])
+    res = col.query(
+        query_embeddings=[[1, 0]],
+        n_results=3,
+        where={"wing": "project"},
+        include=["documents", "metadatas", "distances", "embeddings"],
+    )
     assert isinstance(res, QueryResult)
     assert res.ids == [["a", "b", "c"]]
     assert res.embeddings[0][0] == pytest.approx([1.0, 0.0])
@@ -60,8 +64,12 @@ def test_add_query_get_count(make_collection):
 
 def test_cosine_distances_ground_truth(make_collection):
     col = make_collection()
-    col.add(ids=["same", "close", "orthogonal", "opposite"], documents=["d1", "d2", "d3", "d4"],
-            metadatas=[{}, {}, {}, {}], embeddings=[[1, 0], [0.9, 0.1], [0, 1], [-1, 0]])
+    col.add(
+        ids=["same", "close", "orthogonal", "opposite"],
+        documents=["d1", "d2", "d3", "d4"],
+        metadatas=[{}, {}, {}, {}],
+        embeddings=[[1, 0], [0.9, 0.1], [0, 1], [-1, 0]],
+    )
     res = col.query(query_embeddings=[[1, 0]], n_results=4, include=["distances"])
     assert res.ids[0] == ["same", "close", "orthogonal", "opposite"]
     assert res.distances[0][0] == pytest.approx(0.0, abs=1e-6)
@@ -104,15 +112,21 @@ def test_update_merges_metadata_atomically(make_collection):
     col.update(ids=["a", "missing"], metadatas=[{"room": "moved", "extra": True}, {"x": 1}])
     got = col.get(ids=["a", "missing"])
     assert got.ids == ["a"]
-    assert got.metadatas[0] == {"wing": "project", "room": "moved", "rank": 1,
-                                "filed_at": "2026-01-01T10:00:00", "extra": True}
+    assert got.metadatas[0] == {
+        "wing": "project",
+        "room": "moved",
+        "rank": 1,
+        "filed_at": "2026-01-01T10:00:00",
+        "extra": True,
+    }
     assert got.documents == ["alpha backend note"]
     col.update(ids=["b"], documents=["changed"])
     assert col.get(ids=["b"]).documents == ["changed"]
     assert col.get(ids=["b"]).metadatas[0]["rank"] == 3
     col.update(ids=["c"], embeddings=[[1, 0]])
-    assert col.query(query_embeddings=[[1, 0]], n_results=1, where={"room": "frontend"}).distances[0][0] == \
-        pytest.approx(0.0, abs=1e-6)
+    assert col.query(query_embeddings=[[1, 0]], n_results=1, where={"room": "frontend"}).distances[0][
+        0
+    ] == pytest.approx(0.0, abs=1e-6)
     with pytest.raises(ValueError):
         col.update(ids=["a"])
     # the new room is what filters see
@@ -135,15 +149,20 @@ def test_delete_by_ids_and_where(make_collection):
 def test_get_paging_and_filters(make_collection):
     col = make_collection()
     n = 25
-    col.add(ids=[f"id{i:02d}" for i in range(n)], documents=[f"doc {i}" for i in range(n)],
-            metadatas=[{"wing": "w", "i": i} for i in range(n)], embeddings=[[1, i] for i in range(n)])
+    col.add(
+        ids=[f"id{i:02d}" for i in range(n)],
+        documents=[f"doc {i}" for i in range(n)],
+        metadatas=[{"wing": "w", "i": i} for i in range(n)],
+        embeddings=[[1, i] for i in range(n)],
+    )
     pages = []
     for offset in range(0, n, 10):
         pages.extend(col.get(where={"wing": "w"}, limit=10, offset=offset, include=["metadatas"]).ids)
     assert pages == [f"id{i:02d}" for i in range(n)]
     assert col.get(where={"i": {"$gte": 20}}, include=[]).ids == [f"id{i}" for i in range(20, 25)]
-    assert col.get(where_document={"$contains": "doc 1"}, include=[]).ids == \
-        ["id01"] + [f"id{i}" for i in range(10, 20)]
+    assert col.get(where_document={"$contains": "doc 1"}, include=[]).ids == ["id01"] + [
+        f"id{i}" for i in range(10, 20)
+    ]
     rows = col.get_all_rows(where={"i": {"$lt": 3}}, include=["documents", "metadatas"])
     assert rows.ids == ["id00", "id01", "id02"] and rows.documents[2] == "doc 2"
     assert len(col.get_all_metadata()) == n
@@ -154,8 +173,15 @@ def test_get_recent_orders_like_recency_sort_key(make_collection):
     from mempalace.backends.base import recency_sort_key
 
     col = make_collection()
-    metas = [{"filed_at": "2026-05-01T00:00:00"}, {"filed_at": "2026-01-01T00:00:00+00:00"}, {},
-             {"filed_at": ""}, {"filed_at": "2026-12-31T23:59:59"}, {"filed_at": 5}, {"filed_at": "2025-07-01"}]
+    metas = [
+        {"filed_at": "2026-05-01T00:00:00"},
+        {"filed_at": "2026-01-01T00:00:00+00:00"},
+        {},
+        {"filed_at": ""},
+        {"filed_at": "2026-12-31T23:59:59"},
+        {"filed_at": 5},
+        {"filed_at": "2025-07-01"},
+    ]
     ids = [f"r{i}" for i in range(len(metas))]
     col.add(ids=ids, documents=["d"] * len(ids), metadatas=metas, embeddings=[[1, 0]] * len(ids))
     got = col.get_recent(limit=4)
@@ -163,7 +189,10 @@ def test_get_recent_orders_like_recency_sort_key(make_collection):
     assert got.ids == [ids[i] for i in expected]
     assert got.documents == ["d"] * 4
     # "" < "2026" in Python too, and an empty timestamp sorts after real ones
-    assert col.get_recent(limit=5, where={"filed_at": {"$lt": "2026"}}, include=["metadatas"]).ids == ["r6", "r3"]
+    assert col.get_recent(limit=5, where={"filed_at": {"$lt": "2026"}}, include=["metadatas"]).ids == [
+        "r6",
+        "r3",
+    ]
     assert col.get_recent(limit=0).ids == []
 
 
@@ -186,7 +215,9 @@ def test_lexical_search_in_sql(make_collection):
     assert hits[0].metadata["rank"] == 3
     assert col.lexical_search(query="nothing-matches-this", n_results=5).hits == []
     assert col.lexical_search(query="x", n_results=5).hits == []  # no 2+ character word
-    assert [h.id for h in col.lexical_search(query="NOTE", n_results=5, where={"room": "frontend"}).hits] == ["c"]
+    assert [h.id for h in col.lexical_search(query="NOTE", n_results=5, where={"room": "frontend"}).hits] == [
+        "c"
+    ]
 
 
 def test_embedder_identity_in_database(make_collection, backend, tmp_path):
@@ -240,13 +271,21 @@ def test_palace_without_local_path(backend):
 
 
 def test_cross_palace_isolation(make_collection, backend):
-    assert_partition_isolation(backend, make_collection("alpha"), make_collection("beta"), embedding=[1.0, 0.0])
+    assert_partition_isolation(
+        backend, make_collection("alpha"), make_collection("beta"), embedding=[1.0, 0.0]
+    )
 
 
 def test_cross_namespace_isolation(backend, tmp_path):
     path = tmp_path / "shared"
-    cols = [backend.get_collection(palace=PalaceRef(id=str(path), local_path=None, namespace=ns),
-                                   collection_name="mempalace_drawers", create=True) for ns in ("tenant-a", "tenant-b")]
+    cols = [
+        backend.get_collection(
+            palace=PalaceRef(id=str(path), local_path=None, namespace=ns),
+            collection_name="mempalace_drawers",
+            create=True,
+        )
+        for ns in ("tenant-a", "tenant-b")
+    ]
     assert_partition_isolation(backend, cols[0], cols[1], embedding=[1.0, 0.0])
 
 
@@ -299,10 +338,18 @@ def test_capabilities_reach_mempalace_through_backend_attribute(make_collection)
 
 def gin_pending_limits(col) -> list:
     """The pending-list limits of a collection's GIN indexes, as stored in their reloptions."""
-    return col.partition.db.run(lambda conn: [r[0] for r in conn.execute(
-        "SELECT o FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam, "
-        "unnest(c.reloptions) o WHERE i.indrelid = %s::regclass AND a.amname = 'gin' "
-        "AND o LIKE 'gin_pending_list_limit=%%' ORDER BY c.relname", (col.partition.relname,)).fetchall()])
+    return col.partition.db.run(
+        lambda conn: [
+            r[0]
+            for r in conn.execute(
+                "SELECT o FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_am a ON a.oid = c.relam, unnest(c.reloptions) o "
+                "WHERE i.indrelid = %s::regclass AND a.amname = 'gin' "
+                "AND o LIKE 'gin_pending_list_limit=%%' ORDER BY c.relname",
+                (col.partition.relname,),
+            ).fetchall()
+        ]
+    )
 
 
 def test_bulk_load_then_index_and_query(make_collection):
@@ -314,8 +361,12 @@ def test_bulk_load_then_index_and_query(make_collection):
     with col.bulk_load() as load:
         for start in range(0, 3000, 1000):
             sl = slice(start, start + 1000)
-            load(ids=[f"b{i}" for i in range(start, start + 1000)], documents=[f"doc {i}" for i in range(start, start + 1000)],
-                 metadatas=[{"wing": f"w{i % 3}"} for i in range(start, start + 1000)], embeddings=vectors[sl].tolist())
+            load(
+                ids=[f"b{i}" for i in range(start, start + 1000)],
+                documents=[f"doc {i}" for i in range(start, start + 1000)],
+                metadatas=[{"wing": f"w{i % 3}"} for i in range(start, start + 1000)],
+                embeddings=vectors[sl].tolist(),
+            )
         load.flush()
         # mid-load: no vector index, yet queries answer exactly
         assert col.maintenance_state()["vector_index"] is None
@@ -327,7 +378,9 @@ def test_bulk_load_then_index_and_query(make_collection):
     assert gin_pending_limits(col) == ["gin_pending_list_limit=512"] * 2  # the schema's limit, put back
     assert [h.id for h in col.lexical_search(query="doc 2345", n_results=3).hits][:1] == ["b2345"]
     assert state["rows"] == 3000 and state["vector_index"] and state["vector_index_valid"]
-    assert col.query(query_embeddings=[vectors[2999].tolist()], n_results=1, where={"wing": "w2"}).ids == [["b2999"]]
+    assert col.query(query_embeddings=[vectors[2999].tolist()], n_results=1, where={"wing": "w2"}).ids == [
+        ["b2999"]
+    ]
     with pytest.raises(ValueError):
         with col.bulk_load() as load:
             load(ids=["b1"], documents=["dupe"], metadatas=[{}], embeddings=[vectors[0].tolist()])
@@ -349,19 +402,27 @@ def test_wing_room_query_arms_agree_with_exact_answer(make_collection, monkeypat
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     metas = [{"wing": f"w{i % 3}", "room": f"r{i % 2}"} for i in range(600)]
     with col.bulk_load() as load:
-        load(ids=[f"d{i}" for i in range(600)], documents=[f"doc {i}" for i in range(600)],
-             metadatas=metas, embeddings=vectors.tolist())
+        load(
+            ids=[f"d{i}" for i in range(600)],
+            documents=[f"doc {i}" for i in range(600)],
+            metadatas=metas,
+            embeddings=vectors.tolist(),
+        )
     assert col.maintenance_state()["vector_index_valid"]
-    for where, keep in (({"wing": "w1"}, lambda m: m["wing"] == "w1"),
-                        ({"$and": [{"wing": "w2"}, {"room": "r0"}]}, lambda m: m["wing"] == "w2" and m["room"] == "r0"),
-                        ({"wing": "absent"}, lambda m: False)):
+    for where, keep in (
+        ({"wing": "w1"}, lambda m: m["wing"] == "w1"),
+        ({"$and": [{"wing": "w2"}, {"room": "r0"}]}, lambda m: m["wing"] == "w2" and m["room"] == "r0"),
+        ({"wing": "absent"}, lambda m: False),
+    ):
         mask = np.array([keep(m) for m in metas])
         for q in vectors[:5]:
             got = col.query(query_embeddings=[q.tolist()], n_results=10, where=where, include=["distances"])
             order = np.argsort(1 - vectors[mask] @ q, kind="stable")[:10]
             expected = [f"d{i}" for i in np.flatnonzero(mask)[order]]
             assert got.ids[0] == expected
-            assert got.distances[0] == pytest.approx([float(1 - vectors[int(e[1:])] @ q) for e in expected], abs=1e-5)
+            assert got.distances[0] == pytest.approx(
+                [float(1 - vectors[int(e[1:])] @ q) for e in expected], abs=1e-5
+            )
 
 
 def test_reindex_recreates_a_missing_index(make_collection, pg_dsn):
@@ -383,8 +444,12 @@ def test_counts_follow_every_write(make_collection):
     """count() and facet_counts() come from trigger-maintained counters: check them against a scan."""
     col = make_collection()
     seed(col)
-    col.upsert(ids=["a", "x"], documents=["a2", "x"], metadatas=[{"wing": "other", "room": "r"}, {"room": 5}],
-               embeddings=[[1, 0], [0, 1]])
+    col.upsert(
+        ids=["a", "x"],
+        documents=["a2", "x"],
+        metadatas=[{"wing": "other", "room": "r"}, {"room": 5}],
+        embeddings=[[1, 0], [0, 1]],
+    )
     col.update(ids=["b"], metadatas=[{"room": "frontend"}])
     col.delete(ids=["c"])
     col.delete(where={"wing": "nope"})
@@ -400,7 +465,11 @@ def test_counts_follow_every_write(make_collection):
     assert col.count() == len(col.get(include=[]).ids) == 3
     assert col.facet_counts("wing") == scan("wing") == {"other": 1, "project": 1}
     assert col.facet_counts("room") == scan("room") == {"r": 1, "5": 1, "frontend": 1}
-    assert col.facet_counts("room", where={"wing": "project"}) == scan("room", {"wing": "project"}) == {"frontend": 1}
+    assert (
+        col.facet_counts("room", where={"wing": "project"})
+        == scan("room", {"wing": "project"})
+        == {"frontend": 1}
+    )
     assert col.facet_counts("room", where={"wing": {"$eq": "other"}}) == {"r": 1}
 
 
@@ -422,21 +491,33 @@ def test_written_rows_are_found_at_once_then_folded_into_segments(make_collectio
 
     q = rng.normal(size=16).astype("float32")
     for start in range(0, 30, 10):
-        col.add(ids=ids[start:start + 10], documents=["d"] * 10, metadatas=[{"wing": "w"}] * 10,
-                embeddings=vectors[start:start + 10].tolist())
+        col.add(
+            ids=ids[start : start + 10],
+            documents=["d"] * 10,
+            metadatas=[{"wing": "w"}] * 10,
+            embeddings=vectors[start : start + 10].tolist(),
+        )
     # straight after the writes, the rows are searched exactly (the folder waits for writes to pause)
     assert col.query(query_embeddings=[q.tolist()], n_results=5).ids[0] == exact(q, 5, list(range(30)))
     first = indexing.settle(col.partition, timeout=60)
     assert len(first.segments) == 1 and col.partition.fresh_count() == 0
     for start in range(30, 120, 10):
-        col.add(ids=ids[start:start + 10], documents=["d"] * 10, metadatas=[{"wing": "w"}] * 10,
-                embeddings=vectors[start:start + 10].tolist())
+        col.add(
+            ids=ids[start : start + 10],
+            documents=["d"] * 10,
+            metadatas=[{"wing": "w"}] * 10,
+            embeddings=vectors[start : start + 10].tolist(),
+        )
     assert indexing.settle(col.partition, timeout=60).top >= first.top
     state = col.maintenance_state()
     assert state["fresh_rows"] == 0 and state["rows"] == 120 and state["vector_index_valid"]
-    folder = col.partition.db.run(lambda conn: conn.execute(
-        f'SELECT pid, activity, last_error FROM "{col.partition.db.schema}".vector_folders WHERE collection_pk = %s',
-        (col.partition.pk,)).fetchone())
+    folder = col.partition.db.run(
+        lambda conn: conn.execute(
+            f'SELECT pid, activity, last_error FROM "{col.partition.db.schema}".vector_folders '
+            "WHERE collection_pk = %s",
+            (col.partition.pk,),
+        ).fetchone()
+    )
     assert folder[0] != os.getpid() and folder[2] is None
     # rows written again leave their segment for the tail; the query spans both
     col.update(ids=ids[:60], metadatas=[{"touched": True}] * 60)
@@ -454,8 +535,12 @@ def test_lexical_search_weights_rare_words(make_collection):
     col = make_collection()
     docs = [("common%d" % i, "palace palace palace memory palace notes") for i in range(30)]
     docs.append(("rare", "a note that mentions zyzzyvaquartz once, and the palace"))
-    col.add(ids=[d[0] for d in docs], documents=[d[1] for d in docs], metadatas=[{"wing": "w"}] * len(docs),
-            embeddings=[[1.0, float(i)] for i in range(len(docs))])
+    col.add(
+        ids=[d[0] for d in docs],
+        documents=[d[1] for d in docs],
+        metadatas=[{"wing": "w"}] * len(docs),
+        embeddings=[[1.0, float(i)] for i in range(len(docs))],
+    )
     hits = col.lexical_search(query="zyzzyvaquartz palace", n_results=5).hits
     assert hits[0].id == "rare"
     assert len(hits) == 5 and all(h.score > 0 for h in hits)
@@ -467,17 +552,23 @@ def test_lexical_search_agrees_with_bm25_on_words_hundreds_of_documents_hold(mak
     query's words each occur in a few hundred documents: their documents are all scored, not sampled.
     (With a cap of 100 documents per word, the top 10 shared about a quarter of BM25's on such queries.)"""
     import numpy as np
-    from mempalace.backends.pgvector import _bm25_scores
+    from mempalace.backends.pgvector import _bm25_scores  # noqa: PLC2701 - MemPalace's BM25 is the reference
 
     rng = np.random.default_rng(3)
     vocab = [f"t{i}" for i in range(3000)]
     weights = 1.0 / np.arange(1, len(vocab) + 1) ** 1.07
     weights /= weights.sum()
-    docs = [" ".join(vocab[k] for k in rng.choice(len(vocab), size=int(n), p=weights))
-            for n in rng.integers(20, 80, 3000)]
+    docs = [
+        " ".join(vocab[k] for k in rng.choice(len(vocab), size=int(n), p=weights))
+        for n in rng.integers(20, 80, 3000)
+    ]
     col = make_collection()
-    col.add(ids=[f"d{i}" for i in range(len(docs))], documents=docs, metadatas=[{"wing": "w"}] * len(docs),
-            embeddings=[[1.0, float(i)] for i in range(len(docs))])
+    col.add(
+        ids=[f"d{i}" for i in range(len(docs))],
+        documents=docs,
+        metadatas=[{"wing": "w"}] * len(docs),
+        embeddings=[[1.0, float(i)] for i in range(len(docs))],
+    )
     df = {}
     for doc in docs:
         for word in set(doc.split()):
@@ -485,7 +576,7 @@ def test_lexical_search_agrees_with_bm25_on_words_hundreds_of_documents_hold(mak
     middling = sorted(w for w, n in df.items() if 120 <= n <= 450)
     assert len(middling) >= 20
     overlaps = []
-    for i in range(15):
+    for _ in range(15):
         query = " ".join(rng.choice(middling, size=2, replace=False))
         scores = np.asarray(_bm25_scores(query, docs))
         tenth = np.sort(scores)[-10]
@@ -503,12 +594,20 @@ def test_selective_wing_room_filter_is_answered_exactly(make_collection):
     rng = np.random.default_rng(5)
     vectors = rng.normal(size=(400, 12)).astype("float32")
     metas = [{"wing": f"w{i % 4}", "room": f"r{i % 10}"} for i in range(400)]
-    col.add(ids=[f"x{i:03d}" for i in range(400)], documents=["d"] * 400, metadatas=metas,
-            embeddings=vectors.tolist())
+    col.add(
+        ids=[f"x{i:03d}" for i in range(400)],
+        documents=["d"] * 400,
+        metadatas=metas,
+        embeddings=vectors.tolist(),
+    )
     q = rng.normal(size=12).astype("float32")
-    for where in ({"wing": "w1"}, {"$and": [{"wing": "w2"}, {"room": "r2"}]}, {"room": {"$eq": "r7"}},
-                  {"$and": [{"wing": "w1"}, {"room": "r2"}]}):
-        from mempalace.backends.pgvector import _matches_where
+    for where in (
+        {"wing": "w1"},
+        {"$and": [{"wing": "w2"}, {"room": "r2"}]},
+        {"room": {"$eq": "r7"}},
+        {"$and": [{"wing": "w1"}, {"room": "r2"}]},
+    ):
+        from mempalace.backends.pgvector import _matches_where  # noqa: PLC2701 - MemPalace's evaluator is the reference
 
         allowed = [i for i in range(400) if _matches_where(metas[i], where)]
         sims = vectors[allowed] @ q / np.linalg.norm(vectors[allowed], axis=1)

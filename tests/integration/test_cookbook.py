@@ -47,25 +47,41 @@ def seeded(pg_dsn, pg_schema):
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     rng = np.random.default_rng(1)
     vecs = rng.normal(size=(6, 8)).astype("float32")
-    ids = [v["drawer"], "drawer_notes_alice_0002", "drawer_garden_0001", "drawer_garden_0002",
-           "drawer_people_bob_0001", "drawer_to_delete"]
-    docs = ["Alice started the Garden Planner project in January.", "Alice and Bob met at the market.",
-            "The basil in the garden needs water every morning.", "Garden plan: tomatoes, basil, mint.",
-            "Bob introduced Carol to the team.", "A note that will be deleted."]
-    metas = [{"wing": "notes", "room": "alice", "filed_at": "2026-01-05T10:00:00"},
-             {"wing": "notes", "room": "alice", "filed_at": now},
-             {"wing": "garden", "room": "herbs", "filed_at": now},
-             {"wing": "garden", "room": "plans", "filed_at": "2026-02-01T09:00:00"},
-             {"wing": "people", "room": "bob", "filed_at": now},
-             {"wing": "notes", "room": "misc", "filed_at": now}]
+    ids = [
+        v["drawer"],
+        "drawer_notes_alice_0002",
+        "drawer_garden_0001",
+        "drawer_garden_0002",
+        "drawer_people_bob_0001",
+        "drawer_to_delete",
+    ]
+    docs = [
+        "Alice started the Garden Planner project in January.",
+        "Alice and Bob met at the market.",
+        "The basil in the garden needs water every morning.",
+        "Garden plan: tomatoes, basil, mint.",
+        "Bob introduced Carol to the team.",
+        "A note that will be deleted.",
+    ]
+    metas = [
+        {"wing": "notes", "room": "alice", "filed_at": "2026-01-05T10:00:00"},
+        {"wing": "notes", "room": "alice", "filed_at": now},
+        {"wing": "garden", "room": "herbs", "filed_at": now},
+        {"wing": "garden", "room": "plans", "filed_at": "2026-02-01T09:00:00"},
+        {"wing": "people", "room": "bob", "filed_at": now},
+        {"wing": "notes", "room": "misc", "filed_at": now},
+    ]
     with unit_of_work(palace_key=v["palace"]) as uow:
         uow.add_drawers(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
         uow.add_entity(v["subject"], "person")
-        uow.add_triple(v["subject"], v["predicate"], v["object"], valid_from="2026-01-01", source_drawer_id=ids[0])
+        uow.add_triple(
+            v["subject"], v["predicate"], v["object"], valid_from="2026-01-01", source_drawer_id=ids[0]
+        )
         uow.add_triple("Alice", "knows", "Bob", valid_from=today, source_drawer_id=ids[1])
         uow.add_triple("Bob", "knows", "Carol", source_drawer_id=ids[4])
-        uow.add_triple("Alice", "grows", "Basil", valid_from="2025-04-01", valid_to="2025-10-01",
-                       source_drawer_id=ids[2])
+        uow.add_triple(
+            "Alice", "grows", "Basil", valid_from="2025-04-01", valid_to="2025-10-01", source_drawer_id=ids[2]
+        )
         uow.add_triple("Alice", "wrote", "A deleted note", source_drawer_id=ids[5])
     from mempalace_pg.atomic import open_drawers
 
@@ -81,8 +97,9 @@ def run_block(conn, text, variables, schema):
     for statement in statements:
         names = VAR.findall(statement)
         if names:
-            last = conn.execute(VAR.sub(lambda m: f"%({m.group(1)})s", statement),
-                                {n: variables[n] for n in names})
+            last = conn.execute(
+                VAR.sub(lambda m: f"%({m.group(1)})s", statement), {n: variables[n] for n in names}
+            )
         else:
             last = conn.execute(statement.rstrip(";"))
     return last.fetchall()
@@ -90,8 +107,12 @@ def run_block(conn, text, variables, schema):
 
 def test_cookbook_has_the_queries_the_issue_asks_for():
     text = COOKBOOK.read_text(encoding="utf-8")
-    for heading in ("What do I know about X?", "What changed in the last week?", "Which drawers support this fact?",
-                    "The nearest drawers to this drawer"):
+    for heading in (
+        "What do I know about X?",
+        "What changed in the last week?",
+        "Which drawers support this fact?",
+        "The nearest drawers to this drawer",
+    ):
         assert f"## {heading}" in text
     assert len(blocks()) >= 12
 
@@ -117,9 +138,14 @@ def test_cookbook_answers_are_the_right_ones(seeded, pg_dsn, pg_schema):
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for statement in setup:
             conn.execute(statement.replace("SET search_path = mempalace,", f"SET search_path = {pg_schema},"))
-        now_facts = run_block(conn, block_after("What do I know about X? (facts true now)"), variables, pg_schema)
+        now_facts = run_block(
+            conn, block_after("What do I know about X? (facts true now)"), variables, pg_schema
+        )
         assert {(r[0], r[1], r[2]) for r in now_facts} == {
-            ("Alice", "works_on", "Garden Planner"), ("Alice", "knows", "Bob"), ("Alice", "wrote", "A deleted note")}
+            ("Alice", "works_on", "Garden Planner"),
+            ("Alice", "knows", "Bob"),
+            ("Alice", "wrote", "A deleted note"),
+        }
         then = run_block(conn, block_after("What was true about X on a given date?"), variables, pg_schema)
         assert {r[2] for r in then} == {"Garden Planner", "A deleted note"}  # knows Bob starts today
         hood = run_block(conn, block_after("Who is within two hops of X?"), variables, pg_schema)

@@ -13,11 +13,11 @@ import psycopg
 import pytest
 from mempalace.backends import PalaceRef
 
-from mempalace_pg.db import pool
-from mempalace_pg.store.backend import PostgresBackend
 from mempalace_pg.config import Settings
-from mempalace_pg.errors import SchemaVersionError
+from mempalace_pg.db import pool
 from mempalace_pg.db.schema import current_revision, head_revision
+from mempalace_pg.errors import SchemaVersionError
+from mempalace_pg.store.backend import PostgresBackend
 
 
 def test_one_pool_per_dsn_shared_by_backends(make_collection, tmp_path):
@@ -38,8 +38,10 @@ def _break_connections(pg_dsn):
         subprocess.run(shlex.split(restart), check=True, capture_output=True, timeout=120)
         return "restart"
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                     "WHERE pid <> pg_backend_pid() AND application_name = 'mempalace-pg'")
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND application_name = 'mempalace-pg'"
+        )
     return "terminate"
 
 
@@ -72,11 +74,16 @@ def _writer(args):
     dsn, schema, config_dir, palace, worker, n = args
     os.environ.update(MEMPALACE_PG_DSN=dsn, MEMPALACE_PG_SCHEMA=schema, MEMPALACE_CONFIG_DIR=config_dir)
     backend = PostgresBackend()
-    col = backend.get_collection(palace=PalaceRef(id=palace, local_path=palace),
-                                 collection_name="mempalace_drawers", create=True)
+    col = backend.get_collection(
+        palace=PalaceRef(id=palace, local_path=palace), collection_name="mempalace_drawers", create=True
+    )
     for i in range(n):
-        col.upsert(ids=[f"w{worker}-{i}", "shared"], documents=[f"row {i} of {worker}", f"last by {worker}"],
-                   metadatas=[{"worker": worker}, {"worker": worker}], embeddings=[[1.0, i / 10], [0.5, 0.5]])
+        col.upsert(
+            ids=[f"w{worker}-{i}", "shared"],
+            documents=[f"row {i} of {worker}", f"last by {worker}"],
+            metadatas=[{"worker": worker}, {"worker": worker}],
+            embeddings=[[1.0, i / 10], [0.5, 0.5]],
+        )
     backend.close()
     return worker
 
@@ -87,10 +94,11 @@ def test_concurrent_writers_from_several_processes(pg_dsn, pg_schema, tmp_path):
     jobs = [(pg_dsn, pg_schema, os.environ["MEMPALACE_CONFIG_DIR"], palace, w, 20) for w in range(4)]
     with ctx.Pool(4) as pool:
         assert sorted(pool.map(_writer, jobs)) == [0, 1, 2, 3]
-    col = PostgresBackend().get_collection(palace=PalaceRef(id=palace, local_path=palace),
-                                           collection_name="mempalace_drawers")
+    col = PostgresBackend().get_collection(
+        palace=PalaceRef(id=palace, local_path=palace), collection_name="mempalace_drawers"
+    )
     assert col.count() == 4 * 20 + 1
-    assert col.facet_counts("worker") .keys() <= {"0", "1", "2", "3"}
+    assert col.facet_counts("worker").keys() <= {"0", "1", "2", "3"}
 
 
 def _first_use(args):
@@ -111,8 +119,10 @@ def test_fresh_schema_created_once_by_concurrent_first_users(pg_dsn):
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                         (f"{schema}_kg",))
+            conn.execute(
+                "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                (f"{schema}_kg",),
+            )
 
 
 @pytest.fixture
@@ -124,8 +134,10 @@ def scratch_schema(pg_dsn, monkeypatch):
     pool.close_all()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                     (f"{schema}_kg",))
+        conn.execute(
+            "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+            (f"{schema}_kg",),
+        )
 
 
 def test_schema_newer_than_code_is_refused(pg_dsn, scratch_schema):
@@ -152,7 +164,9 @@ def test_schema_behind_code_without_auto_upgrade_names_the_command(pg_dsn, scrat
             conn.execute(f"DROP TABLE {scratch_schema}.alembic_version")
             conn.execute(f"DROP SCHEMA {scratch_schema} CASCADE")
             conn.execute(f"CREATE SCHEMA {scratch_schema}")
-            conn.execute(f"CREATE TABLE {scratch_schema}.alembic_version (version_num varchar(32) PRIMARY KEY)")
+            conn.execute(
+                f"CREATE TABLE {scratch_schema}.alembic_version (version_num varchar(32) PRIMARY KEY)"
+            )
             conn.execute(f"INSERT INTO {scratch_schema}.alembic_version VALUES ('0000_before_mempalace_pg')")
         else:
             conn.execute(f"UPDATE {scratch_schema}.alembic_version SET version_num = %s", (older,))
@@ -164,8 +178,16 @@ def test_schema_behind_code_without_auto_upgrade_names_the_command(pg_dsn, scrat
 
 def test_cli_db_upgrade_and_current(pg_dsn, scratch_schema):
     env = dict(os.environ)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "mempalace_pg.cli", *a], env=env,
-                                    capture_output=True, text=True, timeout=120)
+
+    def run(*a):
+        return subprocess.run(
+            [sys.executable, "-m", "mempalace_pg.cli", *a],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
     before = run("db", "current", "--json")
     assert before.returncode == 1 and json.loads(before.stdout)["current"] is None
     up = run("db", "upgrade")
@@ -177,31 +199,39 @@ def test_cli_db_upgrade_and_current(pg_dsn, scratch_schema):
 
 
 def test_schema_is_documented_for_psql_users(make_collection, pg_dsn, pg_schema):
-    make_collection().add(ids=["a"], documents=["hello world"], metadatas=[{"wing": "w", "room": "r"}],
-                          embeddings=[[1.0, 0.0]])
+    make_collection().add(
+        ids=["a"], documents=["hello world"], metadatas=[{"wing": "w", "room": "r"}], embeddings=[[1.0, 0.0]]
+    )
     with psycopg.connect(pg_dsn) as conn:
         undocumented = conn.execute(
             "SELECT c.relname || '.' || a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname IN "
             "('palaces', 'collections', 'records') AND a.attnum > 0 AND NOT a.attisdropped "
-            "AND col_description(c.oid, a.attnum) IS NULL AND a.attname NOT IN ('created_at', 'collection_pk', "
-            "'palace_pk', 'name', 'namespace', 'embedder_recorded_at')", (pg_schema,)).fetchall()
+            "AND col_description(c.oid, a.attnum) IS NULL "
+            "AND a.attname NOT IN ('created_at', 'collection_pk', 'palace_pk', 'name', 'namespace', "
+            "'embedder_recorded_at')",
+            (pg_schema,),
+        ).fetchall()
         assert undocumented == []
-        row = conn.execute(f"SELECT wing, room, document FROM {pg_schema}.drawers WHERE document = 'hello world'").fetchone()
+        row = conn.execute(
+            f"SELECT wing, room, document FROM {pg_schema}.drawers WHERE document = 'hello world'"
+        ).fetchone()
         assert row == ("w", "r", "hello world")
 
 
 def test_upgrade_from_0003_replaces_the_graph_write_helpers(pg_dsn, scratch_schema):
     """A database at revision 0003 upgrades to head: the SQL-language write helpers become PL/pgSQL
     (planned once per session) and the graph's writes keep their results."""
-    from mempalace_pg.graph.kg import AgeKnowledgeGraph
     from mempalace_pg.db.schema import upgrade
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     settings = Settings.load()
     assert upgrade(settings, "0003_graph_and_drawers") == "0003_graph_and_drawers"
-    languages = ("SELECT p.proname, l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
-                 "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname IN "
-                 "('kg_find_vertex', 'kg_add_entity', 'kg_mark_drawers_deleted') ORDER BY 1")
+    languages = (
+        "SELECT p.proname, l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+        "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname IN "
+        "('kg_find_vertex', 'kg_add_entity', 'kg_mark_drawers_deleted') ORDER BY 1"
+    )
     with psycopg.connect(pg_dsn) as conn:
         assert {lang for _, lang in conn.execute(languages, (scratch_schema,)).fetchall()} == {"sql"}
     kg = AgeKnowledgeGraph(palace_key="upgrade-test", settings=settings)  # first use upgrades to head
@@ -220,33 +250,49 @@ def test_upgrade_from_0003_replaces_the_graph_write_helpers(pg_dsn, scratch_sche
     with psycopg.connect(pg_dsn) as conn:
         assert current_revision(conn, scratch_schema) == head_revision()
         assert dict(conn.execute(languages, (scratch_schema,)).fetchall()) == {
-            "kg_add_entity": "plpgsql", "kg_find_vertex": "plpgsql", "kg_mark_drawers_deleted": "plpgsql"}
+            "kg_add_entity": "plpgsql",
+            "kg_find_vertex": "plpgsql",
+            "kg_mark_drawers_deleted": "plpgsql",
+        }
 
 
 def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_dsn, scratch_schema):
     """A palace written at revision 0004 (by SQL, as that release wrote it) upgrades to head: records,
     embeddings, facet counts and facts unchanged; words inside paths found; long values now storable."""
-    from mempalace_pg.graph.kg import AgeKnowledgeGraph
     from mempalace_pg.db.schema import upgrade
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
     settings = Settings.load()
     assert upgrade(settings, "0004_planned_once") == "0004_planned_once"
     s = scratch_schema
-    docs = {"d1": "See docs/bash/README.Debian first.", "d2": "Mail jdoe@example.org today.", "d3": "plain words"}
+    docs = {
+        "d1": "See docs/bash/README.Debian first.",
+        "d2": "Mail jdoe@example.org today.",
+        "d3": "plain words",
+    }
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"SET search_path = {s}, public, ag_catalog")
-        palace = conn.execute("INSERT INTO palaces (namespace, palace_key) VALUES ('', 'up-0004') "
-                              "RETURNING palace_pk").fetchone()[0]
-        pk = conn.execute("INSERT INTO collections (palace_pk, name, dimension) VALUES (%s, 'mempalace_drawers', 3) "
-                          "RETURNING collection_pk", (palace,)).fetchone()[0]
+        palace = conn.execute(
+            "INSERT INTO palaces (namespace, palace_key) VALUES ('', 'up-0004') RETURNING palace_pk"
+        ).fetchone()[0]
+        pk = conn.execute(
+            "INSERT INTO collections (palace_pk, name, dimension) VALUES (%s, 'mempalace_drawers', 3) "
+            "RETURNING collection_pk",
+            (palace,),
+        ).fetchone()[0]
         conn.execute(f"CREATE TABLE records_c{pk} PARTITION OF records FOR VALUES IN ({pk})")
         conn.execute("SELECT records_attach_triggers(%s::regclass)", (f"{s}.records_c{pk}",))
         for i, (rid, doc) in enumerate(docs.items()):
-            conn.execute(f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
-                         "VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
-                         (pk, rid, doc, json.dumps({"wing": "w", "room": f"r{i % 2}"}), f"[{i + 1}, 1, 0]"))
-        conn.execute("SELECT kg_add_triple(%s, 'ann', 'Ann', 'likes', 'tea', 'Tea', 't_ann_likes_tea_1', "
-                     "'2024-01-01', NULL, 1.0, NULL, NULL, 'd1', NULL)", (palace,))
+            conn.execute(
+                f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
+                "VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
+                (pk, rid, doc, json.dumps({"wing": "w", "room": f"r{i % 2}"}), f"[{i + 1}, 1, 0]"),
+            )
+        conn.execute(
+            "SELECT kg_add_triple(%s, 'ann', 'Ann', 'likes', 'tea', 'Tea', 't_ann_likes_tea_1', "
+            "'2024-01-01', NULL, 1.0, NULL, NULL, 'd1', NULL)",
+            (palace,),
+        )
     pool.close_all()
     ref = PalaceRef(id="up-0004", local_path=None)
     col = PostgresBackend().get_collection(palace=ref, collection_name="mempalace_drawers")  # upgrades
@@ -257,7 +303,9 @@ def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_ds
     assert [h.id for h in col.lexical_search(query="bash").hits] == ["d1"]
     assert [h.id for h in col.lexical_search(query="jdoe").hits] == ["d2"]
     long_id = "drawer_" + "x" * 4000
-    col.upsert(ids=[long_id], documents=["long"], metadatas=[{"wing": "w" * 3000}], embeddings=[[1.0, 0.0, 0.0]])
+    col.upsert(
+        ids=[long_id], documents=["long"], metadatas=[{"wing": "w" * 3000}], embeddings=[[1.0, 0.0, 0.0]]
+    )
     assert col.get(ids=[long_id]).documents == ["long"] and col.count() == 4
     kg = AgeKnowledgeGraph(palace_key="up-0004", settings=settings)
     try:

@@ -14,8 +14,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 
 def doctor(*args, env=None):
-    proc = subprocess.run([sys.executable, "-m", "mempalace_pg.cli", "doctor", *args], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-m", "mempalace_pg.cli", "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -30,7 +35,9 @@ def with_db(dsn: str, **changes) -> str:
 
 
 def test_healthy_database(pg_env, pg_dsn, make_collection):
-    make_collection().add(ids=["a"], documents=["x"], embeddings=[[1.0, 0.0]])  # schema at head, one collection
+    make_collection().add(
+        ids=["a"], documents=["x"], embeddings=[[1.0, 0.0]]
+    )  # schema at head, one collection
     code, out = doctor("--json")
     assert code == 0, out
     found = checks(out)
@@ -120,8 +127,12 @@ def test_palace_marker_pointing_elsewhere(pg_env, make_collection, tmp_path):
 def test_graph_left_behind_by_a_dropped_schema(pg_dsn, pg_env):
     schema = f"doc_left_{uuid.uuid4().hex[:6]}"
     env = {"MEMPALACE_PG_SCHEMA": schema}
-    subprocess.run([sys.executable, "-m", "mempalace_pg.cli", "db", "upgrade"], check=True, capture_output=True,
-                   env={**os.environ, **env})
+    subprocess.run(
+        [sys.executable, "-m", "mempalace_pg.cli", "db", "upgrade"],
+        check=True,
+        capture_output=True,
+        env={**os.environ, **env},
+    )
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')  # the graph's own schema and AGE's catalog row stay
     try:
@@ -132,13 +143,18 @@ def test_graph_left_behind_by_a_dropped_schema(pg_dsn, pg_env):
         # following the fix makes the schema creatable again
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute("SELECT ag_catalog.drop_graph(%s, true)", (f"{schema}_kg",))
-        subprocess.run([sys.executable, "-m", "mempalace_pg.cli", "db", "upgrade"], check=True, capture_output=True,
-                       env={**os.environ, **env})
+        subprocess.run(
+            [sys.executable, "-m", "mempalace_pg.cli", "db", "upgrade"],
+            check=True,
+            capture_output=True,
+            env={**os.environ, **env},
+        )
         code, out = doctor("--json", env=env)
         assert checks(out)["schema"]["status"] == "ok"
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                         (f"{schema}_kg",))
-
+            conn.execute(
+                "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                (f"{schema}_kg",),
+            )

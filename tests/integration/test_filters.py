@@ -13,10 +13,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mempalace.backends.base import UnsupportedFilterError
-from mempalace.backends.pgvector import _matches_where, _matches_where_document
+from mempalace.backends.pgvector import _matches_where, _matches_where_document  # noqa: PLC2701 - MemPalace's evaluator is the reference
 
 FIELDS = ["wing", "room", "source_file", "filed_at", "n", "flag", "tag"]
-STRINGS = ["", "a", "b", "ab", "project", "Project", "1", "0", "true", "é", "x y", "2026-01-01", "2026-02-01T10:00:00"]
+STRINGS = [
+    "",
+    "a",
+    "b",
+    "ab",
+    "project",
+    "Project",
+    "1",
+    "0",
+    "true",
+    "é",
+    "x y",
+    "2026-01-01",
+    "2026-02-01T10:00:00",
+]
 NUMBERS = [0, 1, 2, -1, 7, 10**12, 0.0, 1.0, 0.5, 1.5, -2.25, 100.0]
 BOOLS = [True, False]
 VALUES = STRINGS + NUMBERS + BOOLS
@@ -42,14 +56,21 @@ RECORDS = _records()
 @pytest.fixture
 def filled(make_collection):
     col = make_collection("filters")
-    col.add(ids=[r[0] for r in RECORDS], documents=[r[1] for r in RECORDS], metadatas=[r[2] for r in RECORDS],
-            embeddings=[[1.0, float(i)] for i in range(len(RECORDS))])
+    col.add(
+        ids=[r[0] for r in RECORDS],
+        documents=[r[1] for r in RECORDS],
+        metadatas=[r[2] for r in RECORDS],
+        embeddings=[[1.0, float(i)] for i in range(len(RECORDS))],
+    )
     return col
 
 
 def expected(where=None, where_document=None):
-    return [rid for rid, doc, meta in RECORDS
-            if _matches_where(meta, where) and _matches_where_document(doc, where_document)]
+    return [
+        rid
+        for rid, doc, meta in RECORDS
+        if _matches_where(meta, where) and _matches_where_document(doc, where_document)
+    ]
 
 
 def got(col, where=None, where_document=None):
@@ -98,39 +119,45 @@ def test_where_document_matches_reference_evaluator(filled, where, where_documen
     assert got(filled, where, where_document) == expected(where, where_document)
 
 
-@pytest.mark.parametrize("where", [
-    {"wing": "project"},
-    {"wing": {"$eq": "project"}},
-    {"wing": {"$ne": "project"}},          # missing field matches $ne
-    {"n": {"$in": [1, "a", None]}},
-    {"n": {"$nin": [1, 2]}},               # missing field matches $nin
-    {"n": 1},                               # True == 1
-    {"flag": {"$eq": 1}},
-    {"flag": True},
-    {"n": {"$gt": 0.5}},
-    {"n": {"$gte": "a"}},                   # str vs number: False, not an error
-    {"tag": {"$lt": "b"}},
-    {"filed_at": {"$lte": "2026-01-01"}},
-    {"tag": {"$contains": "1"}},            # substring of str(actual)
-    {"n": {"$contains": "0"}},              # 0 or "" -> "" contains nothing but ""
-    {"flag": {"$contains": "1"}},           # True -> 1 -> "1"
-    {"n": None},
-    {"$and": []},
-    {"$or": []},
-    {"$or": [{"wing": "a"}, {"room": {"$in": ["b", "project"]}}]},
-    {"wing": "a", "room": "b"},
-    {"n": {"$gt": 0, "$lt": 10}},
-])
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"wing": "project"},
+        {"wing": {"$eq": "project"}},
+        {"wing": {"$ne": "project"}},  # missing field matches $ne
+        {"n": {"$in": [1, "a", None]}},
+        {"n": {"$nin": [1, 2]}},  # missing field matches $nin
+        {"n": 1},  # True == 1
+        {"flag": {"$eq": 1}},
+        {"flag": True},
+        {"n": {"$gt": 0.5}},
+        {"n": {"$gte": "a"}},  # str vs number: False, not an error
+        {"tag": {"$lt": "b"}},
+        {"filed_at": {"$lte": "2026-01-01"}},
+        {"tag": {"$contains": "1"}},  # substring of str(actual)
+        {"n": {"$contains": "0"}},  # 0 or "" -> "" contains nothing but ""
+        {"flag": {"$contains": "1"}},  # True -> 1 -> "1"
+        {"n": None},
+        {"$and": []},
+        {"$or": []},
+        {"$or": [{"wing": "a"}, {"room": {"$in": ["b", "project"]}}]},
+        {"wing": "a", "room": "b"},
+        {"n": {"$gt": 0, "$lt": 10}},
+    ],
+)
 def test_each_operator(filled, where):
     assert got(filled, where) == expected(where)
 
 
-@pytest.mark.parametrize("bad", [
-    {"wing": {"$regex": "x"}},
-    {"$nor": [{"wing": "a"}]},
-    {"wing": {"$in": "not-a-list"}},
-    {"$and": {"wing": "a"}},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"wing": {"$regex": "x"}},
+        {"$nor": [{"wing": "a"}]},
+        {"wing": {"$in": "not-a-list"}},
+        {"$and": {"wing": "a"}},
+    ],
+)
 def test_unknown_operator_raises(filled, bad):
     with pytest.raises(UnsupportedFilterError):
         filled.get(where=bad)

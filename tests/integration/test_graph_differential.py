@@ -17,16 +17,16 @@ from hypothesis import strategies as st
 TRIPLE_ID = re.compile(r"^t_.*_[0-9a-f]{12}$", re.DOTALL)
 
 
-
 def _canon(row: dict) -> tuple:
     return tuple((k, str(row[k])) for k in sorted(row))
+
 
 class Pair:
     """Runs each operation on the SQLite reference and on the AGE graph and checks they agree."""
 
     def __init__(self, reference, candidate):
         self.ref, self.age = reference, candidate
-        self.ids: dict[str, str] = {}   # AGE triple id -> SQLite triple id
+        self.ids: dict[str, str] = {}  # AGE triple id -> SQLite triple id
 
     def _translate(self, value):
         if isinstance(value, str) and TRIPLE_ID.match(value):
@@ -77,14 +77,20 @@ class Pair:
             # within each valid_from the same rows (a page may cut a tie group differently: then the
             # rows must at least be facts the reference has).
             age_value = self._translate(age_value)
-            assert [r["valid_from"] for r in age_value] == [r["valid_from"] for r in ref_value], (method, args, kwargs)
+            assert [r["valid_from"] for r in age_value] == [r["valid_from"] for r in ref_value], (
+                method,
+                args,
+                kwargs,
+            )
             if not kwargs:
                 assert sorted(age_value, key=_canon) == sorted(ref_value, key=_canon), (method, args)
             else:
                 full = self.ref.timeline(*ref_args, limit=10_000)
                 assert all(r in full for r in age_value), (method, args, kwargs)
             return ref_value
-        assert self._translate(age_value) == ref_value, f"{method}{args} {kwargs}: SQLite {ref_value!r} vs AGE {age_value!r}"
+        assert self._translate(age_value) == ref_value, (
+            f"{method}{args} {kwargs}: SQLite {ref_value!r} vs AGE {age_value!r}"
+        )
         return ref_value
 
     def check_reads(self, names=(), predicates=(), as_ofs=(None,)):
@@ -113,20 +119,42 @@ def pair(sqlite_kg, age_kg):
 def test_add_triple_dedups_open_facts_and_normalises(pair):
     pair.call("add_triple", "Max", "Child Of", "Alice", valid_from="2015-04-01")
     pair.call("add_triple", "max", "child of", "alice", valid_from="2016-01-01")  # same open fact
-    pair.call("add_triple", "Max", "child_of", "Alice", valid_from="2015-04-01", valid_to="2015-04-01")  # equal ends ok
-    pair.call("add_triple", "Max", "child_of", "Alice", valid_from="2015-04-02", valid_to="2015-04-01")  # inverted
+    pair.call(
+        "add_triple", "Max", "child_of", "Alice", valid_from="2015-04-01", valid_to="2015-04-01"
+    )  # equal ends ok
+    pair.call(
+        "add_triple", "Max", "child_of", "Alice", valid_from="2015-04-02", valid_to="2015-04-01"
+    )  # inverted
     pair.call("add_triple", "Max", "likes", "Max")  # self loop
     pair.check_reads(names=["Max", "Alice", "max"], predicates=["child_of", "Child Of", "likes"])
 
 
 def test_as_of_is_half_open_and_expands_dates(pair):
     pair.call("add_triple", "Ann", "works_at", "Acme", valid_from="2020-01-01", valid_to="2024-12-31")
-    pair.call("add_triple", "Ann", "works_at", "Beta", valid_from="2025-01-01T09:00:00Z", valid_to="2025-06-01T00:00:00Z")
+    pair.call(
+        "add_triple",
+        "Ann",
+        "works_at",
+        "Beta",
+        valid_from="2025-01-01T09:00:00Z",
+        valid_to="2025-06-01T00:00:00Z",
+    )
     pair.call("add_triple", "Ann", "lives_in", "Rome")  # undated
     pair.call("add_triple", "Ann", "plans", "Trip", valid_from="2030-01-01")  # future, still "current"
-    as_ofs = [None, "", "2019-12-31", "2020-01-01", "2024-12-31", "2024-12-31T23:59:59Z", "2025-01-01",
-              "2025-01-01T09:00:00Z", "2025-06-01T00:00:00Z", "2025-05-31T23:59:59Z", "2030-01-01",
-              "2024-12-31T23:59:59+00:00"]
+    as_ofs = [
+        None,
+        "",
+        "2019-12-31",
+        "2020-01-01",
+        "2024-12-31",
+        "2024-12-31T23:59:59Z",
+        "2025-01-01",
+        "2025-01-01T09:00:00Z",
+        "2025-06-01T00:00:00Z",
+        "2025-05-31T23:59:59Z",
+        "2030-01-01",
+        "2024-12-31T23:59:59+00:00",
+    ]
     pair.check_reads(names=["Ann", "Acme", "Beta"], predicates=["works_at", "plans"], as_ofs=as_ofs)
 
 
@@ -147,14 +175,25 @@ def test_invalidate_supersede_rewrite(pair):
     assert succ is None or TRIPLE_ID.match(succ)
     pair.call("rewrite", new, "resides in", "Berlin", at="2024-07-01")  # no longer open: None
     pair.call("rewrite", "t_no_such_fact_000000000000", "x", "y", at="2024-07-01")
-    pair.check_reads(names=["Bo", "Paris", "Berlin", "Lab", "Gone"],
-                     predicates=["lives_in", "resides_in", "works_at"],
-                     as_ofs=[None, "2024-03-01", "2024-02-29T23:59:59Z", "2024-06-01", "2024-06-01T00:00:00Z"])
+    pair.check_reads(
+        names=["Bo", "Paris", "Berlin", "Lab", "Gone"],
+        predicates=["lives_in", "resides_in", "works_at"],
+        as_ofs=[None, "2024-03-01", "2024-02-29T23:59:59Z", "2024-06-01", "2024-06-01T00:00:00Z"],
+    )
 
 
 def test_rewrite_reuses_only_an_equal_successor(pair):
-    pair.call("add_triple", "Cy", "uses", "Vim", valid_from="2020-01-01", source_file="a.md",
-              source_drawer_id="d1", adapter_name="ad", confidence=0.5)
+    pair.call(
+        "add_triple",
+        "Cy",
+        "uses",
+        "Vim",
+        valid_from="2020-01-01",
+        source_file="a.md",
+        source_drawer_id="d1",
+        adapter_name="ad",
+        confidence=0.5,
+    )
     # an open successor with different provenance is not reused
     pair.call("add_triple", "Cy", "prefers", "Vim", valid_from="2019-01-01", source_file="b.md")
     first = pair.call("timeline", "Cy")
@@ -162,22 +201,62 @@ def test_rewrite_reuses_only_an_equal_successor(pair):
     rows = pair.ref.dump_rows("triples")
     original = next(r["id"] for r in rows if r["predicate"] == "uses")
     pair.call("rewrite", original, "prefers", "Vim", at="2021-01-01")
-    pair.check_reads(names=["Cy", "Vim"], predicates=["prefers", "uses"], as_ofs=[None, "2020-06-01", "2021-01-01"])
+    pair.check_reads(
+        names=["Cy", "Vim"], predicates=["prefers", "uses"], as_ofs=[None, "2020-06-01", "2021-01-01"]
+    )
     # inherited provenance and confidence, visible through the replication rows
     strip = lambda rows: sorted(  # noqa: E731
         ({k: v for k, v in r.items() if k not in ("rowid", "_rowid", "id", "extracted_at")} for r in rows),
-        key=repr)
+        key=repr,
+    )
     assert strip(pair.ref.dump_rows("triples")) == strip(pair.age.dump_rows("triples"))
 
 
 def test_fuzzy_fallback_and_candidates(pair):
-    for name in ("Chess Club", "Chess", "Max Power", "Dr Max", "Maxwell", "Lisa_Marie", "100% Juice",
-                 "A_B", "Éclair Shop", "éclair", "O'Brien Family"):
+    for name in (
+        "Chess Club",
+        "Chess",
+        "Max Power",
+        "Dr Max",
+        "Maxwell",
+        "Lisa_Marie",
+        "100% Juice",
+        "A_B",
+        "Éclair Shop",
+        "éclair",
+        "O'Brien Family",
+    ):
         pair.call("add_triple", "Someone", "knows", name)
     pair.call("add_entity", "Lone Wolf", "person", {"k": "v"})
-    queries = ["chess", "CHESS", "max", "Max", "Maxw", "lisa", "marie", "100%", "100", "a_b", "A", "ab",
-               "éclair", "Éclair", "shop", "wolf", "lone wolf", "  chess  ", "obrien", "o'brien", "family",
-               "power", "dr", "nothing here", "%", "_", "juice"]
+    queries = [
+        "chess",
+        "CHESS",
+        "max",
+        "Max",
+        "Maxw",
+        "lisa",
+        "marie",
+        "100%",
+        "100",
+        "a_b",
+        "A",
+        "ab",
+        "éclair",
+        "Éclair",
+        "shop",
+        "wolf",
+        "lone wolf",
+        "  chess  ",
+        "obrien",
+        "o'brien",
+        "family",
+        "power",
+        "dr",
+        "nothing here",
+        "%",
+        "_",
+        "juice",
+    ]
     for q in queries:
         pair.call("find_entity_candidates", q)
         pair.call("query_entity", q, direction="both")
@@ -185,8 +264,16 @@ def test_fuzzy_fallback_and_candidates(pair):
 
 
 def test_timeline_order_and_paging(pair):
-    dates = ["2024-01-01", "2024-01-01T00:00:00Z", None, "2023-12-31T23:59:59Z", "2024-01-01",
-             "2025-02-03", None, "2019-07-04"]
+    dates = [
+        "2024-01-01",
+        "2024-01-01T00:00:00Z",
+        None,
+        "2023-12-31T23:59:59Z",
+        "2024-01-01",
+        "2025-02-03",
+        None,
+        "2019-07-04",
+    ]
     for i, vf in enumerate(dates):
         pair.call("add_triple", f"E{i % 3}", f"p{i}", f"O{i}", valid_from=vf)
     for limit, offset in ((100, 0), (1, 0), (3, 2), (0, -5), (-1, 7), (2, 100), (10**12, 1), (5, 10**12)):
@@ -197,11 +284,29 @@ def test_timeline_order_and_paging(pair):
 
 
 def test_metacharacters_are_stored_verbatim(pair):
-    nasty = ["O'Brien", 'Robert"); DROP TABLE entities;--', "$$ LANGUAGE sql $$", "}]-(n) DETACH DELETE n //",
-             "back\\slash", "tab\there", "new\nline", "ünïcødé 🧠", "%_%", "a' OR '1'='1", "{\"a\": 1}",
-             "ag_catalog.cypher('x', $$ MATCH (n) RETURN n $$)"]
+    nasty = [
+        "O'Brien",
+        'Robert"); DROP TABLE entities;--',
+        "$$ LANGUAGE sql $$",
+        "}]-(n) DETACH DELETE n //",
+        "back\\slash",
+        "tab\there",
+        "new\nline",
+        "ünïcødé 🧠",
+        "%_%",
+        "a' OR '1'='1",
+        '{"a": 1}',
+        "ag_catalog.cypher('x', $$ MATCH (n) RETURN n $$)",
+    ]
     for i, name in enumerate(nasty):
-        pair.call("add_triple", name, f"rel {name}", nasty[(i + 1) % len(nasty)], source_closet=name, source_file=name)
+        pair.call(
+            "add_triple",
+            name,
+            f"rel {name}",
+            nasty[(i + 1) % len(nasty)],
+            source_closet=name,
+            source_file=name,
+        )
         pair.call("add_entity", name, name, {"note": name})
     pair.check_reads(names=nasty, predicates=[f"rel {n}" for n in nasty])
     pair.call("invalidate", nasty[0], f"rel {nasty[0]}", nasty[1], ended="2026-01-01")
@@ -212,15 +317,30 @@ def test_entities_replace_and_seed(pair):
     pair.call("add_triple", "Riley", "loves", "Chess")
     pair.call("add_entity", "Riley", "person", {"age": 9})
     pair.call("add_entity", "riley", "child")  # same id, new name and type
-    facts = {"riley": {"full_name": "Riley", "type": "person", "gender": "f", "birthday": "2015-04-01",
-                       "parent": "alice", "partner": None, "relationship": "daughter", "interests": ["chess", "swimming"]},
-             "rex": {"type": "animal", "relationship": "dog", "owner": "riley"},
-             "bob": {"full_name": "Bob", "relationship": "husband", "partner": "alice"},
-             "sam": {"full_name": "Sam", "relationship": "brother", "sibling": "bob"}}
+    facts = {
+        "riley": {
+            "full_name": "Riley",
+            "type": "person",
+            "gender": "f",
+            "birthday": "2015-04-01",
+            "parent": "alice",
+            "partner": None,
+            "relationship": "daughter",
+            "interests": ["chess", "swimming"],
+        },
+        "rex": {"type": "animal", "relationship": "dog", "owner": "riley"},
+        "bob": {"full_name": "Bob", "relationship": "husband", "partner": "alice"},
+        "sam": {"full_name": "Sam", "relationship": "brother", "sibling": "bob"},
+    }
     pair.call("seed_from_entity_facts", facts)
-    pair.check_reads(names=["Riley", "Alice", "Rex", "Bob", "Sam", "Chess"],
-                     predicates=["loves", "child_of", "is_pet_of", "is_sibling_of"])
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("rowid", "_rowid", "created_at")} for r in rows]  # noqa: E731
+    pair.check_reads(
+        names=["Riley", "Alice", "Rex", "Bob", "Sam", "Chess"],
+        predicates=["loves", "child_of", "is_pet_of", "is_sibling_of"],
+    )
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k not in ("rowid", "_rowid", "created_at")} for r in rows]
+
     assert strip(pair.ref.dump_rows("entities")) == strip(pair.age.dump_rows("entities"))
 
 
@@ -244,16 +364,28 @@ def test_dump_and_apply_rows_replicate(pair, age_kg):
             for row in rows:
                 mirror.apply_row(table, row)
             cursor = rows[-1]["_rowid"]
-    ghost = {"id": "t_ghost_haunts_ada_000000000000", "subject": "ghost", "predicate": "haunts", "object": "ada"}
+    ghost = {
+        "id": "t_ghost_haunts_ada_000000000000",
+        "subject": "ghost",
+        "predicate": "haunts",
+        "object": "ada",
+    }
     ref.apply_row("triples", ghost)
     mirror.apply_row("triples", ghost)
     check = Pair(ref, mirror)
     check.ids = {r["id"]: r["id"] for r in ref.dump_rows("triples")}
-    check.check_reads(names=["Ada", "Notes", "Babbage", "ghost"], predicates=["wrote", "knew", "haunts"],
-                      as_ofs=[None, "1850-01-01", "1860-01-01"])
+    check.check_reads(
+        names=["Ada", "Notes", "Babbage", "ghost"],
+        predicates=["wrote", "knew", "haunts"],
+        as_ofs=[None, "1850-01-01", "1860-01-01"],
+    )
     for table in ("entities", "triples"):
-        ref_rows = [{k: v for k, v in r.items() if k not in ("rowid", "_rowid")} for r in ref.dump_rows(table)]
-        age_rows = [{k: v for k, v in r.items() if k not in ("rowid", "_rowid")} for r in mirror.dump_rows(table)]
+        ref_rows = [
+            {k: v for k, v in r.items() if k not in ("rowid", "_rowid")} for r in ref.dump_rows(table)
+        ]
+        age_rows = [
+            {k: v for k, v in r.items() if k not in ("rowid", "_rowid")} for r in mirror.dump_rows(table)
+        ]
         assert sorted(map(repr, ref_rows)) == sorted(map(repr, age_rows))
     # the cursor only grows, and a row written again moves past it
     before = mirror.dump_rows("entities")
@@ -270,8 +402,18 @@ def test_dump_and_apply_rows_replicate(pair, age_kg):
 
 NAMES = st.sampled_from(["Max", "max", "Alice", "Bob Smith", "bob", "Chess Club", "O'Neil", "Zoë"])
 PREDS = st.sampled_from(["loves", "child of", "works_at", "Works At"])
-DATES = st.sampled_from([None, "2020-01-01", "2020-01-01T00:00:00Z", "2021-06-15", "2021-06-15T12:30:00Z",
-                         "2022-12-31", "2024-02-29T23:59:59Z", "not-a-date"])
+DATES = st.sampled_from(
+    [
+        None,
+        "2020-01-01",
+        "2020-01-01T00:00:00Z",
+        "2021-06-15",
+        "2021-06-15T12:30:00Z",
+        "2022-12-31",
+        "2024-02-29T23:59:59Z",
+        "not-a-date",
+    ]
+)
 OPS = st.one_of(
     st.tuples(st.just("add_triple"), NAMES, PREDS, NAMES, DATES, DATES),
     st.tuples(st.just("invalidate"), NAMES, PREDS, NAMES, DATES),
@@ -307,9 +449,11 @@ def test_generated_sequences(tmp_path_factory, pg_env, ops):
                 pair.call("supersede", s, p, old, new, at=at)
             else:
                 pair.call("add_entity", *args)
-        pair.check_reads(names=["Max", "Alice", "bob", "Chess", "club", "Zoë", "o'neil"],
-                         predicates=["loves", "child_of", "works_at"],
-                         as_ofs=[None, "2020-01-01", "2021-06-15T12:30:00Z", "2023-01-01"])
+        pair.check_reads(
+            names=["Max", "Alice", "bob", "Chess", "club", "Zoë", "o'neil"],
+            predicates=["loves", "child_of", "works_at"],
+            as_ofs=[None, "2020-01-01", "2021-06-15T12:30:00Z", "2023-01-01"],
+        )
     finally:
         ref.close()
         age.close()

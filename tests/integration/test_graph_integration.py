@@ -15,17 +15,25 @@ from pathlib import Path
 import psycopg
 import pytest
 
-
 CLI = str(Path(sys.executable).with_name("mempalace-pg"))
 
 
 # -- bad input ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs", [
-    {"valid_from": "2024-13-01"}, {"valid_from": "2024-02-30"}, {"valid_to": "yesterday"},
-    {"valid_from": "2024-01-01T10:00:00"}, {"valid_from": "2024-01-01T10:00:00+02:00"},
-    {"valid_from": "2024-01-01 10:00:00"}, {"valid_from": "2024-01"}, {"valid_from": 20240101},
-])
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"valid_from": "2024-13-01"},
+        {"valid_from": "2024-02-30"},
+        {"valid_to": "yesterday"},
+        {"valid_from": "2024-01-01T10:00:00"},
+        {"valid_from": "2024-01-01T10:00:00+02:00"},
+        {"valid_from": "2024-01-01 10:00:00"},
+        {"valid_from": "2024-01"},
+        {"valid_from": 20240101},
+    ],
+)
 def test_malformed_dates_are_refused_like_mempalace(age_kg, sqlite_kg, kwargs):
     with pytest.raises(ValueError) as ours:
         age_kg.add_triple("A", "p", "B", **kwargs)
@@ -35,24 +43,32 @@ def test_malformed_dates_are_refused_like_mempalace(age_kg, sqlite_kg, kwargs):
     assert age_kg.stats()["triples"] == 0
 
 
-@pytest.mark.parametrize("call", [
-    lambda kg: kg.add_triple(None, "p", "B"),
-    lambda kg: kg.add_triple("A", 5, "B"),
-    lambda kg: kg.add_entity(None),
-    lambda kg: kg.add_triple("A", "p", "B", source_file=b"bytes"),
-    lambda kg: kg.add_triple("A", "p", "B", confidence=math.nan),
-    lambda kg: kg.add_triple("A", "p", "B", confidence="high"),
-    lambda kg: kg.add_triple("A", "p", "B", confidence=math.inf),
-    lambda kg: kg.query_entity("x", as_of="soon"),
-    lambda kg: kg.invalidate("A", "p", "B", ended="2024-02-30"),
-    lambda kg: kg.supersede("A", "p", "B", "C", at="never"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda kg: kg.add_triple(None, "p", "B"),
+        lambda kg: kg.add_triple("A", 5, "B"),
+        lambda kg: kg.add_entity(None),
+        lambda kg: kg.add_triple("A", "p", "B", source_file=b"bytes"),
+        lambda kg: kg.add_triple("A", "p", "B", confidence=math.nan),
+        lambda kg: kg.add_triple("A", "p", "B", confidence="high"),
+        lambda kg: kg.add_triple("A", "p", "B", confidence=math.inf),
+        lambda kg: kg.query_entity("x", as_of="soon"),
+        lambda kg: kg.invalidate("A", "p", "B", ended="2024-02-30"),
+        lambda kg: kg.supersede("A", "p", "B", "C", at="never"),
+    ],
+)
 def test_bad_input_is_a_clear_value_error_and_writes_nothing(age_kg, call):
     with pytest.raises(ValueError) as err:
         call(age_kg)
     assert str(err.value)
-    assert age_kg.stats() == {"entities": 0, "triples": 0, "current_facts": 0, "expired_facts": 0,
-                              "relationship_types": []}
+    assert age_kg.stats() == {
+        "entities": 0,
+        "triples": 0,
+        "current_facts": 0,
+        "expired_facts": 0,
+        "relationship_types": [],
+    }
 
 
 def test_palaces_are_isolated(pg_env):
@@ -70,6 +86,7 @@ def test_palaces_are_isolated(pg_env):
 
 
 # -- concurrency -------------------------------------------------------------------------------
+
 
 def _writer(dsn, schema, palace_key, barrier, rounds):
     os.environ["MEMPALACE_PG_DSN"], os.environ["MEMPALACE_PG_SCHEMA"] = dsn, schema
@@ -110,6 +127,7 @@ def test_concurrent_processes_leave_one_open_fact(pg_dsn, pg_schema, pg_env):
 
 # -- a role that is not a superuser ------------------------------------------------------------
 
+
 def test_non_superuser_role_reads_and_writes(pg_dsn, pg_schema, pg_env):
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -135,12 +153,15 @@ def test_non_superuser_role_reads_and_writes(pg_dsn, pg_schema, pg_env):
         kg.supersede("Quinn", "maintains", "Server", "Cluster", at="2025-01-01")
         assert [r["object"] for r in kg.query_entity("Quinn", as_of="2025-06-01")] == ["Cluster"]
         with psycopg.connect(dsn, autocommit=True) as conn:  # Cypher too, loading AGE as a non-superuser
-            assert not conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]
+            assert not conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[
+                0
+            ]
             conn.execute("LOAD '$libdir/plugins/age'")
             conn.execute('SET search_path = ag_catalog, "$user", public')
             rows = conn.execute(
                 f"SELECT * FROM cypher('{graph}', $$ MATCH (s:Entity {{entity_id: 'quinn'}})-[f:Fact]->(o) "
-                "RETURN o.name ORDER BY o.name $$) AS (o agtype)").fetchall()
+                "RETURN o.name ORDER BY o.name $$) AS (o agtype)"
+            ).fetchall()
         assert rows == [('"Cluster"',), ('"Server"',)]
     finally:
         from mempalace_pg.db import pool
@@ -153,18 +174,25 @@ def test_non_superuser_role_reads_and_writes(pg_dsn, pg_schema, pg_env):
 
 # -- mempalace-pg kg import --------------------------------------------------------------------
 
+
 def _sqlite_graph(path):
     from mempalace_pg.graph.routing import sqlite_class
 
     kg = sqlite_class()(str(path))
     for i in range(1200):
-        kg.add_triple(f"Person {i % 300}", f"rel {i % 7}", f"Thing {i % 450}",
-                      valid_from=f"20{10 + i % 15}-0{1 + i % 9}-1{i % 10}", source_drawer_id=f"d{i}")
+        kg.add_triple(
+            f"Person {i % 300}",
+            f"rel {i % 7}",
+            f"Thing {i % 450}",
+            valid_from=f"20{10 + i % 15}-0{1 + i % 9}-1{i % 10}",
+            source_drawer_id=f"d{i}",
+        )
     for i in range(0, 1200, 13):
         kg.invalidate(f"Person {i % 300}", f"rel {i % 7}", f"Thing {i % 450}", ended="2026-01-01")
     kg.add_entity("Person 1", "person", {"nick": "P1"})
-    kg.apply_row("triples", {"id": "t_orphan_x_y_000000000000", "subject": "orphan", "predicate": "x",
-                             "object": "y"})  # a fact whose entities were never created
+    kg.apply_row(
+        "triples", {"id": "t_orphan_x_y_000000000000", "subject": "orphan", "predicate": "x", "object": "y"}
+    )  # a fact whose entities were never created
     kg.close()
 
 
@@ -178,8 +206,12 @@ def test_kg_import_is_idempotent_and_verified(tmp_path, pg_env):
     key = f"import-{uuid.uuid4().hex}"
 
     def run():
-        proc = subprocess.run([CLI, "kg", "import", str(source), "--palace-key", key, "--json", "--batch", "200"],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [CLI, "kg", "import", str(source), "--palace-key", key, "--json", "--batch", "200"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
@@ -209,9 +241,11 @@ def test_kg_import_refuses_what_it_cannot_use(tmp_path, pg_env):
     import sqlite3
 
     sqlite3.connect(not_kg).execute("CREATE TABLE x (a)").connection.close()
-    for args, message in (([str(not_kg), "--palace-key", "k"], "not a MemPalace knowledge graph"),
-                          ([str(tmp_path / "missing.sqlite3"), "--palace-key", "k"], "no such file"),
-                          ([str(not_kg), "--palace", str(tmp_path)], "no postgres palace")):
+    for args, message in (
+        ([str(not_kg), "--palace-key", "k"], "not a MemPalace knowledge graph"),
+        ([str(tmp_path / "missing.sqlite3"), "--palace-key", "k"], "no such file"),
+        ([str(not_kg), "--palace", str(tmp_path)], "no postgres palace"),
+    ):
         proc = subprocess.run([CLI, "kg", "import", *args], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
@@ -222,14 +256,18 @@ def test_kg_query_and_stats_commands(tmp_path, pg_env):
     key = f"cli-{uuid.uuid4().hex}"
     kg = AgeKnowledgeGraph(palace_key=key)
     kg.add_triple("Max", "child_of", "Alice", valid_from="2015-04-01")
-    out = subprocess.run([CLI, "kg", "query", "Max", "--palace-key", key], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [CLI, "kg", "query", "Max", "--palace-key", key], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0 and "Max —child_of→ Alice" in out.stdout
-    out = subprocess.run([CLI, "kg", "stats", "--palace-key", key, "--json"], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [CLI, "kg", "stats", "--palace-key", key, "--json"], capture_output=True, text=True, timeout=120
+    )
     assert json.loads(out.stdout)["triples"] == 1
 
 
 # -- the official Apache AGE driver reads our graph --------------------------------------------
+
 
 def test_official_age_driver_reads_the_graph(pg_dsn, pg_schema, age_kg):
     import age  # apache-age-python (the optional extra "age-driver")
@@ -238,11 +276,20 @@ def test_official_age_driver_reads_the_graph(pg_dsn, pg_schema, age_kg):
     age_kg.add_entity("Alice", "person", {"born": 1980})
     graph = f"{pg_schema}_kg"
     params = psycopg.conninfo.conninfo_to_dict(pg_dsn)
-    conn = age.connect(graph=graph, host=params.get("host"), port=params.get("port"), dbname=params.get("dbname"),
-                       user=params.get("user"), password=params.get("password"))
+    conn = age.connect(
+        graph=graph,
+        host=params.get("host"),
+        port=params.get("port"),
+        dbname=params.get("dbname"),
+        user=params.get("user"),
+        password=params.get("password"),
+    )
     try:
-        cursor = conn.execCypher("MATCH (s:Entity)-[f:Fact]->(o:Entity) WHERE s.palace = %s RETURN s, f, o",
-                                 cols=["s", "f", "o"], params=(age_kg.palace_pk(),))
+        cursor = conn.execCypher(
+            "MATCH (s:Entity)-[f:Fact]->(o:Entity) WHERE s.palace = %s RETURN s, f, o",
+            cols=["s", "f", "o"],
+            params=(age_kg.palace_pk(),),
+        )
         rows = cursor.fetchall()
         conn.commit()
     finally:
@@ -253,5 +300,9 @@ def test_official_age_driver_reads_the_graph(pg_dsn, pg_schema, age_kg):
     assert s["name"] == "Max" and o["name"] == "Alice" and o["type"] == "person"
     # the driver's ANTLR parser hands string values back with their JSON escapes still in place
     assert json.loads(o["attributes"].replace('\\"', '"')) == {"born": 1980}
-    assert f["predicate"] == "child_of" and f["valid_from"] == "2015-04-01" and f["source_drawer_id"] == "drawer_1"
+    assert (
+        f["predicate"] == "child_of"
+        and f["valid_from"] == "2015-04-01"
+        and f["source_drawer_id"] == "drawer_1"
+    )
     assert f.start_id == s.id and f.end_id == o.id

@@ -30,8 +30,11 @@ def _postgres_palace(tmp_path):
 
     palace = tmp_path / "palace"
     backend = PostgresBackend()
-    backend.get_collection(palace=PalaceRef(id=str(palace), local_path=str(palace)),
-                           collection_name="mempalace_drawers", create=True)
+    backend.get_collection(
+        palace=PalaceRef(id=str(palace), local_path=str(palace)),
+        collection_name="mempalace_drawers",
+        create=True,
+    )
     backend.close()
     return palace
 
@@ -40,19 +43,34 @@ def test_mcp_kg_tools_land_in_age(tmp_path, pg_dsn, pg_schema):
     palace = _postgres_palace(tmp_path)
     server = McpServer(["--palace", str(palace)], _server_env(tmp_path))
     try:
-        added = server.tool("mempalace_kg_add", subject="Max", predicate="child_of", object="Alice",
-                            valid_from="2015-04-01", source_closet="closet_1", source_drawer_id="drawer_9")
+        added = server.tool(
+            "mempalace_kg_add",
+            subject="Max",
+            predicate="child_of",
+            object="Alice",
+            valid_from="2015-04-01",
+            source_closet="closet_1",
+            source_drawer_id="drawer_9",
+        )
         assert added.get("success") is True, added
-        server.tool("mempalace_kg_add", subject="Max", predicate="loves", object="Chess", valid_from="2025-10-01")
-        server.tool("mempalace_kg_add", subject="O'Brien \"x\"); DROP TABLE y;--", predicate="knows", object="Max")
+        server.tool(
+            "mempalace_kg_add", subject="Max", predicate="loves", object="Chess", valid_from="2025-10-01"
+        )
+        server.tool(
+            "mempalace_kg_add", subject='O\'Brien "x"); DROP TABLE y;--', predicate="knows", object="Max"
+        )
         queried = server.tool("mempalace_kg_query", entity="Max")
         assert queried["count"] == 3
         assert {(f["predicate"], f["object"]) for f in queried["facts"] if f["direction"] == "outgoing"} == {
-            ("child_of", "Alice"), ("loves", "Chess")}
+            ("child_of", "Alice"),
+            ("loves", "Chess"),
+        }
         assert [f["subject"] for f in queried["facts"] if f["direction"] == "incoming"] == [
-            "O'Brien \"x\"); DROP TABLE y;--"]
-        inv = server.tool("mempalace_kg_invalidate", subject="Max", predicate="loves", object="Chess",
-                          ended="2026-01-01")
+            'O\'Brien "x"); DROP TABLE y;--'
+        ]
+        inv = server.tool(
+            "mempalace_kg_invalidate", subject="Max", predicate="loves", object="Chess", ended="2026-01-01"
+        )
         assert inv.get("success") is True, inv
         as_of = server.tool("mempalace_kg_query", entity="Max", as_of="2026-06-01", direction="outgoing")
         assert [f["object"] for f in as_of["facts"]] == ["Alice"]
@@ -68,16 +86,21 @@ def test_mcp_kg_tools_land_in_age(tmp_path, pg_dsn, pg_schema):
 
     # It is in AGE: Cypher in the session schema's graph sees the facts with their provenance ...
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        palace_pk = conn.execute(f'SELECT palace_pk FROM "{pg_schema}".palaces WHERE palace_key = %s',
-                                 (str(palace),)).fetchone()[0]
+        palace_pk = conn.execute(
+            f'SELECT palace_pk FROM "{pg_schema}".palaces WHERE palace_key = %s', (str(palace),)
+        ).fetchone()[0]
         conn.execute("LOAD 'age'")
         conn.execute('SET search_path = ag_catalog, "$user", public')
         rows = conn.execute(
             f"SELECT * FROM cypher('{pg_schema}_kg', $$ MATCH (s:Entity)-[f:Fact]->(o:Entity) "
             "WHERE s.entity_id = 'max' AND s.palace = $palace RETURN o.name, f.predicate, f.valid_to, "
             "f.source_drawer_id ORDER BY f.predicate $$, %s) AS (o agtype, p agtype, vt agtype, d agtype)",
-            (json.dumps({"palace": palace_pk}),)).fetchall()
-    assert rows == [('"Alice"', '"child_of"', None, '"drawer_9"'), ('"Chess"', '"loves"', '"2026-01-01"', None)]
+            (json.dumps({"palace": palace_pk}),),
+        ).fetchall()
+    assert rows == [
+        ('"Alice"', '"child_of"', None, '"drawer_9"'),
+        ('"Chess"', '"loves"', '"2026-01-01"', None),
+    ]
     # ... and MemPalace did not fall back to a SQLite file anywhere.
     assert not (palace / "knowledge_graph.sqlite3").exists()
     assert not (tmp_path / "home" / ".mempalace" / "knowledge_graph.sqlite3").exists()

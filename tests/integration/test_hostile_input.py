@@ -1,4 +1,5 @@
-"""Hostile text in every field: stored as MemPalace's built-in pgvector backend stores it, found again, never a raw error.
+"""Hostile text in every field: stored as MemPalace's built-in pgvector backend stores it, found again, never
+a raw error.
 
 The reference is MemPalace's own code: ``_strip_nul`` (mempalace/backends/pgvector.py) and
 ``strip_lone_surrogates`` (mempalace/config.py), the two steps its pgvector backend applies before
@@ -16,7 +17,7 @@ import string
 import psycopg
 import psycopg.sql
 import pytest
-from mempalace.backends.pgvector import _strip_nul
+from mempalace.backends.pgvector import _strip_nul  # noqa: PLC2701 - MemPalace's rule is the reference
 from mempalace.config import strip_lone_surrogates
 
 from mempalace_pg.graph.kg import AgeKnowledgeGraph
@@ -29,16 +30,47 @@ def _random_text(n: int, alphabet: str) -> str:
 
 
 HOSTILE = [
-    "", " ", "\t\n\r", "\x00", "a\x00b", "\x00\x00lead", "trail\x00", "\x00" * 8,
-    "\ud800", "\udfff", "caf\udce9.md", "/notes/caf\udce9.md", "\ud83d lone high", "pair \ud83d\ude00 kept",
+    "",
+    " ",
+    "\t\n\r",
+    "\x00",
+    "a\x00b",
+    "\x00\x00lead",
+    "trail\x00",
+    "\x00" * 8,
+    "\ud800",
+    "\udfff",
+    "caf\udce9.md",
+    "/notes/caf\udce9.md",
+    "\ud83d lone high",
+    "pair \ud83d\ude00 kept",
     "mixed \x00 and \udce9 together",
-    "😀 emoji", "\U0010ffff max", "\ufeffbom", "\ufffe\uffff nonchars", "\u202e right-to-left override",
-    "e\u0301 combining", "zero\u200bwidth\u200djoiner", "日本語のテキスト", "العربية", "\u2028line\u2029para",
-    "".join(chr(c) for c in range(1, 32)) + "\x7f", "back\\slash \\u0000 \\x00 literal",
-    "quote ' double \" backtick `", "Robert'); DROP TABLE records;--", "$$ MATCH (n) DETACH DELETE n $$",
-    "%s %(palace)s %b {} {0}", '{"wing": "json-looking"}', "null", "true", "NaN", "-0", "1e309",
-    "docs/bash/README.Debian", "https://github.com/containers/buildah/blob/main/README.md?x=1#frag",
-    "jdoe@example.org", "C:\\Users\\Public\\file.txt",
+    "😀 emoji",
+    "\U0010ffff max",
+    "\ufeffbom",
+    "\ufffe\uffff nonchars",
+    "\u202e right-to-left override",
+    "e\u0301 combining",
+    "zero\u200bwidth\u200djoiner",
+    "日本語のテキスト",
+    "العربية",
+    "\u2028line\u2029para",
+    "".join(chr(c) for c in range(1, 32)) + "\x7f",
+    "back\\slash \\u0000 \\x00 literal",
+    "quote ' double \" backtick `",
+    "Robert'); DROP TABLE records;--",
+    "$$ MATCH (n) DETACH DELETE n $$",
+    "%s %(palace)s %b {} {0}",
+    '{"wing": "json-looking"}',
+    "null",
+    "true",
+    "NaN",
+    "-0",
+    "1e309",
+    "docs/bash/README.Debian",
+    "https://github.com/containers/buildah/blob/main/README.md?x=1#frag",
+    "jdoe@example.org",
+    "C:\\Users\\Public\\file.txt",
     # longer than a B-tree entry may be (about 2.7 kB), incompressible
     _random_text(3000, string.ascii_letters + string.digits),
     _random_text(1200, "日本語中文한국어"),  # 3 bytes each: 3.6 kB
@@ -65,9 +97,11 @@ def _no_raw_errors(call):
         pytest.fail(f"raw driver/codec error: {type(exc).__name__}: {exc}")
 
 
-@pytest.mark.parametrize("field", ["id", "document", "metadata key", "metadata value", "wing", "room",
-                                   "source_file", "filed_at"])
-def test_every_drawer_field_stores_and_finds_hostile_text(make_collection, field):
+@pytest.mark.parametrize(
+    "field", ["id", "document", "metadata key", "metadata value", "wing", "room", "source_file", "filed_at"]
+)
+# One test walks every lookup MemPalace makes for the field; its branches are the fields' kinds.
+def test_every_drawer_field_stores_and_finds_hostile_text(make_collection, field):  # noqa: C901
     col = make_collection(name=f"hostile-{field.replace(' ', '-')}")
     ids, docs, metas = [], [], []
     for i, value in enumerate(HOSTILE):
@@ -83,9 +117,17 @@ def test_every_drawer_field_stores_and_finds_hostile_text(make_collection, field
         metas.append(meta)
     # As ids, "\x00" * 8 and "" (or two lone surrogates) are one id once made storable: a batch holding
     # both is refused (test_bad_input); here each such id is written once.
-    keep = list({reference(v) if field == "id" else i: i for i, v in reversed(list(enumerate(HOSTILE)))}.values())
-    _no_raw_errors(lambda: col.upsert(ids=[ids[k] for k in keep], documents=[docs[k] for k in keep],
-                                      metadatas=[metas[k] for k in keep], embeddings=vectors(len(keep))))
+    keep = list(
+        {reference(v) if field == "id" else i: i for i, v in reversed(list(enumerate(HOSTILE)))}.values()
+    )
+    _no_raw_errors(
+        lambda: col.upsert(
+            ids=[ids[k] for k in keep],
+            documents=[docs[k] for k in keep],
+            metadatas=[metas[k] for k in keep],
+            embeddings=vectors(len(keep)),
+        )
+    )
 
     for i in sorted(keep):
         value = HOSTILE[i]
@@ -104,16 +146,24 @@ def test_every_drawer_field_stores_and_finds_hostile_text(make_collection, field
             for needle in (value, reference(value)):
                 found = _no_raw_errors(lambda: col.get(where={field: needle}, include=[]).ids)
                 assert want_id in found, (field, value[:40])
-                assert _no_raw_errors(lambda: col.get(where={field: {"$in": [needle, "other"]}}, include=[])).ids
-                hits = _no_raw_errors(lambda: col.query(query_embeddings=[vectors(1)[0]], n_results=3,
-                                                        where={"$and": [{field: needle}, {"n": i}]}))
+                assert _no_raw_errors(
+                    lambda: col.get(where={field: {"$in": [needle, "other"]}}, include=[])
+                ).ids
+                hits = _no_raw_errors(
+                    lambda: col.query(
+                        query_embeddings=[vectors(1)[0]],
+                        n_results=3,
+                        where={"$and": [{field: needle}, {"n": i}]},
+                    )
+                )
                 assert hits.ids == [[want_id]]
             assert _no_raw_errors(lambda: col.get(where={field: {"$ne": value}}, include=[]).ids) is not None
             for op in ("$gt", "$gte", "$lt", "$lte", "$contains"):
                 _no_raw_errors(lambda: col.get(where={field: {op: value}}, include=[]))
         if field == "document" and reference(value):
-            assert want_id in _no_raw_errors(lambda: col.get(where_document={"$contains": reference(value)},
-                                                             include=[]).ids)
+            assert want_id in _no_raw_errors(
+                lambda: col.get(where_document={"$contains": reference(value)}, include=[]).ids
+            )
     # lexical search, where_document and deletes with every hostile string answer without a raw error
     for value in HOSTILE:
         _no_raw_errors(lambda: col.lexical_search(query=value, n_results=5, where={"wing": value}))
@@ -137,10 +187,19 @@ def test_every_drawer_field_stores_and_finds_hostile_text(make_collection, field
 
 def test_update_with_hostile_text(make_collection):
     col = make_collection(name="hostile-update")
-    col.add(ids=[f"u{i}" for i in range(len(HOSTILE))], documents=["x"] * len(HOSTILE),
-            metadatas=[{"wing": "w"}] * len(HOSTILE), embeddings=vectors(len(HOSTILE)))
-    _no_raw_errors(lambda: col.update(ids=[f"u{i}" for i in range(len(HOSTILE))], documents=HOSTILE,
-                                      metadatas=[{"note": v, v: 1} for v in HOSTILE]))
+    col.add(
+        ids=[f"u{i}" for i in range(len(HOSTILE))],
+        documents=["x"] * len(HOSTILE),
+        metadatas=[{"wing": "w"}] * len(HOSTILE),
+        embeddings=vectors(len(HOSTILE)),
+    )
+    _no_raw_errors(
+        lambda: col.update(
+            ids=[f"u{i}" for i in range(len(HOSTILE))],
+            documents=HOSTILE,
+            metadatas=[{"note": v, v: 1} for v in HOSTILE],
+        )
+    )
     got = col.get(ids=[f"u{i}" for i in range(len(HOSTILE))], include=["documents", "metadatas"])
     assert got.documents == [reference(v) for v in HOSTILE]
     for meta, value in zip(got.metadatas, HOSTILE):
@@ -156,8 +215,9 @@ def test_builtin_pgvector_backend_stores_what_the_reference_says(pg_dsn, tmp_pat
     monkeypatch.setenv("MEMPALACE_PGVECTOR_DSN", pg_dsn)
     backend = PgVectorBackend()
     palace = str(tmp_path / "pgvector-palace")
-    col = backend.get_collection(palace=PalaceRef(id=palace, local_path=palace),
-                                 collection_name="mempalace_drawers", create=True)
+    col = backend.get_collection(
+        palace=PalaceRef(id=palace, local_path=palace), collection_name="mempalace_drawers", create=True
+    )
     try:
         stored = 0
         for i, value in enumerate(HOSTILE[:-4]):  # not the long ones: it has no index they would exceed
@@ -169,7 +229,9 @@ def test_builtin_pgvector_backend_stores_what_the_reference_says(pg_dsn, tmp_pat
     finally:
         backend.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:  # its table lives in the search path's schema
-            conn.execute(psycopg.sql.SQL("DROP TABLE IF EXISTS {}").format(psycopg.sql.Identifier(col._table)))
+            conn.execute(
+                psycopg.sql.SQL("DROP TABLE IF EXISTS {}").format(psycopg.sql.Identifier(col._table))
+            )
 
 
 @pytest.fixture
@@ -188,37 +250,55 @@ def test_every_graph_field_stores_hostile_text_like_sqlite(graphs):
         ref = reference(value)
         for kg, v in ((age, value), (sqlite, ref)):
             _no_raw_errors(lambda: kg.add_entity(f"{v}#{i}", entity_type=v, properties={"note": v, v: i}))
-            _no_raw_errors(lambda: kg.add_triple(f"subject {i}", f"pred {v}", f"{v} object",
-                                                 valid_from="2026-01-01", source_closet=v, source_file=v,
-                                                 source_drawer_id=v, adapter_name=v))
+            _no_raw_errors(
+                lambda: kg.add_triple(
+                    f"subject {i}",
+                    f"pred {v}",
+                    f"{v} object",
+                    valid_from="2026-01-01",
+                    source_closet=v,
+                    source_file=v,
+                    source_drawer_id=v,
+                    adapter_name=v,
+                )
+            )
             _no_raw_errors(lambda: kg.add_triple(f"{v}", "links", f"object {i}"))
     for i, value in enumerate(HOSTILE):
         ref = reference(value)
-        for name_age, name_sqlite in ((f"{value}#{i}", f"{ref}#{i}"), (value, ref), (f"subject {i}", f"subject {i}"),
-                                      (f"{value} object", f"{ref} object")):
+        for name_age, name_sqlite in (
+            (f"{value}#{i}", f"{ref}#{i}"),
+            (value, ref),
+            (f"subject {i}", f"subject {i}"),
+            (f"{value} object", f"{ref} object"),
+        ):
             ours = _no_raw_errors(lambda: age.query_entity(name_age, direction="both"))
             theirs = sqlite.query_entity(name_sqlite, direction="both")
             assert sorted(map(repr, ours)) == sorted(map(repr, theirs)), (value[:40], name_sqlite[:40])
-        assert _no_raw_errors(lambda: age.query_relationship(f"pred {value}")) == \
-            sqlite.query_relationship(f"pred {ref}")
+        assert _no_raw_errors(lambda: age.query_relationship(f"pred {value}")) == sqlite.query_relationship(
+            f"pred {ref}"
+        )
         assert _no_raw_errors(lambda: age.timeline(f"subject {i}")) == sqlite.timeline(f"subject {i}")
         if len(ref.strip()) >= 3:
-            assert sorted(c["id"] for c in _no_raw_errors(lambda: age.find_entity_candidates(value))) == \
-                sorted(c["id"] for c in sqlite.find_entity_candidates(ref))
+            assert sorted(
+                c["id"] for c in _no_raw_errors(lambda: age.find_entity_candidates(value))
+            ) == sorted(c["id"] for c in sqlite.find_entity_candidates(ref))
     assert age.stats() == sqlite.stats()
     assert age.timeline(limit=1000) == sqlite.timeline(limit=1000)
     # closing and replacing facts named by hostile text
     for i, value in enumerate(HOSTILE[:12]):
         ref = reference(value)
-        _no_raw_errors(lambda: age.invalidate(f"subject {i}", f"pred {value}", f"{value} object", ended="2026-02-01"))
+        _no_raw_errors(
+            lambda: age.invalidate(f"subject {i}", f"pred {value}", f"{value} object", ended="2026-02-01")
+        )
         sqlite.invalidate(f"subject {i}", f"pred {ref}", f"{ref} object", ended="2026-02-01")
         _no_raw_errors(lambda: age.supersede(value, "links", f"object {i}", f"new {value}", at="2026-03-01"))
         sqlite.supersede(ref, "links", f"object {i}", f"new {ref}", at="2026-03-01")
     assert age.stats() == sqlite.stats()
-    for i, value in enumerate(HOSTILE[:12]):
+    for value in HOSTILE[:12]:
         ref = reference(value)
-        assert sorted(map(repr, age.query_entity(value, direction="both"))) == \
-            sorted(map(repr, sqlite.query_entity(ref, direction="both")))
+        assert sorted(map(repr, age.query_entity(value, direction="both"))) == sorted(
+            map(repr, sqlite.query_entity(ref, direction="both"))
+        )
 
 
 def test_a_palace_directory_whose_name_is_not_utf8(backend, tmp_path):
@@ -231,7 +311,9 @@ def test_a_palace_directory_whose_name_is_not_utf8(backend, tmp_path):
     path = os.fsdecode(bytes(tmp_path) + b"/caf\xe9-palace")
     assert "\udce9" in path
     ref = PalaceRef(id=path, local_path=path)
-    col = _no_raw_errors(lambda: backend.get_collection(palace=ref, collection_name="mempalace_drawers", create=True))
+    col = _no_raw_errors(
+        lambda: backend.get_collection(palace=ref, collection_name="mempalace_drawers", create=True)
+    )
     col.add(ids=["a"], documents=["x"], metadatas=[{"wing": "w"}], embeddings=vectors(1))
     assert os.path.isfile(os.path.join(path, "mempalace_pg.json"))
     again = backend.get_collection(palace=ref, collection_name="mempalace_drawers")

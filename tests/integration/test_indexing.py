@@ -29,7 +29,8 @@ WRITER = textwrap.dedent("""
     rng = np.random.default_rng(start)
     for s in range(start, start + rows, 50):
         vecs = rng.normal(size=(50, 32)).astype("float32")
-        col.upsert(ids=[f"d{i}" for i in range(s, s + 50)], documents=[f"drawer {i}" for i in range(s, s + 50)],
+        col.upsert(ids=[f"d{i}" for i in range(s, s + 50)],
+                   documents=[f"drawer {i}" for i in range(s, s + 50)],
                    metadatas=[{"wing": "w", "room": f"r{i % 4}"} for i in range(s, s + 50)],
                    embeddings=vecs.tolist())
     print("written", col.partition.pk, flush=True)
@@ -38,9 +39,14 @@ WRITER = textwrap.dedent("""
 
 
 def start_writer(path, rows: int, start: int = 0, **env) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(rows), str(start)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, **env), start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), str(rows), str(start)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, **env),
+        start_new_session=True,
+    )
     line = proc.stdout.readline().split()
     assert line[:1] == ["written"], f"writer failed (exit {proc.poll()})"
     return proc, int(line[1])
@@ -49,18 +55,27 @@ def start_writer(path, rows: int, start: int = 0, **env) -> tuple[subprocess.Pop
 def waiting(conn, schema: str, pk: int) -> tuple[int, int]:
     """(rows not in any segment, segments), read with plain SQL: asking through the plugin would itself
     start a folder."""
-    top, segments = conn.execute(sql.SQL(
-        "SELECT COALESCE(max(hi), -1), count(*) FROM {} WHERE collection_pk = %s").format(
-        sql.Identifier(schema, "vector_segments")), (pk,)).fetchone()
-    tail = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(
-        sql.Identifier(schema, f"records_c{pk}")), (top,)).fetchone()[0]
+    top, segments = conn.execute(
+        sql.SQL("SELECT COALESCE(max(hi), -1), count(*) FROM {} WHERE collection_pk = %s").format(
+            sql.Identifier(schema, "vector_segments")
+        ),
+        (pk,),
+    ).fetchone()
+    tail = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(
+            sql.Identifier(schema, f"records_c{pk}")
+        ),
+        (top,),
+    ).fetchone()[0]
     return tail, segments
 
 
 def wait_indexed(conn, schema: str, pk: int, timeout: float = 60.0) -> float:
     t0 = time.monotonic()
     while waiting(conn, schema, pk)[0]:
-        assert time.monotonic() - t0 < timeout, f"rows still waiting after {timeout} s: {waiting(conn, schema, pk)}"
+        assert time.monotonic() - t0 < timeout, (
+            f"rows still waiting after {timeout} s: {waiting(conn, schema, pk)}"
+        )
         time.sleep(0.1)
     return time.monotonic() - t0
 
@@ -72,8 +87,12 @@ def test_rows_a_cli_wrote_get_indexed_after_it_exits(pg_dsn, pg_schema, tmp_path
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         wait_indexed(conn, pg_schema, pk)
         assert waiting(conn, pg_schema, pk)[1] >= 1
-        pid, activity = conn.execute(sql.SQL("SELECT pid, activity FROM {} WHERE collection_pk = %s").format(
-            sql.Identifier(pg_schema, "vector_folders")), (pk,)).fetchone()
+        pid, activity = conn.execute(
+            sql.SQL("SELECT pid, activity FROM {} WHERE collection_pk = %s").format(
+                sql.Identifier(pg_schema, "vector_folders")
+            ),
+            (pk,),
+        ).fetchone()
         assert pid not in (os.getpid(), proc.pid) and activity
 
 
@@ -104,16 +123,27 @@ def test_a_search_starts_the_folder_a_killed_writer_never_did(pg_dsn, pg_schema,
 
 def test_two_writers_at_once_get_disjoint_segments(pg_dsn, pg_schema, tmp_path, make_collection):
     first, pk = start_writer(tmp_path / "palace", 50)
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "palace"), "3000", str(start)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
-             for start in (10_000, 20_000)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path / "palace"), "3000", str(start)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        for start in (10_000, 20_000)
+    ]
     for proc in procs + [first]:
         proc.communicate("")
         assert proc.returncode == 0
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         wait_indexed(conn, pg_schema, pk, timeout=120)
-        segments = conn.execute(sql.SQL("SELECT lo, hi FROM {} WHERE collection_pk = %s ORDER BY lo").format(
-            sql.Identifier(pg_schema, "vector_segments")), (pk,)).fetchall()
+        segments = conn.execute(
+            sql.SQL("SELECT lo, hi FROM {} WHERE collection_pk = %s ORDER BY lo").format(
+                sql.Identifier(pg_schema, "vector_segments")
+            ),
+            (pk,),
+        ).fetchall()
         assert all(a[1] <= b[0] for a, b in zip(segments, segments[1:])), segments  # no row in two segments
         # every row is found through the segments, with the exact answer
         col = make_collection()
@@ -122,7 +152,9 @@ def test_two_writers_at_once_get_disjoint_segments(pg_dsn, pg_schema, tmp_path, 
         assert col.count() == 6050
 
 
-def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema, make_collection, monkeypatch):
+def test_a_query_over_several_segments_finds_the_exact_nearest(
+    pg_dsn, pg_schema, make_collection, monkeypatch
+):
     import numpy as np
 
     from mempalace_pg.db import pool
@@ -134,14 +166,20 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(pg_dsn, pg_schema
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         indexing.build_session(conn)
         for start, stop in ((0, 600), (600, 1100), (1100, 1500)):  # three segments
-            col.upsert(ids=[f"d{i}" for i in range(start, stop)],
-                       documents=[f"drawer {i}" for i in range(start, stop)],
-                       metadatas=[{"wing": f"w{i % 3}", "room": "r"} for i in range(start, stop)],
-                       embeddings=vecs[start:stop].tolist())
-            folder.Folder(conn, pg_schema, col.partition.pk).fold(indexing.read_layout(conn, pg_schema, col.partition.pk), 32)
+            col.upsert(
+                ids=[f"d{i}" for i in range(start, stop)],
+                documents=[f"drawer {i}" for i in range(start, stop)],
+                metadatas=[{"wing": f"w{i % 3}", "room": "r"} for i in range(start, stop)],
+                embeddings=vecs[start:stop].tolist(),
+            )
+            folder.Folder(conn, pg_schema, col.partition.pk).fold(
+                indexing.read_layout(conn, pg_schema, col.partition.pk), 32
+            )
     current = indexing.layout(col.partition, fresh=True)
     assert len(current.segments) == 3 and not current.has_tail
-    assert indexing.search_breadth(current, col.partition.db.settings.ef_search) == indexing.MIN_SEARCH_BREADTH
+    assert (
+        indexing.search_breadth(current, col.partition.db.settings.ef_search) == indexing.MIN_SEARCH_BREADTH
+    )
     unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     wings = np.array([i % 3 for i in range(1500)])
     for q in rng.normal(size=(10, 32)).astype("float32"):

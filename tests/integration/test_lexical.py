@@ -1,4 +1,5 @@
-"""Lexical search splits words as MemPalace's other backends do (SQLite FTS5's unicode61), on real text too."""
+"""Lexical search splits words as MemPalace's other backends do (SQLite FTS5's unicode61), on real text
+too."""
 
 from __future__ import annotations
 
@@ -22,12 +23,27 @@ def test_words_inside_paths_urls_addresses_and_dotted_names_are_found(make_colle
         "code": "call os.path.join(base_dir, 'x') then my_var.split()",
         "other": "Nothing to see in this one at all.",
     }
-    col.add(ids=list(docs), documents=list(docs.values()), metadatas=[{"wing": "w"}] * len(docs),
-            embeddings=vectors(len(docs)))
-    for query, want in [("bash", "path"), ("README Debian", "path"), ("debian packaging", "path"),
-                        ("buildah", "url"), ("containers install", "url"), ("github", "url"),
-                        ("jdoe", "email"), ("lists", "email"), ("example org", "email"),
-                        ("join", "code"), ("base_dir", "code"), ("my_var", "code"), ("split", "code")]:
+    col.add(
+        ids=list(docs),
+        documents=list(docs.values()),
+        metadatas=[{"wing": "w"}] * len(docs),
+        embeddings=vectors(len(docs)),
+    )
+    for query, want in [
+        ("bash", "path"),
+        ("README Debian", "path"),
+        ("debian packaging", "path"),
+        ("buildah", "url"),
+        ("containers install", "url"),
+        ("github", "url"),
+        ("jdoe", "email"),
+        ("lists", "email"),
+        ("example org", "email"),
+        ("join", "code"),
+        ("base_dir", "code"),
+        ("my_var", "code"),
+        ("split", "code"),
+    ]:
         hits = [h.id for h in col.lexical_search(query=query, n_results=3).hits]
         assert hits and hits[0] == want, (query, hits)
     # the query is split by the same rule: punctuation in it separates words too
@@ -64,12 +80,20 @@ def test_tokens_are_those_of_sqlite_fts5_on_real_documents(make_collection, pg_d
     document_tsv are exactly the tokens SQLite FTS5's unicode61 makes of it."""
     docs = real_documents(limit=400)
     col = make_collection(name="lexical-real")
-    col.add(ids=[f"d{i}" for i in range(len(docs))], documents=[d.text for d in docs],
-            metadatas=[{"source_file": d.path} for d in docs], embeddings=vectors(len(docs)))
+    col.add(
+        ids=[f"d{i}" for i in range(len(docs))],
+        documents=[d.text for d in docs],
+        metadatas=[{"source_file": d.path} for d in docs],
+        embeddings=vectors(len(docs)),
+    )
     with psycopg.connect(pg_dsn) as conn:
-        ours = dict(conn.execute(
-            f"SELECT r.id, tsvector_to_array(r.document_tsv) FROM {pg_schema}.records r "
-            f"WHERE r.collection_pk = %s", (col.partition.pk,)).fetchall())
+        ours = dict(
+            conn.execute(
+                f"SELECT r.id, tsvector_to_array(r.document_tsv) FROM {pg_schema}.records r "
+                f"WHERE r.collection_pk = %s",
+                (col.partition.pk,),
+            ).fetchall()
+        )
     theirs = _fts5_tokens([d.text[:100_000] for d in docs])
     differing = []
     for i, doc in enumerate(docs):
@@ -83,8 +107,12 @@ def test_lexical_search_finds_every_word_of_real_documents(make_collection):
     """Any word of a real document (here: its rarest ones) finds that document first or tied first."""
     docs = real_documents(limit=300)
     col = make_collection(name="lexical-recall")
-    col.add(ids=[f"d{i}" for i in range(len(docs))], documents=[d.text for d in docs],
-            metadatas=[{}] * len(docs), embeddings=vectors(len(docs)))
+    col.add(
+        ids=[f"d{i}" for i in range(len(docs))],
+        documents=[d.text for d in docs],
+        metadatas=[{}] * len(docs),
+        embeddings=vectors(len(docs)),
+    )
     tokens = _fts5_tokens([d.text for d in docs])
     seen: dict = {}
     for i, toks in enumerate(tokens):

@@ -31,13 +31,21 @@ def make_source(path: Path, backend_name: str = "chroma", n: int = N, model: str
     vecs = np.random.default_rng(11).normal(size=(n, 16)).astype("float32")
     for s in range(0, n, 500):
         e = min(n, s + 500)
-        drawers.add(ids=[f"drawer_{i:05d}" for i in range(s, e)], documents=[f"note {i}: ünïcode \"q\"" for i in range(s, e)],
-                    metadatas=[{"wing": f"w{i % 3}", "room": "r", "chunk_index": i % 7, "filed_at": "2026-01-01T00:00:00"}
-                               for i in range(s, e)], embeddings=vecs[s:e].tolist())
+        drawers.add(
+            ids=[f"drawer_{i:05d}" for i in range(s, e)],
+            documents=[f'note {i}: ünïcode "q"' for i in range(s, e)],
+            metadatas=[
+                {"wing": f"w{i % 3}", "room": "r", "chunk_index": i % 7, "filed_at": "2026-01-01T00:00:00"}
+                for i in range(s, e)
+            ],
+            embeddings=vecs[s:e].tolist(),
+        )
     if model:
         drawers.set_embedder_identity(EmbedderIdentity(model_name=model, dimension=16))
     closets = backend.get_collection(palace=ref, collection_name="mempalace_closets", create=True)
-    closets.add(ids=["closet_1"], documents=["closet text"], metadatas=[{"wing": "w0"}], embeddings=[vecs[0].tolist()])
+    closets.add(
+        ids=["closet_1"], documents=["closet text"], metadatas=[{"wing": "w0"}], embeddings=[vecs[0].tolist()]
+    )
     backend.close()
     kg = sqlite_class()(str(path / "knowledge_graph.sqlite3"))
     kg.add_triple("Alice", "wrote", "note 1", valid_from="2026-01-01", source_drawer_id="drawer_00001")
@@ -47,13 +55,21 @@ def make_source(path: Path, backend_name: str = "chroma", n: int = N, model: str
 
 
 def tree_digest(path: Path) -> dict:
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    }
 
 
 def run(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "mempalace_pg.cli", "migrate", *args], capture_output=True,
-                          text=True, timeout=600, env=dict(os.environ))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mempalace_pg.cli", "migrate", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+    )
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -76,7 +92,9 @@ def test_migrate_chroma_palace(pg_env, tmp_path):
     assert drawers.count() == N and drawers.get_stored_embedder_identity().model_name == "model-a"
     got = drawers.get(ids=["drawer_00042"], include=["documents", "metadatas", "embeddings"])
     assert got.documents == ['note 42: ünïcode "q"'] and got.metadatas[0]["chunk_index"] == 0
-    assert np.allclose(np.asarray(got.embeddings[0]), vecs[42], atol=1e-6)  # the stored vector: no re-embedding
+    assert np.allclose(
+        np.asarray(got.embeddings[0]), vecs[42], atol=1e-6
+    )  # the stored vector: no re-embedding
     q = vecs[7] / np.linalg.norm(vecs[7])
     assert drawers.query(query_embeddings=[q.tolist()], n_results=1).ids == [["drawer_00007"]]
     ref = sqlite_class()(str(src / "knowledge_graph.sqlite3"))
@@ -86,15 +104,18 @@ def test_migrate_chroma_palace(pg_env, tmp_path):
         ref.close()
     # twice: nothing new is written
     again = json.loads(run("--from", str(src), "--to", str(dst), "--json").stdout)
-    assert again["reader"] == {"mempalace_drawers": "files", "mempalace_closets": "files"}  # not Chroma's reader
+    assert again["reader"] == {
+        "mempalace_drawers": "files",
+        "mempalace_closets": "files",
+    }  # not Chroma's reader
     assert again["ok"] and again["collections"]["mempalace_drawers"]["written"] == 0
     assert again["collections"]["mempalace_drawers"]["skipped"] == N
     assert again["graph"]["written"]["triples"]["inserted"] == 0
 
 
 def test_migrate_falls_back_to_chromas_reader_for_a_layout_it_does_not_know(pg_env, tmp_path, monkeypatch):
-    from mempalace_pg.tools import chroma_files
     from mempalace_pg.atomic import open_drawers
+    from mempalace_pg.tools import chroma_files
     from mempalace_pg.tools.migrate import migrate
 
     def unknown_layout(self, name):  # as for a palace written by a Chroma whose files it cannot read
@@ -104,7 +125,10 @@ def test_migrate_falls_back_to_chromas_reader_for_a_layout_it_does_not_know(pg_e
     src, dst = tmp_path / "chroma_palace", tmp_path / "pg_palace"
     vecs = make_source(src)
     report = migrate(str(src), str(dst)).as_dict()
-    assert report["ok"] and report["reader"]["mempalace_drawers"] == "chroma (its files: a layout from another Chroma)"
+    assert (
+        report["ok"]
+        and report["reader"]["mempalace_drawers"] == "chroma (its files: a layout from another Chroma)"
+    )
     drawers, _kg = open_drawers(str(dst), create=False)
     got = drawers.get(ids=["drawer_00042"], include=["embeddings"])
     assert drawers.count() == N and np.allclose(np.asarray(got.embeddings[0]), vecs[42], atol=1e-6)
@@ -115,9 +139,25 @@ def test_migrate_interrupted_half_way_then_rerun(pg_env, tmp_path):
 
     src, dst = tmp_path / "chroma_palace", tmp_path / "pg_palace"
     make_source(src, n=6000)
-    proc = subprocess.Popen([sys.executable, "-m", "mempalace_pg.cli", "migrate", "--from", str(src), "--to", str(dst),
-                             "--batch", "200", "--progress"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            text=True, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mempalace_pg.cli",
+            "migrate",
+            "--from",
+            str(src),
+            "--to",
+            str(dst),
+            "--batch",
+            "200",
+            "--progress",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=dict(os.environ),
+    )
     seen = ""
     deadline = time.time() + 300
     while time.time() < deadline:
@@ -135,7 +175,9 @@ def test_migrate_interrupted_half_way_then_rerun(pg_env, tmp_path):
     assert 0 < partial < 6000
     report = json.loads(run("--from", str(src), "--to", str(dst), "--json").stdout)
     assert report["ok"] and report["collections"]["mempalace_drawers"]["target"] == 6000
-    assert report["collections"]["mempalace_drawers"]["skipped"] >= partial - 400  # in-flight batches may repeat
+    assert (
+        report["collections"]["mempalace_drawers"]["skipped"] >= partial - 400
+    )  # in-flight batches may repeat
     assert drawers.count() == 6000 and drawers.maintenance_state()["vector_index_valid"]
 
 
@@ -150,15 +192,21 @@ def test_migrate_refusals(pg_env, tmp_path):
 
     from mempalace_pg.store.backend import PostgresBackend
 
-    target = PostgresBackend().get_collection(palace=PalaceRef(id=str(other), local_path=str(other)),
-                                              collection_name="mempalace_drawers", create=True)
+    target = PostgresBackend().get_collection(
+        palace=PalaceRef(id=str(other), local_path=str(other)),
+        collection_name="mempalace_drawers",
+        create=True,
+    )
     target.add(ids=["mine"], documents=["not from the source"], embeddings=[[1.0] * 16])
     proc = run("--from", str(src), "--to", str(other), check=False)
     assert proc.returncode == 2 and "refusing to mix palaces" in proc.stderr
     # a target written by another embedder
     third = tmp_path / "third"
-    t3 = PostgresBackend().get_collection(palace=PalaceRef(id=str(third), local_path=str(third)),
-                                          collection_name="mempalace_drawers", create=True)
+    t3 = PostgresBackend().get_collection(
+        palace=PalaceRef(id=str(third), local_path=str(third)),
+        collection_name="mempalace_drawers",
+        create=True,
+    )
     t3.set_embedder_identity(EmbedderIdentity(model_name="model-b", dimension=16))
     proc = run("--from", str(src), "--to", str(third), check=False)
     assert proc.returncode == 2 and "model-b" in proc.stderr and "model-a" in proc.stderr
@@ -200,13 +248,21 @@ def test_migrate_builtin_pgvector_palace(pg_env, pg_dsn, tmp_path, monkeypatch):
     backend = get_backend_class("pgvector")()
     from mempalace.backends import PalaceRef
 
-    col = backend.get_collection(palace=PalaceRef(id=str(src), local_path=str(src)),
-                                 collection_name="mempalace_drawers", create=True, options={"namespace": namespace})
+    col = backend.get_collection(
+        palace=PalaceRef(id=str(src), local_path=str(src)),
+        collection_name="mempalace_drawers",
+        create=True,
+        options={"namespace": namespace},
+    )
     table = col._table
     try:
         vecs = np.random.default_rng(4).normal(size=(300, 16)).astype("float32")
-        col.add(ids=[f"p{i}" for i in range(300)], documents=[f"pg note {i}" for i in range(300)],
-                metadatas=[{"wing": "w", "room": f"r{i % 2}"} for i in range(300)], embeddings=vecs.tolist())
+        col.add(
+            ids=[f"p{i}" for i in range(300)],
+            documents=[f"pg note {i}" for i in range(300)],
+            metadatas=[{"wing": "w", "room": f"r{i % 2}"} for i in range(300)],
+            embeddings=vecs.tolist(),
+        )
         backend.close()
         report = json.loads(run("--from", str(src), "--to", str(dst), "--json").stdout)
         assert report["source_backend"] == "pgvector" and report["ok"]

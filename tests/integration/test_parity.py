@@ -1,4 +1,5 @@
-"""Everything MemPalace does, on a Chroma palace and on a postgres palace built from the same files: the same answers.
+"""Everything MemPalace does, on a Chroma palace and on a postgres palace built from the same files: the
+same answers.
 
 Two palaces are mined by the real ``mempalace`` CLI from one directory of files (real documentation
 from Debian's packages, a conversation transcript holding a NUL byte, our own notes), then driven the
@@ -26,57 +27,89 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "corpus"
 
 #: step -> why that step's answer differs on a postgres palace (see the README).
 KNOWN = {
-    "cli repair": "`mempalace repair` rebuilds Chroma's HNSW files; MemPalace refuses it for any other backend "
-                  "(\"repair is Chroma-only in this release\", exit 2). PostgreSQL's index needs no repair: "
-                  "`mempalace-pg doctor` checks it, `REINDEX` rebuilds it.",
-    "cli repair-status": "compares Chroma's SQLite and HNSW element counts; MemPalace says it is Chroma-only.",
-    "cli migrate": "upgrades a palace written by an older Chroma; MemPalace says it is Chroma-only "
-                   "(`mempalace-pg migrate` moves a palace between backends).",
-    "cli wake-up": "the transcript's NUL byte: Chroma stores it as U+FFFD, MemPalace's pgvector backend and this "
-                   "one remove it (as asked), so the token estimate is one lower.",
+    "cli repair": (
+        "`mempalace repair` rebuilds Chroma's HNSW files; MemPalace refuses it for any other backend "
+        '("repair is Chroma-only in this release", exit 2). PostgreSQL\'s index needs no repair: '
+        "`mempalace-pg doctor` checks it, `REINDEX` rebuilds it."
+    ),
+    "cli repair-status": (
+        "compares Chroma's SQLite and HNSW element counts; MemPalace says it is Chroma-only."
+    ),
+    "cli migrate": (
+        "upgrades a palace written by an older Chroma; MemPalace says it is Chroma-only (`mempalace-pg "
+        "migrate` moves a palace between backends)."
+    ),
+    "cli wake-up": (
+        "the transcript's NUL byte: Chroma stores it as U+FFFD, MemPalace's pgvector backend and this "
+        "one remove it (as asked), so the token estimate is one lower."
+    ),
     "cli compress dry": "the transcript's NUL byte again: one token fewer in its AAAK compression figures.",
     "mcp list_drawers": "the transcript's NUL byte again: its preview holds one more character.",
-    "mcp search union": "candidate_strategy=union adds each backend's own lexical_search hits with their scores: "
-                        "Chroma's is BM25 over at most 500 trigram-FTS matches (IDF over those), this one ranks by "
-                        "IDF over the whole collection times ts_rank (benchmarks/bench_lexical.py measures its "
-                        "agreement with exact BM25), so bm25_score and the lexically added candidates differ.",
-    "cli kg normalize, empty palace": "MemPalace's SQLite graph is a file created by the first fact, so on a new "
-                                      "Chroma palace there is \"No knowledge graph\" (exit 1); a postgres palace's "
-                                      "graph always exists in its database and has 0 facts to normalize.",
+    "mcp search union": (
+        "candidate_strategy=union adds each backend's own lexical_search hits with their scores: "
+        "Chroma's is BM25 over at most 500 trigram-FTS matches (IDF over those), this one ranks by IDF "
+        "over the whole collection times ts_rank (benchmarks/bench_lexical.py measures its agreement "
+        "with exact BM25), so bm25_score and the lexically added candidates differ."
+    ),
+    "cli kg normalize, empty palace": (
+        "MemPalace's SQLite graph is a file created by the first fact, so on a new Chroma palace there "
+        'is "No knowledge graph" (exit 1); a postgres palace\'s graph always exists in its database and '
+        "has 0 facts to normalize."
+    ),
 }
 #: (field path pattern, reason): a field that differs on postgres in any step.
 KNOWN_FIELDS = [
-    (r"^\.sqlite_integrity\b", "MemPalace's status checks Chroma's SQLite file; for any other backend it reports "
-                               "checked: false."),
-    (r"^\.library_versions\.serving\.chromadb\b", "MemPalace's status names the chromadb version only for a palace "
-                                                "on Chroma."),
+    (
+        r"^\.sqlite_integrity\b",
+        "MemPalace's status checks Chroma's SQLite file; for any other backend it reports checked: false.",
+    ),
+    (
+        r"^\.library_versions\.serving\.chromadb\b",
+        "MemPalace's status names the chromadb version only for a palace on Chroma.",
+    ),
 ]
 
 
 def _transcript() -> str:
-    return ("# Session log: the build\n\n> user: run the build and show me the tool output\n\n"
-            "assistant: here is what the tool printed:\n\n```\nchecking sizes... \x00\x00 ok\n```\n\n"
-            "The build succeeded after we pinned postgres to 17 and pgvector to 0.8.\n")
+    return (
+        "# Session log: the build\n\n> user: run the build and show me the tool output\n\n"
+        "assistant: here is what the tool printed:\n\n```\nchecking sizes... \x00\x00 ok\n```\n\n"
+        "The build succeeded after we pinned postgres to 17 and pgvector to 0.8.\n"
+    )
 
 
 def _team_notes() -> str:
     """People named together often enough for MemPalace's entity detection and hallways."""
-    return "\n".join(f"## Week {i}\n\nAlice said she would review the backups with Bob. Bob told Alice he had "
-                     "moved the NAS. She asked him to check the UPS, and Alice and Bob agreed to meet on Friday.\n"
-                     for i in range(6))
+    return "\n".join(
+        f"## Week {i}\n\nAlice said she would review the backups with Bob. Bob told Alice he had "
+        "moved the NAS. She asked him to check the UPS, and Alice and Bob agreed to meet on Friday.\n"
+        for i in range(6)
+    )
 
 
 def _conversation() -> str:
     lines = []
-    turns = [("user", "Where do the nightly backups of the home server go?"),
-             ("assistant", "pg_dump runs at 02:00 and copies the dump to the NAS; the tool output had a stray \x00 byte."),
-             ("user", "And when the power goes out?"),
-             ("assistant", "The UPS keeps the NAS up for twenty minutes, then it shuts down cleanly.")]
+    turns = [
+        ("user", "Where do the nightly backups of the home server go?"),
+        (
+            "assistant",
+            "pg_dump runs at 02:00 and copies the dump to the NAS; the tool output had a stray \x00 byte.",
+        ),
+        ("user", "And when the power goes out?"),
+        ("assistant", "The UPS keeps the NAS up for twenty minutes, then it shuts down cleanly."),
+    ]
     for i, (role, text) in enumerate(turns):
-        lines.append(json.dumps({"type": role, "uuid": f"00000000-0000-4000-8000-00000000000{i}",
-                                 "sessionId": "11111111-2222-4333-8444-555555555555",
-                                 "timestamp": f"2026-03-0{i + 1}T10:00:00Z",
-                                 "message": {"role": role, "content": text}}))
+        lines.append(
+            json.dumps(
+                {
+                    "type": role,
+                    "uuid": f"00000000-0000-4000-8000-00000000000{i}",
+                    "sessionId": "11111111-2222-4333-8444-555555555555",
+                    "timestamp": f"2026-03-0{i + 1}T10:00:00Z",
+                    "message": {"role": role, "content": text},
+                }
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -103,8 +136,14 @@ def world(tmp_path_factory, embedding_url, pg_dsn, pg_schema):
         shutil.copytree(d, pristine / d.name)
     os.environ["MEMPALACE_PG_DSN"], os.environ["MEMPALACE_PG_SCHEMA"] = pg_dsn, pg_schema
     palaces = {b: Palace(root, b, embedding_url) for b in ("chroma", "postgres")}
-    return {"root": root, "corpus": corpus, "chats": chats, "pristine": pristine, "palaces": palaces,
-            "llm": embedding_url}
+    return {
+        "root": root,
+        "corpus": corpus,
+        "chats": chats,
+        "pristine": pristine,
+        "palaces": palaces,
+        "llm": embedding_url,
+    }
 
 
 def _reset_files(world) -> None:
@@ -165,60 +204,163 @@ def _mcp_steps(mcp, p: Palace) -> list:
 
     names = sorted(t["name"] for t in mcp.tools())
     out.append(("mcp tools/list", names))
-    for tool in ("status", "list_wings", "get_taxonomy", "get_aaak_spec", "kg_stats", "graph_stats",
-                 "memories_filed_away", "mesh_peers", "list_tunnels", "list_hallways"):
+    for tool in (
+        "status",
+        "list_wings",
+        "get_taxonomy",
+        "get_aaak_spec",
+        "kg_stats",
+        "graph_stats",
+        "memories_filed_away",
+        "mesh_peers",
+        "list_tunnels",
+        "list_hallways",
+    ):
         call(f"mcp {tool}", f"mempalace_{tool}")
     call("mcp list_rooms", "mempalace_list_rooms")
     call("mcp list_rooms corpus", "mempalace_list_rooms", wing="corpus")
     call("mcp search", "mempalace_search", query="how do I get my data back after the disk dies", limit=5)
     call("mcp search wing", "mempalace_search", query="basil garden", limit=3, wing="corpus")
-    call("mcp search union", "mempalace_search", query="pinned postgres build", limit=4, candidate_strategy="union")
-    call("mcp search source_file", "mempalace_search", query="build", limit=3,
-         source_file=str(p.root.parent / "corpus" / "notes" / "transcript.md"))
-    call("mcp check_duplicate", "mempalace_check_duplicate", content="The build succeeded after we pinned postgres")
+    call(
+        "mcp search union",
+        "mempalace_search",
+        query="pinned postgres build",
+        limit=4,
+        candidate_strategy="union",
+    )
+    call(
+        "mcp search source_file",
+        "mempalace_search",
+        query="build",
+        limit=3,
+        source_file=str(p.root.parent / "corpus" / "notes" / "transcript.md"),
+    )
+    call(
+        "mcp check_duplicate",
+        "mempalace_check_duplicate",
+        content="The build succeeded after we pinned postgres",
+    )
     listed = call("mcp list_drawers", "mempalace_list_drawers", limit=100)  # every drawer of the corpus
     call("mcp list_drawers page", "mempalace_list_drawers", limit=5, offset=10)
     call("mcp list_drawers wing", "mempalace_list_drawers", wing="chats", limit=5)
     # two drawers of our own notes (drawer ids hash the absolute path, so sorted pages vary from run to run)
-    first = sorted(d["drawer_id"] for d in listed.get("drawers", []) if isinstance(listed, dict)
-                   and Path(d["metadata"].get("source_file", "")).name in ("garden.md", "postgres.md"))[:2]
+    first = sorted(
+        d["drawer_id"]
+        for d in listed.get("drawers", [])
+        if isinstance(listed, dict)
+        and Path(d["metadata"].get("source_file", "")).name in ("garden.md", "postgres.md")
+    )[:2]
     if first:
         call("mcp get_drawer", "mempalace_get_drawer", drawer_id=first[0])
         call("mcp get_drawers", "mempalace_get_drawers", drawer_ids=first)
-    added = call("mcp add_drawer", "mempalace_add_drawer", wing="kitchen", room="recipes",
-                 content="Tomato sauce: simmer tomatoes with basil and garlic for forty minutes.")
-    call("mcp add_drawer again", "mempalace_add_drawer", wing="kitchen", room="recipes",
-         content="Tomato sauce: simmer tomatoes with basil and garlic for forty minutes.")
-    second = call("mcp add_drawer 2", "mempalace_add_drawer", wing="kitchen", room="drinks",
-                  content="Espresso: 18 grams in, 36 grams out, 28 seconds.", source_file="notes/coffee.md")
+    added = call(
+        "mcp add_drawer",
+        "mempalace_add_drawer",
+        wing="kitchen",
+        room="recipes",
+        content="Tomato sauce: simmer tomatoes with basil and garlic for forty minutes.",
+    )
+    call(
+        "mcp add_drawer again",
+        "mempalace_add_drawer",
+        wing="kitchen",
+        room="recipes",
+        content="Tomato sauce: simmer tomatoes with basil and garlic for forty minutes.",
+    )
+    second = call(
+        "mcp add_drawer 2",
+        "mempalace_add_drawer",
+        wing="kitchen",
+        room="drinks",
+        content="Espresso: 18 grams in, 36 grams out, 28 seconds.",
+        source_file="notes/coffee.md",
+    )
     drawer = added.get("drawer_id") if isinstance(added, dict) else None
     if drawer:
-        call("mcp update_drawer", "mempalace_update_drawer", drawer_id=drawer,
-             content="Tomato sauce: simmer tomatoes with basil, garlic and olive oil for forty minutes.")
+        call(
+            "mcp update_drawer",
+            "mempalace_update_drawer",
+            drawer_id=drawer,
+            content="Tomato sauce: simmer tomatoes with basil, garlic and olive oil for forty minutes.",
+        )
         call("mcp get_drawer updated", "mempalace_get_drawer", drawer_id=drawer)
-    call("mcp checkpoint", "mempalace_checkpoint",
-         items=[{"wing": "kitchen", "room": "recipes", "content": "Pesto: basil, pine nuts, parmesan, garlic, oil."}])
-    call("mcp diary_write", "mempalace_diary_write", agent_name="tester", entry="Parity run wrote its first diary entry.")
+    call(
+        "mcp checkpoint",
+        "mempalace_checkpoint",
+        items=[
+            {
+                "wing": "kitchen",
+                "room": "recipes",
+                "content": "Pesto: basil, pine nuts, parmesan, garlic, oil.",
+            }
+        ],
+    )
+    call(
+        "mcp diary_write",
+        "mempalace_diary_write",
+        agent_name="tester",
+        entry="Parity run wrote its first diary entry.",
+    )
     call("mcp diary_read", "mempalace_diary_read", agent_name="tester")
-    call("mcp kg_add", "mempalace_kg_add", subject="Home Server", predicate="backs_up_to", object="NAS",
-         valid_from="2025-01-01", source_drawer_id=drawer)
+    call(
+        "mcp kg_add",
+        "mempalace_kg_add",
+        subject="Home Server",
+        predicate="backs_up_to",
+        object="NAS",
+        valid_from="2025-01-01",
+        source_drawer_id=drawer,
+    )
     call("mcp kg_add 2", "mempalace_kg_add", subject="NAS", predicate="powered_by", object="UPS")
-    call("mcp kg_add 3", "mempalace_kg_add", subject="Alice", predicate="deployed_commit", object="fc81c6f6",
-         valid_from="2026-02-01")
+    call(
+        "mcp kg_add 3",
+        "mempalace_kg_add",
+        subject="Alice",
+        predicate="deployed_commit",
+        object="fc81c6f6",
+        valid_from="2026-02-01",
+    )
     call("mcp kg_add 4", "mempalace_kg_add", subject="Alice", predicate="works_on", object="Home Server")
     call("mcp kg_query", "mempalace_kg_query", entity="NAS")
-    call("mcp kg_invalidate", "mempalace_kg_invalidate", subject="NAS", predicate="powered_by", object="UPS",
-         ended="2026-01-01")
-    call("mcp kg_supersede", "mempalace_kg_supersede", subject="Home Server", predicate="backs_up_to",
-         old_object="NAS", new_object="Offsite Bucket", at="2026-02-01")
+    call(
+        "mcp kg_invalidate",
+        "mempalace_kg_invalidate",
+        subject="NAS",
+        predicate="powered_by",
+        object="UPS",
+        ended="2026-01-01",
+    )
+    call(
+        "mcp kg_supersede",
+        "mempalace_kg_supersede",
+        subject="Home Server",
+        predicate="backs_up_to",
+        old_object="NAS",
+        new_object="Offsite Bucket",
+        at="2026-02-01",
+    )
     call("mcp kg_query as_of", "mempalace_kg_query", entity="Home Server", as_of="2025-06-01")
     call("mcp kg_timeline", "mempalace_kg_timeline")
     call("mcp kg_timeline entity", "mempalace_kg_timeline", entity="Alice", limit=10)
     call("mcp kg_stats after", "mempalace_kg_stats")
-    call("mcp create_tunnel", "mempalace_create_tunnel", source_wing="kitchen", source_room="recipes",
-         target_wing="corpus", target_room="general", label="food notes")
-    tunnel = call("mcp create_tunnel 2", "mempalace_create_tunnel", source_wing="chats", source_room="technical",
-                  target_wing="corpus", target_room="general", label="backups")
+    call(
+        "mcp create_tunnel",
+        "mempalace_create_tunnel",
+        source_wing="kitchen",
+        source_room="recipes",
+        target_wing="corpus",
+        target_room="general",
+        label="food notes",
+    )
+    tunnel = call(
+        "mcp create_tunnel 2",
+        "mempalace_create_tunnel",
+        source_wing="chats",
+        source_room="technical",
+        target_wing="corpus",
+        target_room="general",
+        label="backups",
+    )
     call("mcp list_tunnels after", "mempalace_list_tunnels")
     call("mcp follow_tunnels", "mempalace_follow_tunnels", wing="kitchen", room="recipes")
     call("mcp find_tunnels", "mempalace_find_tunnels")
@@ -232,7 +374,9 @@ def _mcp_steps(mcp, p: Palace) -> list:
     if tunnel_id:
         call("mcp delete_tunnel", "mempalace_delete_tunnel", tunnel_id=tunnel_id)
     call("mcp delete_hallway", "mempalace_delete_hallway", hallway_id="no-such-hallway")
-    call("mcp delete_by_source dry", "mempalace_delete_by_source", source_file="notes/coffee.md", dry_run=True)
+    call(
+        "mcp delete_by_source dry", "mempalace_delete_by_source", source_file="notes/coffee.md", dry_run=True
+    )
     call("mcp delete_by_source", "mempalace_delete_by_source", source_file="notes/coffee.md")
     second_id = second.get("drawer_id") if isinstance(second, dict) else None
     call("mcp delete_drawer gone", "mempalace_delete_drawer", drawer_id=second_id or "none")
@@ -240,24 +384,57 @@ def _mcp_steps(mcp, p: Palace) -> list:
         call("mcp delete_drawers", "mempalace_delete_drawers", drawer_ids=first)
         call("mcp get_drawers deleted", "mempalace_get_drawers", drawer_ids=first)
     call("mcp hook_settings", "mempalace_hook_settings")
-    event = call("mcp event_append", "mempalace_event_append", type="note", stream="parity", room="general",
-                 from_agent="tester", body="hello from the parity test")
+    event = call(
+        "mcp event_append",
+        "mempalace_event_append",
+        type="note",
+        stream="parity",
+        room="general",
+        from_agent="tester",
+        body="hello from the parity test",
+    )
     call("mcp event_list", "mempalace_event_list", stream="parity")
     call("mcp event_wait", "mempalace_event_wait", stream="parity", timeout_ms=10)
     event_id = event.get("event_id") if isinstance(event, dict) else None
     if event_id:
         call("mcp event_ack", "mempalace_event_ack", event_id=event_id, from_agent="tester")
-    artifact = call("mcp artifact_put", "mempalace_artifact_put", kind="text", content="artifact body",
-                    created_by="tester")
+    artifact = call(
+        "mcp artifact_put",
+        "mempalace_artifact_put",
+        kind="text",
+        content="artifact body",
+        created_by="tester",
+    )
     artifact_id = artifact.get("artifact_id") if isinstance(artifact, dict) else None
     if artifact_id:
         call("mcp artifact_get", "mempalace_artifact_get", artifact_id=artifact_id)
-    call("mcp task_create", "mempalace_task_create", project="parity", from_agent="tester", to_agent="other",
-         goal="compare palaces", branch="main", base_commit="0" * 40, done="answers match")
-    call("mcp patch_submit", "mempalace_patch_submit", content="--- a\n+++ b\n", from_agent="tester",
-         stream="parity")
+    call(
+        "mcp task_create",
+        "mempalace_task_create",
+        project="parity",
+        from_agent="tester",
+        to_agent="other",
+        goal="compare palaces",
+        branch="main",
+        base_commit="0" * 40,
+        done="answers match",
+    )
+    call(
+        "mcp patch_submit",
+        "mempalace_patch_submit",
+        content="--- a\n+++ b\n",
+        from_agent="tester",
+        stream="parity",
+    )
     call("mcp sync", "mempalace_sync", project_dir=str(p.root.parent / "corpus"))
-    call("mcp mine", "mempalace_mine", source=str(p.root.parent / "chats"), mode="convos", wing="chats", dry_run=True)
+    call(
+        "mcp mine",
+        "mempalace_mine",
+        source=str(p.root.parent / "chats"),
+        mode="convos",
+        wing="chats",
+        dry_run=True,
+    )
     call("mcp reconnect", "mempalace_reconnect")
     call("mcp status end", "mempalace_status")
     call("mcp search end", "mempalace_search", query="tomato basil pesto", limit=5)
@@ -298,9 +475,13 @@ def test_every_command_and_tool_answers_as_on_chroma(answers):
         if not diff and step in KNOWN:
             vanished.append(step)
     vanished += [p for p, _ in KNOWN_FIELDS if p not in fields_seen]
-    report = "\n".join(f"{step}:\n    " + "\n    ".join(d[:300] for d in diff[:6]) for step, diff in unexpected.items())
+    report = "\n".join(
+        f"{step}:\n    " + "\n    ".join(d[:300] for d in diff[:6]) for step, diff in unexpected.items()
+    )
     if os.environ.get("PARITY_REPORT"):  # the whole comparison, for a person reading it
-        Path(os.environ["PARITY_REPORT"]).write_text(report + "\n\n" + json.dumps(answers, indent=1, default=str))
+        Path(os.environ["PARITY_REPORT"]).write_text(
+            report + "\n\n" + json.dumps(answers, indent=1, default=str)
+        )
     assert not unexpected, f"{len(unexpected)} steps answer differently on postgres:\n{report}"
     assert not vanished, f"listed as different but now the same (remove them from KNOWN): {vanished}"
 

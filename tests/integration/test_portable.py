@@ -16,8 +16,13 @@ from mempalace_pg.tools.portable import ExportFormatError, check_file, export_pa
 
 
 def cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "mempalace_pg.cli", *args], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mempalace_pg.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -30,12 +35,16 @@ def source(pg_env, backend):
     drawers, kg = open_drawers(palace_key=key)
     rng = np.random.default_rng(3)
     vecs = rng.normal(size=(1200, 16)).astype("float32")
-    drawers.add(ids=[f"d{i:04d}" for i in range(1200)], documents=[f"drawer {i} — naïve ünïcode \"q\"" for i in range(1200)],
-                metadatas=[{"wing": f"w{i % 3}", "room": "r", "n": i, "ok": i % 2 == 0} for i in range(1200)],
-                embeddings=vecs.tolist())
+    drawers.add(
+        ids=[f"d{i:04d}" for i in range(1200)],
+        documents=[f'drawer {i} — naïve ünïcode "q"' for i in range(1200)],
+        metadatas=[{"wing": f"w{i % 3}", "room": "r", "n": i, "ok": i % 2 == 0} for i in range(1200)],
+        embeddings=vecs.tolist(),
+    )
     drawers.set_embedder_identity(EmbedderIdentity(model_name="test-model", dimension=16))
-    closets = backend.get_collection(palace=PalaceRef(id=key, local_path=None), collection_name="mempalace_closets",
-                                     create=True)
+    closets = backend.get_collection(
+        palace=PalaceRef(id=key, local_path=None), collection_name="mempalace_closets", create=True
+    )
     closets.add(ids=["c1"], documents=["closet"], metadatas=[{"wing": "w0"}], embeddings=[vecs[0].tolist()])
     kg.add_entity("Alice", "person", {"nick": "al"})
     kg.add_triple("Alice", "wrote", "drawer 1", valid_from="2026-01-01", source_drawer_id="d0001")
@@ -49,14 +58,20 @@ def test_export_import_round_trip(source, tmp_path):
     code, out, err = cli("export", str(path), "--palace-key", key)
     assert code == 0, err
     header, counts = check_file(str(path))
-    assert header["palace_key"] == key and counts == {"mempalace_drawers": 1200, "mempalace_closets": 1,
-                                                      "entities": 3, "triples": 2}
+    assert header["palace_key"] == key and counts == {
+        "mempalace_drawers": 1200,
+        "mempalace_closets": 1,
+        "entities": 3,
+        "triples": 2,
+    }
     target = f"dst-{uuid.uuid4().hex[:8]}"
-    for attempt in range(2):  # idempotent: the second run changes nothing
+    for _ in range(2):  # idempotent: the second run changes nothing
         code, out, err = cli("import", str(path), "--palace-key", target, "--json")
         assert code == 0, err
         report = json.loads(out)
-        assert report["ok"] and report["found"]["mempalace_drawers"] == 1200 and report["found"]["triples"] == 2
+        assert (
+            report["ok"] and report["found"]["mempalace_drawers"] == 1200 and report["found"]["triples"] == 2
+        )
     dst_drawers, dst_kg = open_drawers(palace_key=target)
     a = drawers.get(include=["documents", "metadatas", "embeddings"])
     b = dst_drawers.get(include=["documents", "metadatas", "embeddings"])
@@ -67,7 +82,10 @@ def test_export_import_round_trip(source, tmp_path):
     assert np.array_equal(np.asarray(a.embeddings)[order_a], np.asarray(b.embeddings)[order_b])  # bit for bit
     assert dst_drawers.get_stored_embedder_identity().model_name == "test-model"
     q = vecs[7].tolist()
-    assert dst_drawers.query(query_embeddings=[q], n_results=5).ids == drawers.query(query_embeddings=[q], n_results=5).ids
+    assert (
+        dst_drawers.query(query_embeddings=[q], n_results=5).ids
+        == drawers.query(query_embeddings=[q], n_results=5).ids
+    )
     for g in (kg, dst_kg):
         assert g.query_entity("Alice", as_of="2024-06-01") == kg.query_entity("Alice", as_of="2024-06-01")
     assert dst_kg.stats() == kg.stats()
@@ -82,7 +100,9 @@ def test_damaged_files_are_refused_before_anything_is_written(source, tmp_path):
     cases = {
         "cut short": lines[:-1],
         "bad JSON": lines[:5] + ["{not json"] + lines[5:],
-        "NaN vector": lines[:2] + [json.dumps({**json.loads(lines[2]), "embedding": [float("nan")] * 16})] + lines[3:],
+        "NaN vector": lines[:2]
+        + [json.dumps({**json.loads(lines[2]), "embedding": [float("nan")] * 16})]
+        + lines[3:],
         "count mismatch": lines[:3] + lines[4:],
         "no header": lines[1:],
     }

@@ -57,15 +57,29 @@ def world(tmp_path_factory, pg_dsn, pg_schema):
         s = r.choice(names[:5]) if r.random() < 0.2 else r.choice(names)
         o = r.choice(names)
         start = r.choice([None] + DATES)
-        end = None if r.random() < 0.6 else r.choice([d for d in DATES if start is None or d >= start] or [None])
+        end = (
+            None
+            if r.random() < 0.6
+            else r.choice([d for d in DATES if start is None or d >= start] or [None])
+        )
         drawer = None if r.random() < 0.15 else ids[r.randrange(N_DRAWERS)]
         pred = f"rel_{k}"  # one predicate per fact: no open-triple dedup, and a handle on each fact
         for g in (kg, ref):
             g.add_triple(s, pred, o, valid_from=start, valid_to=end, source_drawer_id=drawer)
         facts.append({"subject": s, "predicate": pred, "object": o, "drawer": drawer})
-    yield {"palace": palace, "vecs": vecs, "ids": ids, "docs": docs, "metas": metas, "names": names,
-           "facts": facts, "ref": ref, "drawers": drawers, "search": PalaceSearch(palace_key=palace),
-           "by_pred": {f["predicate"]: f for f in facts}}
+    yield {
+        "palace": palace,
+        "vecs": vecs,
+        "ids": ids,
+        "docs": docs,
+        "metas": metas,
+        "names": names,
+        "facts": facts,
+        "ref": ref,
+        "drawers": drawers,
+        "search": PalaceSearch(palace_key=palace),
+        "by_pred": {f["predicate"]: f for f in facts},
+    }
     ref.close()
 
 
@@ -127,7 +141,9 @@ def test_around_entity_restrict_matches_the_slow_way(world, hops):
     for trial in range(8):
         entity = r.choice(world["names"])
         as_of = AS_OFS[trial % len(AS_OFS)]
-        q = world["vecs"][r.randrange(N_DRAWERS)] + 0.3 * np.random.default_rng(trial).normal(size=DIM).astype("float32")
+        q = world["vecs"][r.randrange(N_DRAWERS)] + 0.3 * np.random.default_rng(trial).normal(
+            size=DIM
+        ).astype("float32")
         q /= np.linalg.norm(q)
         expected, evidence = slow_around(world, entity, q, hops, as_of, 10)
         got = world["search"].around_entity(entity, q.tolist(), hops=hops, as_of=as_of, n_results=10)
@@ -137,25 +153,31 @@ def test_around_entity_restrict_matches_the_slow_way(world, hops):
         assert [h["id"] for h in got["hits"]] == expected, (entity, hops, as_of)
         nonempty += bool(expected)
         for hit in got["hits"]:
-            assert hit["distance"] == pytest.approx(float(distances(world, q)[world["ids"].index(hit["id"])]), abs=1e-5)
+            assert hit["distance"] == pytest.approx(
+                float(distances(world, q)[world["ids"].index(hit["id"])]), abs=1e-5
+            )
             # each hit lists the neighbourhood's facts drawn from it
             assert {f["predicate"] for f in hit["facts"]} == {
-                p for p in crossed if world["by_pred"][p]["drawer"] == hit["id"]}
+                p for p in crossed if world["by_pred"][p]["drawer"] == hit["id"]
+            }
     assert nonempty >= 4  # the generated graph exercises real answers, not just empty ones
 
 
 def test_around_entity_boost_and_wing_match_the_slow_way(world):
     r = random.Random(7)
-    for trial in range(10):
+    for _ in range(10):
         entity, hops, as_of = r.choice(world["names"][:8]), r.choice([1, 2]), r.choice(AS_OFS)
         q = world["vecs"][r.randrange(N_DRAWERS)]
         wing = r.choice([None, "w1"])
         expected, _ = slow_around(world, entity, q, hops, as_of, 8, mode="boost", boost=0.15, wing=wing)
-        got = world["search"].around_entity(entity, q.tolist(), hops=hops, as_of=as_of, n_results=8, mode="boost",
-                                            boost=0.15, wing=wing)
+        got = world["search"].around_entity(
+            entity, q.tolist(), hops=hops, as_of=as_of, n_results=8, mode="boost", boost=0.15, wing=wing
+        )
         assert [h["id"] for h in got["hits"]] == expected
         expected, _ = slow_around(world, entity, q, hops, as_of, 8, wing=wing)
-        got = world["search"].around_entity(entity, q.tolist(), hops=hops, as_of=as_of, n_results=8, wing=wing)
+        got = world["search"].around_entity(
+            entity, q.tolist(), hops=hops, as_of=as_of, n_results=8, wing=wing
+        )
         assert [h["id"] for h in got["hits"]] == expected
 
 
@@ -182,7 +204,8 @@ def test_facts_with_evidence_match_mempalace_query_entity(world):
         ref_rows = world["ref"].query_entity(entity, as_of=as_of, direction="both")
         key = ("direction", "subject", "predicate", "object", "valid_from", "valid_to", "current")
         assert sorted(tuple(f[k] for k in key) for f in got["facts"]) == sorted(
-            tuple(f[k] for k in key) for f in ref_rows)
+            tuple(f[k] for k in key) for f in ref_rows
+        )
         dist = distances(world, q)
         sims = []
         for f in got["facts"]:
@@ -197,7 +220,7 @@ def test_facts_with_evidence_match_mempalace_query_entity(world):
             sims.append(f["similarity"])
         ranked = [s for s in sims if s is not None]
         assert ranked == sorted(ranked, reverse=True)  # best-supported first ...
-        assert sims[len(ranked):] == [None] * (len(sims) - len(ranked))  # ... facts without a drawer last
+        assert sims[len(ranked) :] == [None] * (len(sims) - len(ranked))  # ... facts without a drawer last
         seen += len(ranked)
     assert seen >= 10
 
@@ -220,7 +243,9 @@ def test_entities_for_query_match_the_slow_way(world):
                     s["score"] = max(s["score"], sim)
                     s["drawers"].add(f["drawer"])
                     s["facts"] += 1
-        expected = sorted(scores.items(), key=lambda kv: (-kv[1]["score"], -len(kv[1]["drawers"]), kv[0]))[:10]
+        expected = sorted(scores.items(), key=lambda kv: (-kv[1]["score"], -len(kv[1]["drawers"]), kv[0]))[
+            :10
+        ]
         got = world["search"].entities_for_query(q.tolist(), n_results=10, drawers=k, as_of=as_of)
         assert [g["entity_id"] for g in got] == [e for e, _ in expected]
         assert got or k == 10
@@ -232,14 +257,16 @@ def test_entities_for_query_match_the_slow_way(world):
 def test_hybrid_matches_rrf_of_vector_and_lexical_rankings(world):
     r = random.Random(3)
     drawers = world["drawers"]
-    for trial in range(8):
+    for _ in range(8):
         q = world["vecs"][r.randrange(N_DRAWERS)]
         text = " ".join(r.sample(WORDS, 2))
         wing = r.choice([None, "w2"])
         where = {"wing": wing} if wing else None
         depth = 50
         dist = distances(world, q)
-        order = [i for i in np.argsort(dist, kind="stable") if not wing or world["metas"][i]["wing"] == wing][:depth]
+        order = [i for i in np.argsort(dist, kind="stable") if not wing or world["metas"][i]["wing"] == wing][
+            :depth
+        ]
         vec_rank = {world["ids"][i]: rank for rank, i in enumerate(order, 1)}
         lex = drawers.lexical_search(query=text, n_results=depth, where=where).hits
         lex_rank = {h.id: rank for rank, h in enumerate(lex, 1)}
@@ -266,14 +293,22 @@ def test_as_of_boundaries_are_half_open_like_mempalace(pg_env, sqlite_kg):
         g.add_triple("A", "knew", "B", valid_from="2025-01-01", valid_to="2025-06-01", source_drawer_id="d1")
         g.add_triple("A", "knows", "C", valid_from="2025-06-01T12:00:00Z", source_drawer_id="d2")
     search = PalaceSearch(palace_key=palace)
-    for as_of in ("2024-12-31", "2025-01-01", "2025-05-31T23:59:59Z", "2025-06-01", "2025-06-01T12:00:00Z",
-                  "2025-06-01T23:59:59Z", "2025-06-02"):
+    for as_of in (
+        "2024-12-31",
+        "2025-01-01",
+        "2025-05-31T23:59:59Z",
+        "2025-06-01",
+        "2025-06-01T12:00:00Z",
+        "2025-06-01T23:59:59Z",
+        "2025-06-02",
+    ):
         got = search.facts_with_evidence("A", as_of=as_of)["facts"]
         ref = sqlite_kg.query_entity("A", as_of=as_of, direction="both")
         assert sorted(f["object"] for f in got) == sorted(f["object"] for f in ref), as_of
         around = search.around_entity("A", [1, 0], hops=1, as_of=as_of)
         assert sorted(h["id"] for h in around["hits"]) == sorted(
-            {"B": "d1", "C": "d2"}[f["object"]] for f in ref), as_of
+            {"B": "d1", "C": "d2"}[f["object"]] for f in ref
+        ), as_of
 
 
 def test_empty_graph_and_unknown_entity_give_clear_empty_answers(pg_env):
@@ -287,7 +322,12 @@ def test_empty_graph_and_unknown_entity_give_clear_empty_answers(pg_env):
     drawers.add(ids=["d1"], documents=["hello world"], embeddings=[[1, 0]])
     search = PalaceSearch(palace_key=palace)
     assert search.around_entity("Nobody", [1, 0], mode="boost") == {
-        "entity_found": False, "entities": 0, "facts": 0, "evidence_drawers": 0, "hits": []}
+        "entity_found": False,
+        "entities": 0,
+        "facts": 0,
+        "evidence_drawers": 0,
+        "hits": [],
+    }
     assert search.entities_for_query([1, 0]) == []  # drawers, but no facts link them
     assert [h["id"] for h in search.hybrid("hello", [1, 0])] == ["d1"]
     kg.add_entity("Loner")
@@ -331,8 +371,10 @@ def test_kg_neighbourhood_sql_function_matches_the_slow_way(world, pg_dsn, pg_sc
         for trial in range(12):
             entity, hops, as_of = r.choice(world["names"]), r.choice([1, 2, 3]), AS_OFS[trial % len(AS_OFS)]
             rows = conn.execute(
-                "SELECT kg_text(e.properties, 'name'), n.depth FROM kg_neighbourhood(%s, %s, %s, kg_start_key(%s)) n "
-                f'JOIN "{pg_schema}_kg"."Entity" e ON e.id = n.vertex', (palace_pk, entity_id(entity), hops, as_of)
+                "SELECT kg_text(e.properties, 'name'), n.depth "
+                "FROM kg_neighbourhood(%s, %s, %s, kg_start_key(%s)) n "
+                f'JOIN "{pg_schema}_kg"."Entity" e ON e.id = n.vertex',
+                (palace_pk, entity_id(entity), hops, as_of),
             ).fetchall()
             depth, _ = slow_neighbourhood(world, entity, hops, as_of)
             assert {entity_id(n): d for n, d in rows} == {entity_id(n): d for n, d in depth.items()}

@@ -38,30 +38,44 @@ def _as(dsn: str, **changes) -> str:
 
 
 def test_bootstrap_then_normal_work_as_the_app_role(fresh_database, tmp_path, monkeypatch):
-    role, password = f"mp_app_{uuid.uuid4().hex[:6]}", "pa'ss \"word\" $1 ;--"  # quoting is psql's job
+    role, password = f"mp_app_{uuid.uuid4().hex[:6]}", 'pa\'ss "word" $1 ;--'  # quoting is psql's job
     env = {**os.environ, "MEMPALACE_PG_DSN": fresh_database, "MEMPALACE_APP_PASSWORD": password}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "mempalace_pg.cli", *a], env=env, capture_output=True,
-                                    text=True, timeout=120)
+
+    def run(*a):
+        return subprocess.run(
+            [sys.executable, "-m", "mempalace_pg.cli", *a],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
     try:
         for _ in range(2):  # idempotent
             proc = run("db", "bootstrap", "--app-role", role)
             assert proc.returncode == 0, proc.stderr
-            assert "01_extensions.sql, 02_app_role.sql" in proc.stdout and password not in proc.stdout + proc.stderr
+            assert (
+                "01_extensions.sql, 02_app_role.sql" in proc.stdout
+                and password not in proc.stdout + proc.stderr
+            )
         app = _as(fresh_database, user=role, password=password)
         with psycopg.connect(app, autocommit=True) as conn:
-            assert conn.execute("SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles "
-                                "WHERE rolname = current_user").fetchone() == (False, False, False)
+            assert conn.execute(
+                "SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = current_user"
+            ).fetchone() == (False, False, False)
             assert {r[0] for r in conn.execute("SELECT extname FROM pg_extension")} >= {"vector", "age"}
             # AGE is preloaded for the role: the Cypher query below runs on a connection that never LOADs it
-            settings = conn.execute("SELECT setconfig FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole "
-                                    "WHERE r.rolname = current_user").fetchone()[0]
+            settings = conn.execute(
+                "SELECT setconfig FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole "
+                "WHERE r.rolname = current_user"
+            ).fetchone()[0]
             assert "session_preload_libraries=age" in settings
 
         # normal work as the application role: schema and graph made on first use, drawers, facts, Cypher
         monkeypatch.setenv("MEMPALACE_PG_DSN", app)
         monkeypatch.setenv("MEMPALACE_PG_SCHEMA", "mempalace")
-        from mempalace_pg.db import pool
         from mempalace_pg import unit_of_work
+        from mempalace_pg.db import pool
         from mempalace_pg.retrieval import PalaceSearch
 
         pool.close_all()
@@ -72,10 +86,16 @@ def test_bootstrap_then_normal_work_as_the_app_role(fresh_database, tmp_path, mo
         assert hit["id"] == "d1"
         pool.close_all()
         with psycopg.connect(app, autocommit=True) as conn:
-            assert conn.execute("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'mempalace'"
-                                ).fetchone()[0] == role
-            rows = conn.execute("SELECT * FROM ag_catalog.cypher('mempalace_kg', $$ MATCH (s:Entity)-[f:Fact]->(o) "
-                                "RETURN s.name, f.predicate, o.name $$) AS (s agtype, p agtype, o agtype)").fetchall()
+            assert (
+                conn.execute(
+                    "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'mempalace'"
+                ).fetchone()[0]
+                == role
+            )
+            rows = conn.execute(
+                "SELECT * FROM ag_catalog.cypher('mempalace_kg', $$ MATCH (s:Entity)-[f:Fact]->(o) "
+                "RETURN s.name, f.predicate, o.name $$) AS (s agtype, p agtype, o agtype)"
+            ).fetchall()
             assert rows == [('"NAS"', '"runs"', '"PostgreSQL"')]
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute("CREATE DATABASE not_allowed")
@@ -93,8 +113,16 @@ def test_bootstrap_then_normal_work_as_the_app_role(fresh_database, tmp_path, mo
 def test_bootstrap_refuses_bad_input(fresh_database):
     env = {**os.environ, "MEMPALACE_PG_DSN": fresh_database}
     env.pop("MEMPALACE_APP_PASSWORD", None)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "mempalace_pg.cli", *a], env=env, capture_output=True,
-                                    text=True, timeout=120)
+
+    def run(*a):
+        return subprocess.run(
+            [sys.executable, "-m", "mempalace_pg.cli", *a],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
     proc = run("db", "bootstrap", "--app-role", "mempalace_x")
     assert proc.returncode == 2 and "MEMPALACE_APP_PASSWORD" in proc.stderr
     env["MEMPALACE_APP_PASSWORD"] = "x"
@@ -107,9 +135,13 @@ def test_bootstrap_refuses_bad_input(fresh_database):
 def test_compose_file_promises(pg_dsn):
     compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
     db = compose["services"]["db"]
-    assert db["build"]["context"] == ".." and (ROOT / db["build"]["dockerfile"]).is_file()  # context: the repo
+    assert (
+        db["build"]["context"] == ".." and (ROOT / db["build"]["dockerfile"]).is_file()
+    )  # context: the repo
     assert "pg_isready" in " ".join(db["healthcheck"]["test"])
-    assert any(v.endswith(":/var/lib/postgresql/data") for v in db["volumes"]) and "pgdata" in compose["volumes"]
+    assert (
+        any(v.endswith(":/var/lib/postgresql/data") for v in db["volumes"]) and "pgdata" in compose["volumes"]
+    )
     assert db["shm_size"] in ("1gb", "1g") and db["ports"] == ["127.0.0.1:5432:5432"]
     assert (DOCKER / ".env.example").is_file() and db["env_file"] == ".env"
     # every -c setting is a real PostgreSQL setting with a value this server accepts for its kind
@@ -132,7 +164,11 @@ def test_dockerfile_pins_versions_and_ships_the_bootstrap():
     assert "COPY sql/bootstrap/ /mempalace-pg/sql/bootstrap/" in text and "HEALTHCHECK" in text
     script = (DOCKER / "initdb" / "10-mempalace.sh").read_text()
     for name in ("01_extensions.sql", "02_app_role.sql"):
-        assert f"/mempalace-pg/sql/bootstrap/{name}" in script and (ROOT / "sql" / "bootstrap" / name).is_file()
+        assert (
+            f"/mempalace-pg/sql/bootstrap/{name}" in script and (ROOT / "sql" / "bootstrap" / name).is_file()
+        )
     assert os.access(DOCKER / "initdb" / "10-mempalace.sh", os.X_OK)
-    proc = subprocess.run(["sh", "-n", str(DOCKER / "initdb" / "10-mempalace.sh")], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["sh", "-n", str(DOCKER / "initdb" / "10-mempalace.sh")], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr

@@ -32,26 +32,32 @@ def config_json(monkeypatch, tmp_path):
 # -- redact_dsn ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dsn, shown", [
-    ("postgresql://u:pw@h:5/d", "postgresql://u:***@h:5/d"),
-    ("postgresql://u@h/d?password=pw&sslmode=require", "postgresql://u@h/d?password=***&sslmode=require"),
-    ("host=h user=u password=pw dbname=d", "host=h user=u password=*** dbname=d"),
-    ("host=h password='p w' dbname=d", "host=h password=*** dbname=d"),
-])
+@pytest.mark.parametrize(
+    "dsn, shown",
+    [
+        ("postgresql://u:pw@h:5/d", "postgresql://u:***@h:5/d"),
+        ("postgresql://u@h/d?password=pw&sslmode=require", "postgresql://u@h/d?password=***&sslmode=require"),
+        ("host=h user=u password=pw dbname=d", "host=h user=u password=*** dbname=d"),
+        ("host=h password='p w' dbname=d", "host=h password=*** dbname=d"),
+    ],
+)
 def test_redact_dsn(dsn, shown):
     assert redact_dsn(dsn) == shown
 
 
-@pytest.mark.parametrize("dsn, shown", [
-    ("", ""),
-    ("postgresql://u@h:5/d", "postgresql://u@h:5/d"),  # nothing to hide
-    ("postgresql://h/d", "postgresql://h/d"),
-    ("postgresql://u:p%40ss:word@h/d", "postgresql://u:***@h/d"),  # a colon in the password
-    ("postgresql://u:pw@h/d?PASSWORD=x", "postgresql://u:***@h/d?PASSWORD=***"),
-    ("host=h PASSWORD = pw dbname=d", "host=h PASSWORD = *** dbname=d"),
-    ("host=h password='it\\'s' dbname=d", "host=h password=*** dbname=d"),
-    ("postgresql://u:pw@[::1/d", "<unparseable DSN>"),  # never the raw text, which holds the password
-])
+@pytest.mark.parametrize(
+    "dsn, shown",
+    [
+        ("", ""),
+        ("postgresql://u@h:5/d", "postgresql://u@h:5/d"),  # nothing to hide
+        ("postgresql://h/d", "postgresql://h/d"),
+        ("postgresql://u:p%40ss:word@h/d", "postgresql://u:***@h/d"),  # a colon in the password
+        ("postgresql://u:pw@h/d?PASSWORD=x", "postgresql://u:***@h/d?PASSWORD=***"),
+        ("host=h PASSWORD = pw dbname=d", "host=h PASSWORD = *** dbname=d"),
+        ("host=h password='it\\'s' dbname=d", "host=h password=*** dbname=d"),
+        ("postgresql://u:pw@[::1/d", "<unparseable DSN>"),  # never the raw text, which holds the password
+    ],
+)
 def test_redact_dsn_other_forms(dsn, shown):
     assert redact_dsn(dsn) == shown
 
@@ -64,8 +70,9 @@ def test_plain_identifiers_are_accepted(name):
     assert validate_identifier(name, "schema") == name
 
 
-@pytest.mark.parametrize("name", ["", "1abc", "_a", "Abc", "a-b", "a b", "x" * 49, 'x"; DROP SCHEMA public; --',
-                                  "é", None, 5])
+@pytest.mark.parametrize(
+    "name", ["", "1abc", "_a", "Abc", "a-b", "a b", "x" * 49, 'x"; DROP SCHEMA public; --', "é", None, 5]
+)
 def test_anything_else_is_refused_by_name(name):
     with pytest.raises(ConfigError, match="the schema .* is not a valid name: use 1-48 characters"):
         validate_identifier(name, "the schema")
@@ -84,13 +91,21 @@ def test_derived_names_may_be_as_long_as_postgresql_allows():
 
 def test_dsn_target_names_host_port_database_never_the_user_or_password():
     assert dsn_target("postgresql://u:pw@db.example:6543/palace") == {
-        "host": "db.example", "port": 6543, "dbname": "palace"}
+        "host": "db.example",
+        "port": 6543,
+        "dbname": "palace",
+    }
     assert dsn_target("host=/run/postgresql user=me password=pw") == {
-        "host": "/run/postgresql", "port": 5432, "dbname": "me"}  # libpq's default database: the user's
+        "host": "/run/postgresql",
+        "port": 5432,
+        "dbname": "me",
+    }  # libpq's default database: the user's
     assert dsn_target("") == {"host": "localhost", "port": 5432, "dbname": ""}
 
 
-@pytest.mark.parametrize("dsn", ["postgresql://u:pw@h:notaport/d", "host=h password=pw port=x", "nonsense here"])
+@pytest.mark.parametrize(
+    "dsn", ["postgresql://u:pw@h:notaport/d", "host=h password=pw port=x", "nonsense here"]
+)
 def test_dsn_target_refuses_a_malformed_dsn_without_its_password(dsn):
     with pytest.raises(ConfigError, match="cannot be parsed") as info:
         dsn_target(dsn)
@@ -100,14 +115,17 @@ def test_dsn_target_refuses_a_malformed_dsn_without_its_password(dsn):
 # -- Settings.load: where each setting comes from --------------------------------------------------
 
 
-@pytest.mark.parametrize("env, value, match", [
-    ("MEMPALACE_PG_SCHEMA", "Bad-Schema", "not a valid name"),
-    ("MEMPALACE_PG_SCHEMA", 'x"; DROP SCHEMA public; --', "not a valid name"),
-    ("MEMPALACE_PG_POOL_MAX_SIZE", "many", "whole number"),
-    ("MEMPALACE_PG_EF_SEARCH", "5000", "between 1 and 1000"),
-    ("MEMPALACE_PG_AUTO_UPGRADE", "perhaps", "true or false"),
-    ("MEMPALACE_PG_DSN", "postgresql://u:pw@h:notaport/d", "cannot be parsed"),
-])
+@pytest.mark.parametrize(
+    "env, value, match",
+    [
+        ("MEMPALACE_PG_SCHEMA", "Bad-Schema", "not a valid name"),
+        ("MEMPALACE_PG_SCHEMA", 'x"; DROP SCHEMA public; --', "not a valid name"),
+        ("MEMPALACE_PG_POOL_MAX_SIZE", "many", "whole number"),
+        ("MEMPALACE_PG_EF_SEARCH", "5000", "between 1 and 1000"),
+        ("MEMPALACE_PG_AUTO_UPGRADE", "perhaps", "true or false"),
+        ("MEMPALACE_PG_DSN", "postgresql://u:pw@h:notaport/d", "cannot be parsed"),
+    ],
+)
 def test_bad_settings_are_named(monkeypatch, env, value, match):
     monkeypatch.setenv(env, value)
     with pytest.raises(ConfigError, match=match) as info:
@@ -118,7 +136,9 @@ def test_bad_settings_are_named(monkeypatch, env, value, match):
 def test_settings_from_config_json(monkeypatch, tmp_path):
     monkeypatch.delenv("MEMPALACE_PG_SCHEMA", raising=False)  # tests/unit/conftest.py clears it already
     monkeypatch.setenv("MEMPALACE_CONFIG_DIR", str(tmp_path))
-    (tmp_path / "config.json").write_text(json.dumps({"postgres_schema": "from_file", "postgres_pool_max_size": 3}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"postgres_schema": "from_file", "postgres_pool_max_size": 3})
+    )
     s = Settings.load()
     assert s.schema == "from_file" and s.pool_max_size == 3
     monkeypatch.setenv("MEMPALACE_PG_SCHEMA", "from_env")
@@ -163,12 +183,25 @@ def test_a_config_json_that_is_not_an_object_is_ignored(monkeypatch, tmp_path, c
 
 def test_bad_config_json_value_names_the_key(config_json):
     config_json(postgres_pool_min_size="lots")
-    with pytest.raises(ConfigError, match="pool_min_size from config.json key 'postgres_pool_min_size' must be"):
+    with pytest.raises(
+        ConfigError, match="pool_min_size from config.json key 'postgres_pool_min_size' must be"
+    ):
         Settings.load()
 
 
-@pytest.mark.parametrize("raw, value", [("1", True), ("yes", True), (" ON ", True), ("true", True),
-                                        ("0", False), ("no", False), ("Off", False), ("FALSE", False)])
+@pytest.mark.parametrize(
+    "raw, value",
+    [
+        ("1", True),
+        ("yes", True),
+        (" ON ", True),
+        ("true", True),
+        ("0", False),
+        ("no", False),
+        ("Off", False),
+        ("FALSE", False),
+    ],
+)
 def test_boolean_spellings(monkeypatch, raw, value):
     monkeypatch.setenv("MEMPALACE_PG_AUTO_UPGRADE", raw)
     assert Settings.load().auto_upgrade is value
@@ -180,14 +213,17 @@ def test_config_json_booleans_and_numbers_as_json_types(config_json):
     assert s.auto_upgrade is False and s.connect_timeout_s == 3
 
 
-@pytest.mark.parametrize("env, value, match", [
-    ("MEMPALACE_PG_POOL_MIN_SIZE", "-1", "must not be negative"),
-    ("MEMPALACE_PG_POOL_MIN_SIZE", "9", "pool sizes must satisfy"),  # above the default max of 8
-    ("MEMPALACE_PG_POOL_MAX_SIZE", "0", "pool sizes must satisfy"),
-    ("MEMPALACE_PG_EF_SEARCH", "0", "between 1 and 1000"),
-    ("MEMPALACE_PG_NAMESPACE", "has space", "namespace 'has space' must be 1-64 characters"),
-    ("MEMPALACE_PG_NAMESPACE", "n" * 65, "must be 1-64 characters"),
-])
+@pytest.mark.parametrize(
+    "env, value, match",
+    [
+        ("MEMPALACE_PG_POOL_MIN_SIZE", "-1", "must not be negative"),
+        ("MEMPALACE_PG_POOL_MIN_SIZE", "9", "pool sizes must satisfy"),  # above the default max of 8
+        ("MEMPALACE_PG_POOL_MAX_SIZE", "0", "pool sizes must satisfy"),
+        ("MEMPALACE_PG_EF_SEARCH", "0", "between 1 and 1000"),
+        ("MEMPALACE_PG_NAMESPACE", "has space", "namespace 'has space' must be 1-64 characters"),
+        ("MEMPALACE_PG_NAMESPACE", "n" * 65, "must be 1-64 characters"),
+    ],
+)
 def test_values_out_of_range_are_refused(monkeypatch, env, value, match):
     monkeypatch.setenv(env, value)
     with pytest.raises(ConfigError, match=match):

@@ -21,6 +21,7 @@ def test_hooks_are_installed_when_python_starts(tmp_path):
         "for f in (off_vocabulary_facts, resolve_kg_path, _read_kg, graph.sqlite_grouped_counts_reader):\n"
         "    assert hasattr(f, '__wrapped__'), f\n"
         "assert 'postgres' in palace._MULTI_PROCESS_WRITER_BACKENDS\n"
-        "print('ok')\n")
+        "print('ok')\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr

@@ -12,16 +12,19 @@ from mempalace.config import strip_lone_surrogates
 from mempalace_pg.text import storable, storable_any
 
 
-@pytest.mark.parametrize("raw, stored", [
-    ("plain", "plain"),
-    ("", ""),
-    ("a\x00b\x00", "ab"),
-    ("\x00", ""),
-    ("bad \udc80 name", "bad \ufffd name"),
-    ("\ud800\udc00", "\ufffd\ufffd"),  # a surrogate pair in a Python str is two lone surrogates
-    ("\x00\udfff", "\ufffd"),
-    ("emoji \U0001F600 and é", "emoji \U0001F600 and é"),  # real astral characters are kept
-])
+@pytest.mark.parametrize(
+    "raw, stored",
+    [
+        ("plain", "plain"),
+        ("", ""),
+        ("a\x00b\x00", "ab"),
+        ("\x00", ""),
+        ("bad \udc80 name", "bad \ufffd name"),
+        ("\ud800\udc00", "\ufffd\ufffd"),  # a surrogate pair in a Python str is two lone surrogates
+        ("\x00\udfff", "\ufffd"),
+        ("emoji \U0001f600 and é", "emoji \U0001f600 and é"),  # real astral characters are kept
+    ],
+)
 def test_storable(raw, stored):
     assert storable(raw) == stored
     assert storable(stored) == stored  # once is enough
@@ -34,8 +37,9 @@ def test_a_clean_string_comes_back_as_the_same_object():
 
 
 #: Any text, NUL and lone surrogates included (st.text leaves surrogates out, whatever its alphabet).
-ANY_TEXT = st.lists(st.one_of(st.characters(exclude_categories=()), st.sampled_from(["\x00", "\ud800", "\udfff"]))
-                    ).map("".join)
+ANY_TEXT = st.lists(
+    st.one_of(st.characters(exclude_categories=()), st.sampled_from(["\x00", "\ud800", "\udfff"]))
+).map("".join)
 
 
 @given(ANY_TEXT)
@@ -45,8 +49,13 @@ def test_storable_is_what_mempalaces_pgvector_backend_stores(text):
 
 def test_storable_any_reaches_every_string_inside():
     value = {"k\x00": ["a\x00", ("t\udc80", 1)], 2: {"inner": "x\x00"}, "n": None, "f": 1.5, True: False}
-    assert storable_any(value) == {"k": ["a", ["t\ufffd", 1]], 2: {"inner": "x"}, "n": None, "f": 1.5,
-                                   True: False}
+    assert storable_any(value) == {
+        "k": ["a", ["t\ufffd", 1]],
+        2: {"inner": "x"},
+        "n": None,
+        "f": 1.5,
+        True: False,
+    }
 
 
 @pytest.mark.parametrize("value", [None, 0, 1.5, True, b"bytes\x00"])

@@ -32,7 +32,9 @@ def test_unreachable_server_names_target_never_password(tmp_path, monkeypatch):
 
 
 def test_unreachable_server_says_so_without_the_password(monkeypatch):
-    settings = Settings.load({"dsn": "postgresql://someone:s3cret-pw@127.0.0.1:9/nowhere", "connect_timeout_s": 2})
+    settings = Settings.load(
+        {"dsn": "postgresql://someone:s3cret-pw@127.0.0.1:9/nowhere", "connect_timeout_s": 2}
+    )
     kg = AgeKnowledgeGraph(palace_key="unreachable", settings=settings)
     with pytest.raises(DatabaseUnavailableError) as err:
         kg.add_triple("A", "p", "B")
@@ -40,10 +42,18 @@ def test_unreachable_server_says_so_without_the_password(monkeypatch):
 
 
 def test_cli_unreachable_server_exit_code_and_no_password(tmp_path):
-    env = dict(os.environ, MEMPALACE_PG_DSN="postgresql://u:hunter2-secret@127.0.0.1:1/db",
-               MEMPALACE_PG_CONNECT_TIMEOUT_S="2")
-    proc = subprocess.run([sys.executable, "-m", "mempalace_pg.cli", "db", "current"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    env = dict(
+        os.environ,
+        MEMPALACE_PG_DSN="postgresql://u:hunter2-secret@127.0.0.1:1/db",
+        MEMPALACE_PG_CONNECT_TIMEOUT_S="2",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mempalace_pg.cli", "db", "current"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "cannot connect to PostgreSQL at 127.0.0.1:1/db" in out
@@ -53,7 +63,9 @@ def test_cli_unreachable_server_exit_code_and_no_password(tmp_path):
 
 def test_connect_raises_database_unavailable():
     settings = Settings.load({"dsn": "postgresql://u:pw-xyz@127.0.0.1:1/d", "connect_timeout_s": 2})
-    with pytest.raises(DatabaseUnavailableError, match="cannot connect to PostgreSQL at 127.0.0.1:1/d") as info:
+    with pytest.raises(
+        DatabaseUnavailableError, match="cannot connect to PostgreSQL at 127.0.0.1:1/d"
+    ) as info:
         connect(settings)
     assert "pw-xyz" not in str(info.value)
 
@@ -63,21 +75,28 @@ def test_a_driver_message_echoing_the_password_is_scrubbed():
     error = describe_connect_error(settings, OSError("auth failed for password hunter2"))
     assert isinstance(error, DatabaseUnavailableError)
     message = str(error)
-    assert message.startswith("cannot connect to PostgreSQL at db:6000/p (DSN host=db port=6000 dbname=p user=u "
-                              "password=***): auth failed for password ***.")
+    assert message.startswith(
+        "cannot connect to PostgreSQL at db:6000/p (DSN host=db port=6000 dbname=p user=u "
+        "password=***): auth failed for password ***."
+    )
     assert "hunter2" not in message and "postgres_dsn" in message
 
 
 def test_an_empty_driver_message_is_named_by_its_type():
     settings = Settings.load({"dsn": "postgresql://h/d"})
-    assert "at h:5432/d (DSN postgresql://h/d): TimeoutError." in str(describe_connect_error(settings, TimeoutError()))
+    assert "at h:5432/d (DSN postgresql://h/d): TimeoutError." in str(
+        describe_connect_error(settings, TimeoutError())
+    )
 
 
-@pytest.mark.parametrize("message, dsn, scrubbed", [
-    ("bad pw s3cret here", "postgresql://u:s3cret@h/d", "bad pw *** here"),
-    ("bad pw s3cret here", "host=h password=s3cret", "bad pw *** here"),
-    ("nothing to hide", "postgresql://u@h/d", "nothing to hide"),
-    ("an unparseable DSN", "host='unterminated", "an unparseable DSN"),
-])
+@pytest.mark.parametrize(
+    "message, dsn, scrubbed",
+    [
+        ("bad pw s3cret here", "postgresql://u:s3cret@h/d", "bad pw *** here"),
+        ("bad pw s3cret here", "host=h password=s3cret", "bad pw *** here"),
+        ("nothing to hide", "postgresql://u@h/d", "nothing to hide"),
+        ("an unparseable DSN", "host='unterminated", "an unparseable DSN"),
+    ],
+)
 def test_scrub_password(message, dsn, scrubbed):
     assert scrub_password(message, dsn) == scrubbed

@@ -19,9 +19,10 @@ from mempalace_pg.db.schema import (
 
 
 def test_render_sql_fills_identifiers_and_literals():
-    text = 'CREATE TABLE :"schema".t (g text DEFAULT :\'graph\'); SELECT :"graph", :\'schema\';'
+    text = "CREATE TABLE :\"schema\".t (g text DEFAULT :'graph'); SELECT :\"graph\", :'schema';"
     assert render_sql(text, {"schema": "mempalace", "graph": "mempalace_kg"}) == (
-        'CREATE TABLE "mempalace".t (g text DEFAULT \'mempalace_kg\'); SELECT "mempalace_kg", \'mempalace\';')
+        "CREATE TABLE \"mempalace\".t (g text DEFAULT 'mempalace_kg'); SELECT \"mempalace_kg\", 'mempalace';"
+    )
 
 
 def test_render_sql_leaves_other_text_alone():
@@ -30,10 +31,13 @@ def test_render_sql_leaves_other_text_alone():
     assert render_sql("no variables", {}) == "no variables"
 
 
-@pytest.mark.parametrize("value", ["Bad", "1abc", "x\"; DROP SCHEMA public; --", "a'b", "", "a" * 64, "abc def",
-                                   None])
+@pytest.mark.parametrize(
+    "value", ["Bad", "1abc", 'x"; DROP SCHEMA public; --', "a'b", "", "a" * 64, "abc def", None]
+)
 def test_render_sql_refuses_anything_but_a_plain_identifier(value):
-    with pytest.raises(ConfigError, match="the SQL variable schema .* is not a valid name: use 1-63 characters"):
+    with pytest.raises(
+        ConfigError, match="the SQL variable schema .* is not a valid name: use 1-63 characters"
+    ):
         render_sql(':"schema"', {"schema": value})
 
 
@@ -59,7 +63,7 @@ def test_head_revision_constant_matches_migrations():
 
 
 def test_one_migration_per_sql_file_of_the_same_name():
-    """The convention CONTRIBUTING.md states: sql/NNNN_name.sql is applied by migrations/versions/NNNN_name.py."""
+    """CONTRIBUTING.md's convention: sql/NNNN_name.sql is applied by migrations/versions/NNNN_name.py."""
     revisions = sorted((migrations_dir() / "versions").glob("0*.py"))
     assert revisions[-1].stem == HEAD_REVISION
     assert [p.stem for p in revisions] == sorted(p.stem for p in sql_dir().glob("0*.sql"))

@@ -36,10 +36,19 @@ def test_checked_row_count_refuses_what_is_not_exactly_an_int(count):
         checked_row_count(count)
 
 
-@pytest.mark.parametrize("value, lowest, clamped", [
-    (5, 0, 5), (-3, 0, 0), (0, 1, 1), (10**12, 0, MAX_ROW_COUNT), ("7", 0, 7), (3.9, 0, 3), (np.int64(4), 1, 4),
-    (True, 0, 1),
-])
+@pytest.mark.parametrize(
+    "value, lowest, clamped",
+    [
+        (5, 0, 5),
+        (-3, 0, 0),
+        (0, 1, 1),
+        (10**12, 0, MAX_ROW_COUNT),
+        ("7", 0, 7),
+        (3.9, 0, 3),
+        (np.int64(4), 1, 4),
+        (True, 0, 1),
+    ],
+)
 def test_clamped_row_count(value, lowest, clamped):
     got = clamped_row_count(value, lowest)
     assert got == clamped and type(got) is int

@@ -31,30 +31,39 @@ def inline(where=None, where_document=None, **options) -> str:
     return PLACEHOLDER.sub(lambda m: sql.Literal(params[m.group(1)]).as_string(None), text)
 
 
-@pytest.mark.parametrize("where, expected", [
-    (None, {}),
-    ({}, {}),
-    ({"wing": "a"}, {"wing": "a"}),
-    ({"wing": "a", "room": "b"}, {"wing": "a", "room": "b"}),
-    ({"$and": [{"wing": "a"}, {"room": {"$eq": "b"}}]}, {"wing": "a", "room": "b"}),
-    ({"$and": [{"wing": "a"}, {"wing": "b"}]}, None),
-    ({"wing": 1}, None),
-    ({"wing": {"$ne": "a"}}, None),
-    ({"$or": [{"wing": "a"}]}, None),
-    ({"source_file": "x"}, None),
-])
+@pytest.mark.parametrize(
+    "where, expected",
+    [
+        (None, {}),
+        ({}, {}),
+        ({"wing": "a"}, {"wing": "a"}),
+        ({"wing": "a", "room": "b"}, {"wing": "a", "room": "b"}),
+        ({"$and": [{"wing": "a"}, {"room": {"$eq": "b"}}]}, {"wing": "a", "room": "b"}),
+        ({"$and": [{"wing": "a"}, {"wing": "b"}]}, None),
+        ({"wing": 1}, None),
+        ({"wing": {"$ne": "a"}}, None),
+        ({"$or": [{"wing": "a"}]}, None),
+        ({"source_file": "x"}, None),
+    ],
+)
 def test_wing_room_equalities(where, expected):
     assert wing_room_equalities(where) == expected
 
 
-@pytest.mark.parametrize("where, expected", [
-    ({"$and": [{"wing": "a"}, {"$and": [{"room": "b"}, {"wing": {"$eq": "a"}}]}]}, {"wing": "a", "room": "b"}),
-    ({"wing": "a\x00"}, {"wing": "a"}),  # compared as it was stored
-    ({"wing": {"$eq": "a", "$ne": "b"}}, None),
-    ({"$and": ["not a dict"]}, None),
-    ({"$and": {"wing": "a"}}, None),
-    (["wing"], None),
-])
+@pytest.mark.parametrize(
+    "where, expected",
+    [
+        (
+            {"$and": [{"wing": "a"}, {"$and": [{"room": "b"}, {"wing": {"$eq": "a"}}]}]},
+            {"wing": "a", "room": "b"},
+        ),
+        ({"wing": "a\x00"}, {"wing": "a"}),  # compared as it was stored
+        ({"wing": {"$eq": "a", "$ne": "b"}}, None),
+        ({"$and": ["not a dict"]}, None),
+        ({"$and": {"wing": "a"}}, None),
+        (["wing"], None),
+    ],
+)
 def test_wing_room_equalities_nested_and_odd_shapes(where, expected):
     assert wing_room_equalities(where) == expected
 
@@ -69,7 +78,9 @@ def test_values_and_field_names_are_bound_never_written_into_the_text():
     text, params = compiled({evil: evil, "wing": evil, "n": {"$in": [evil, 3]}}, {"$contains": evil})
     assert evil not in text and "DROP" not in text
     assert list(params.values()).count(evil) >= 4
-    assert any(evil in v for v in params.values() if isinstance(v, str) and v != evil)  # in the containment JSON
+    assert any(
+        evil in v for v in params.values() if isinstance(v, str) and v != evil
+    )  # in the containment JSON
 
 
 def test_each_value_has_its_own_name_in_order_with_the_prefix_asked_for():
@@ -79,22 +90,33 @@ def test_each_value_has_its_own_name_in_order_with_the_prefix_asked_for():
 
 
 def test_a_string_column_is_compared_through_its_index_prefix():
-    assert inline({"wing": "w" * 300}) == (
-        f"(left(\"wing\", 256) = '{'w' * 256}'::text AND \"wing\" = '{'w' * 300}'::text AND \"wing\" IS NOT NULL)")
+    short, long = "w" * 256, "w" * 300
+    assert inline({"wing": long}) == (
+        f'(left("wing", 256) = \'{short}\'::text AND "wing" = \'{long}\'::text AND "wing" IS NOT NULL)'
+    )
     assert inline({"source_file": {"$in": ["b" * 700, "a"]}}) == (
         f"(left(\"source_file\", 600) = ANY('{{a,{'b' * 600}}}'::text[]) "
-        f"AND \"source_file\" = ANY('{{{'b' * 700},a}}'::text[]) AND \"source_file\" IS NOT NULL)")
+        f'AND "source_file" = ANY(\'{{{"b" * 700},a}}\'::text[]) AND "source_file" IS NOT NULL)'
+    )
 
 
 def test_other_fields_are_read_from_the_metadata_column():
     assert inline({"topic": "x"}) == (
-        """("metadata" @> '{"topic": "x"}'::jsonb AND ("metadata" -> 'topic') = '"x"'::jsonb)""")
+        """("metadata" @> '{"topic": "x"}'::jsonb AND ("metadata" -> 'topic') = '"x"'::jsonb)"""
+    )
 
 
 def test_the_columns_can_be_named():
-    text = inline({"topic": 1}, {"$contains": "y"}, metadata_column=sql.Identifier("r", "meta"),
-                  document_column=sql.Identifier("r", "doc"))
-    assert text == """((("r"."meta" -> 'topic') = ANY('{1,true}'::jsonb[])) IS TRUE AND (strpos("r"."doc", 'y'::text) > 0))"""
+    text = inline(
+        {"topic": 1},
+        {"$contains": "y"},
+        metadata_column=sql.Identifier("r", "meta"),
+        document_column=sql.Identifier("r", "doc"),
+    )
+    assert text == (
+        """((("r"."meta" -> 'topic') = ANY('{1,true}'::jsonb[])) IS TRUE """
+        """AND (strpos("r"."doc", 'y'::text) > 0))"""
+    )
 
 
 def test_numbers_match_booleans_as_python_does():
@@ -102,8 +124,17 @@ def test_numbers_match_booleans_as_python_does():
     assert inline({"n": False}) == """(("metadata" -> 'n') = ANY('{0,false}'::jsonb[])) IS TRUE"""
 
 
-@pytest.mark.parametrize("where", [{"n": float("nan")}, {"n": float("inf")}, {"n": {"$in": []}},
-                                   {"$or": []}, {"n": {"$gt": float("nan")}}, {"n": {"$lt": None}}])
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"n": float("nan")},
+        {"n": float("inf")},
+        {"n": {"$in": []}},
+        {"$or": []},
+        {"n": {"$gt": float("nan")}},
+        {"n": {"$lt": None}},
+    ],
+)
 def test_what_nothing_can_match_is_false(where):
     assert compiled(where)[0] == "FALSE"
 
@@ -124,18 +155,21 @@ def test_logic_nests_with_parentheses():
     assert text.startswith("((left(") and " OR ((left(" in text and ") AND ((CASE jsonb_typeof(" in text
 
 
-@pytest.mark.parametrize("where, where_document", [
-    ({"wing": {"$regex": "x"}}, None),
-    ({"$nor": [{"wing": "a"}]}, None),
-    ({"wing": {"$in": "not-a-list"}}, None),
-    ({"$and": {"wing": "a"}}, None),
-    ({1: "a"}, None),
-    ("wing", None),
-    (None, {"$not_contains": "x"}),
-    (None, "text"),
-    (None, {"$and": "x"}),
-    ({"n": {"$eq": {1, 2}}}, None),  # a set has no JSON form
-])
+@pytest.mark.parametrize(
+    "where, where_document",
+    [
+        ({"wing": {"$regex": "x"}}, None),
+        ({"$nor": [{"wing": "a"}]}, None),
+        ({"wing": {"$in": "not-a-list"}}, None),
+        ({"$and": {"wing": "a"}}, None),
+        ({1: "a"}, None),
+        ("wing", None),
+        (None, {"$not_contains": "x"}),
+        (None, "text"),
+        (None, {"$and": "x"}),
+        ({"n": {"$eq": {1, 2}}}, None),  # a set has no JSON form
+    ],
+)
 def test_unsupported_filters_raise(where, where_document):
     with pytest.raises(UnsupportedFilterError):
         compile_filters(where, where_document)

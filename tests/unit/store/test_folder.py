@@ -24,10 +24,10 @@ def test_merges_leave_full_segments_as_they_are():
     assert Folder.merge_plan([big, *newer[:3]], quiet=False) == []
     assert Folder.merge_plan([big, *newer], quiet=False) == newer[1:]
     # folds that grow with the tail (a folder behind the writer): merged only up to BUSY_MERGE_ROWS
-    slow = [segment(3000 + 500 * i, 10 ** 5 * i) for i in range(8)]
+    slow = [segment(3000 + 500 * i, 10**5 * i) for i in range(8)]
     assert Folder.merge_plan(slow, quiet=False) == slow[-3:]
     assert sum(s[3] for s in slow[-3:]) <= indexing.BUSY_MERGE_ROWS < sum(s[3] for s in slow[-4:])
-    doubling = [segment(4000 * 2 ** i, 10 ** 6 * i) for i in range(5)]
+    doubling = [segment(4000 * 2**i, 10**6 * i) for i in range(5)]
     assert Folder.merge_plan(doubling, quiet=False) == []
     # below SEGMENT_ROWS in all, a pause merges everything into one
     small = [segment(1000, i * 1000) for i in range(3)]
@@ -40,5 +40,7 @@ def test_nothing_to_merge_in_one_segment_or_none():
         assert Folder.merge_plan([], quiet=quiet) == []
         assert Folder.merge_plan([segment(10)], quiet=quiet) == []
         # full segments are never merged, however many
-        assert Folder.merge_plan([segment(indexing.SEGMENT_ROWS, i * 10**6) for i in range(5)],
-                                          quiet=quiet) == []
+        assert (
+            Folder.merge_plan([segment(indexing.SEGMENT_ROWS, i * 10**6) for i in range(5)], quiet=quiet)
+            == []
+        )
