@@ -27,7 +27,7 @@ DEFAULT_SCHEMA = "mempalace"
 #: lower-case letters, digits and _, starting with a letter, at most 63 characters (PostgreSQL's
 #: limit). A name the user chooses (schema, role) may have at most NAME_MAX of them, so that the names
 #: derived from it (``<schema>_kg``, index and lock names) still fit.
-IDENTIFIER_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+IDENTIFIER_RE = re.compile(r"[a-z][a-z0-9_]{0,62}")
 NAME_MAX = 48
 
 # setting name -> (environment variable, config.json key, default, parser)
@@ -52,7 +52,7 @@ class ConfigError(ValueError):
 def validate_identifier(value: str, what: str, *, longest: int = NAME_MAX) -> str:
     """Return ``value`` if it is safe to use as a SQL identifier of at most ``longest`` characters
     (IDENTIFIER_RE), else raise :class:`ConfigError`. Derived names pass ``longest=63``."""
-    if not isinstance(value, str) or not IDENTIFIER_RE.match(value) or len(value) > longest:
+    if not isinstance(value, str) or not IDENTIFIER_RE.fullmatch(value) or len(value) > longest:
         raise ConfigError(
             f"{what} {value!r} is not a valid name: use 1-{longest} characters a-z, 0-9 and _, "
             "starting with a letter"

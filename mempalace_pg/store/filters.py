@@ -80,9 +80,10 @@ class _Compiler:
 
     def equals(self, name: str, expected: Any) -> sql.Composable:
         """SQL that is TRUE exactly when Python's ``meta.get(name) == expected`` is True (never NULL)."""
-        field = self.field(name)
+        if not isinstance(name, str):
+            raise UnsupportedFilterError(f"metadata field names must be strings, not {name!r}")
         if expected is None:
-            return sql.SQL("({f} IS NULL OR {f} = 'null'::jsonb)").format(f=field)
+            return sql.SQL("({f} IS NULL OR {f} = 'null'::jsonb)").format(f=self.field(name))
         if isinstance(expected, str):
             if name in STRING_COLUMNS:
                 # The index finds the prefix; "col = v AND col IS NOT NULL" decides, and is never NULL
@@ -93,7 +94,7 @@ class _Compiler:
             # Containment first, for the GIN index; then the exact test ({"f": ["v"]} contains {"f": "v"}).
             return sql.SQL("({m} @> {j}::jsonb AND {f} = {v}::jsonb)").format(
                 m=self.meta, j=self.param(json.dumps({name: expected}, ensure_ascii=False)),
-                f=field, v=self.param(_json_text(expected)))
+                f=self.field(name), v=self.param(_json_text(expected)))
         if isinstance(expected, bool) or _is_number(expected):
             if isinstance(expected, float) and not math.isfinite(expected):
                 return _FALSE  # JSON numbers are finite: nothing stored equals inf or nan
@@ -103,8 +104,8 @@ class _Compiler:
                 candidates.append("true")
             elif number == 0:
                 candidates.append("false")
-            return sql.SQL("({} = ANY({}::jsonb[])) IS TRUE").format(field, self.param(candidates))
-        return sql.SQL("({} = {}::jsonb) IS TRUE").format(field, self.param(_json_text(expected)))
+            return sql.SQL("({} = ANY({}::jsonb[])) IS TRUE").format(self.field(name), self.param(candidates))
+        return sql.SQL("({} = {}::jsonb) IS TRUE").format(self.field(name), self.param(_json_text(expected)))
 
     def member(self, name: str, values: Any) -> sql.Composable:
         if not isinstance(values, (list, tuple)):

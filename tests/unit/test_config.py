@@ -238,3 +238,17 @@ def test_settings_show_the_dsn_redacted(monkeypatch):
 
 def test_config_error_is_a_value_error():
     assert issubclass(ConfigError, ValueError)
+
+
+def test_an_identifier_with_a_trailing_newline_is_refused():
+    """The rule matches the whole name: ``re.match(...$)`` would let "abc\\n" through."""
+    import pytest
+
+    from mempalace_pg.config import ConfigError, validate_identifier
+    from mempalace_pg.db.schema import render_sql
+
+    with pytest.raises(ConfigError):
+        validate_identifier("abc\n", "schema")
+    with pytest.raises(ConfigError):
+        render_sql(':"schema"', {"schema": "abc\n"})
+    assert validate_identifier("ab", "schema") == "ab"  # the old 3-63 copy refused two letters

@@ -18,10 +18,10 @@ PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 def compiled(where=None, where_document=None, **options) -> tuple[str, dict]:
     """The filter's SQL text (psycopg >= 3.2 renders identifiers without a connection) and parameters,
-    checked to hold a value for every placeholder."""
+    checked to hold a value for every placeholder and no value the text does not use."""
     condition, params = compile_filters(where, where_document, **options)
     text = condition.as_string(None)
-    assert set(PLACEHOLDER.findall(text)) <= set(params), text
+    assert set(PLACEHOLDER.findall(text)) == set(params), (text, params)
     return text, params
 
 
