@@ -43,7 +43,9 @@ CHUNKS_PER_FILE = 10
 BATCH = 1000
 PLANTED = "zyzzyvaquartz"
 PLANTED_AT = 1234  # the one drawer whose text holds PLANTED
-VOCAB = [f"w{i}" for i in range(4000)] + "the palace memory postgres garden basil decision meeting code review".split()
+VOCAB = [
+    f"w{i}" for i in range(4000)
+] + "the palace memory postgres garden basil decision meeting code review".split()
 
 
 # ----------------------------------------------------------------------------- data
@@ -71,11 +73,18 @@ def batch_data(start: int, n: int, centers: np.ndarray):
         if i == PLANTED_AT:
             text += f" {PLANTED}"
         docs.append(text)
-        metas.append({
-            "wing": wing, "room": room, "source_file": f"/home/user/projects/{wing}/file_{file_no}.md",
-            "chunk_index": i % CHUNKS_PER_FILE, "added_by": "miner", "normalize_version": 2,
-            "filed_at": (base + timedelta(minutes=i)).isoformat(), "source_mtime": 1735689600.0 + i,
-        })
+        metas.append(
+            {
+                "wing": wing,
+                "room": room,
+                "source_file": f"/home/user/projects/{wing}/file_{file_no}.md",
+                "chunk_index": i % CHUNKS_PER_FILE,
+                "added_by": "miner",
+                "normalize_version": 2,
+                "filed_at": (base + timedelta(minutes=i)).isoformat(),
+                "source_mtime": 1735689600.0 + i,
+            }
+        )
     return ids, docs, metas, vecs
 
 
@@ -101,8 +110,12 @@ def open_collection(name: str, palace: str, dsn: str, tag: str):
         from mempalace.backends.pgvector import PgVectorBackend
 
         backend = PgVectorBackend()
-        col = backend.get_collection(palace=ref, collection_name="mempalace_drawers", create=True,
-                                     options={"dsn": dsn, "namespace": f"bench_{tag}"})
+        col = backend.get_collection(
+            palace=ref,
+            collection_name="mempalace_drawers",
+            create=True,
+            options={"dsn": dsn, "namespace": f"bench_{tag}"},
+        )
         return backend, col
     if name == "chroma":
         from mempalace.backends.chroma import ChromaBackend
@@ -134,8 +147,10 @@ def cleanup(name: str, dsn: str, tag: str, col) -> None:
         if name == "postgres":
             conn.execute(f"DROP SCHEMA IF EXISTS bench_{tag} CASCADE")
             # the palace's AGE graph lives in its own schema, registered in ag_catalog: drop it through AGE
-            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                         (f"bench_{tag}_kg",))
+            conn.execute(
+                "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                (f"bench_{tag}_kg",),
+            )
         elif name.startswith("pgvector"):
             conn.execute(f'DROP TABLE IF EXISTS "{col._table}"')
 
@@ -158,7 +173,8 @@ def load_drawers(col, name: str, n: int, centers) -> float:
 
 # ----------------------------------------------------------------------------- timing
 def timed(fn, *, reps: int, budget_s: float = 20.0, min_reps: int = 5):
-    """Call fn(i) up to ``reps`` times (fewer if it runs past ``budget_s``); return ms timings, last result."""
+    """Call fn(i) up to ``reps`` times (fewer if it runs past ``budget_s``); return ms timings, last
+    result."""
     times, result = [], None
     start = time.perf_counter()
     for i in range(reps):
@@ -180,7 +196,7 @@ def rss_mb() -> float:
 
 
 # ----------------------------------------------------------------------------- child: one backend, one size
-def run_child(name: str, n: int, dsn: str) -> dict:
+def run_child(name: str, n: int, dsn: str) -> dict:  # noqa: C901 - one linear script of timed steps
     tag = f"{name}_{n}_{uuid.uuid4().hex[:6]}"
     workdir = Path(tempfile.mkdtemp(prefix="mpbench_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
@@ -208,9 +224,14 @@ def run_child(name: str, n: int, dsn: str) -> dict:
             col.run_maintenance("reindex")
             col.run_maintenance("analyze")
             index_s = time.perf_counter() - t1
-        out["ingest"] = {"seconds": load_s + index_s, "load_seconds": load_s, "index_seconds": index_s,
-                         "rows_per_s": n / (load_s + index_s), "rss_mb_peak": rss_mb(),
-                         "rss_mb_before": rss_before}
+        out["ingest"] = {
+            "seconds": load_s + index_s,
+            "load_seconds": load_s,
+            "index_seconds": index_s,
+            "rows_per_s": n / (load_s + index_s),
+            "rss_mb_peak": rss_mb(),
+            "rss_mb_before": rss_before,
+        }
         if name.startswith("pgvector"):
             # the built-in backend leaves its freshly filled table to autovacuum: settle it before measuring
             # (not counted as its ingest; `postgres` bulk loads end with their own VACUUM, which is counted)
@@ -224,27 +245,35 @@ def run_child(name: str, n: int, dsn: str) -> dict:
         all_ids = []
         for start in range(0, n, BATCH):
             ids, _docs, metas, vecs = batch_data(start, min(BATCH, n - start), centers)
-            all_vecs[start:start + len(ids)] = vecs
-            all_meta_wing[start:start + len(ids)] = [m["wing"] for m in metas]
-            all_meta_room[start:start + len(ids)] = [m["room"] for m in metas]
+            all_vecs[start : start + len(ids)] = vecs
+            all_meta_wing[start : start + len(ids)] = [m["wing"] for m in metas]
+            all_meta_room[start : start + len(ids)] = [m["room"] for m in metas]
             all_ids.extend(ids)
         all_ids_arr = np.asarray(all_ids)
         queries = query_vectors(100, 777, centers)
         filters = {
             "unfiltered": (None, np.ones(n, dtype=bool)),
             "wing": ({"wing": "wing_3"}, all_meta_wing == "wing_3"),
-            "wing_room": ({"$and": [{"wing": "wing_3"}, {"room": "room_4"}]},
-                          (all_meta_wing == "wing_3") & (all_meta_room == "room_4")),
+            "wing_room": (
+                {"$and": [{"wing": "wing_3"}, {"room": "room_4"}]},
+                (all_meta_wing == "wing_3") & (all_meta_room == "room_4"),
+            ),
         }
         out["query"] = {}
         for label, (where, mask) in filters.items():
             recalls, returned = [], []
             # Ground truth first, so no numpy work runs between (or during) the timed calls.
-            truths = [set(all_ids_arr[mask][np.argsort(-(all_vecs[mask] @ q))[:10]].tolist()) for q in queries]
+            truths = [
+                set(all_ids_arr[mask][np.argsort(-(all_vecs[mask] @ q))[:10]].tolist()) for q in queries
+            ]
 
             def one(i, where=where):
-                res = col.query(query_embeddings=[queries[i].tolist()], n_results=10, where=where,
-                                include=["metadatas", "distances"])
+                res = col.query(
+                    query_embeddings=[queries[i].tolist()],
+                    n_results=10,
+                    where=where,
+                    include=["metadatas", "distances"],
+                )
                 return res.ids[0]
 
             one(0)  # warm-up (planning, caches)
@@ -257,18 +286,26 @@ def run_child(name: str, n: int, dsn: str) -> dict:
                 returned.append(len(got))
                 if i >= 9 and sum(times) > 30_000:
                     break
-            out["query"][label] = {**summary(times), "recall_at_10": float(np.mean(recalls)),
-                                   "rows_returned": float(np.mean(returned))}
+            out["query"][label] = {
+                **summary(times),
+                "recall_at_10": float(np.mean(recalls)),
+                "rows_returned": float(np.mean(returned)),
+            }
         del all_vecs
 
         rng = np.random.default_rng(99)
         sample = [all_ids[int(k)] for k in rng.choice(n, size=min(n, 400), replace=False)]
         ops = {}
-        t, res = timed(lambda i: col.get(ids=sample[i * 10:(i + 1) * 10], include=["documents", "metadatas"]), reps=40)
+        t, res = timed(
+            lambda i: col.get(ids=sample[i * 10 : (i + 1) * 10], include=["documents", "metadatas"]), reps=40
+        )
         assert len(res.ids) == 10
         ops["get_ids_10"] = summary(t)
         t, res = timed(lambda i: col.lexical_search(query=f"{PLANTED} palace", n_results=10), reps=30)
-        ops["lexical_search"] = {**summary(t), "planted_found": bool(res.hits) and res.hits[0].id.endswith(f"{PLANTED_AT:08d}")}
+        ops["lexical_search"] = {
+            **summary(t),
+            "planted_found": bool(res.hits) and res.hits[0].id.endswith(f"{PLANTED_AT:08d}"),
+        }
         t, res = timed(lambda i: col.get_recent(limit=20), reps=30)
         ops["get_recent_20"] = summary(t)
         try:
@@ -279,22 +316,33 @@ def run_child(name: str, n: int, dsn: str) -> dict:
         t, res = timed(lambda i: col.get_all_metadata(), reps=10, budget_s=30, min_reps=3)
         assert len(res) == n
         ops["get_all_metadata"] = summary(t)
-        t, _ = timed(lambda i: col.get(where={"source_file": f"/home/user/projects/wing_1/file_{i * 7 + 1}.md"},
-                                       include=["metadatas"], limit=1000, offset=0), reps=30)
+        t, _ = timed(
+            lambda i: col.get(
+                where={"source_file": f"/home/user/projects/wing_1/file_{i * 7 + 1}.md"},
+                include=["metadatas"],
+                limit=1000,
+                offset=0,
+            ),
+            reps=30,
+        )
         ops["get_where_source_file"] = summary(t)
 
         # -- writes of 10: add and update ------------------------------------------------------
         newq = query_vectors(400, 4242, centers)
 
         def add10(i):
-            col.add(ids=[f"new_{i}_{j}" for j in range(10)], documents=[f"new drawer {i} {j}" for j in range(10)],
-                    metadatas=[{"wing": "wing_new", "room": "r", "filed_at": "2027-01-01T00:00:00"}] * 10,
-                    embeddings=newq[i * 10:(i + 1) * 10].tolist())
+            col.add(
+                ids=[f"new_{i}_{j}" for j in range(10)],
+                documents=[f"new drawer {i} {j}" for j in range(10)],
+                metadatas=[{"wing": "wing_new", "room": "r", "filed_at": "2027-01-01T00:00:00"}] * 10,
+                embeddings=newq[i * 10 : (i + 1) * 10].tolist(),
+            )
 
         t, _ = timed(add10, reps=20)
         ops["add_10"] = summary(t)
-        t, _ = timed(lambda i: col.update(ids=sample[i * 10:(i + 1) * 10],
-                                          metadatas=[{"touched": i}] * 10), reps=20)
+        t, _ = timed(
+            lambda i: col.update(ids=sample[i * 10 : (i + 1) * 10], metadatas=[{"touched": i}] * 10), reps=20
+        )
         ops["update_10"] = summary(t)
         out["ops"] = ops
 
@@ -309,8 +357,11 @@ def run_child(name: str, n: int, dsn: str) -> dict:
         inc_s = time.perf_counter() - t0
         found = col.get(ids=last_ids, include=[]).ids
         top = col.query(query_embeddings=[last_vecs[-1].tolist()], n_results=1).ids[0]
-        out["incremental"] = {"rows_per_s": inc_batches * 50 / inc_s, "batches": inc_batches,
-                              "findable": len(found) == 50 and top == [last_ids[-1]]}
+        out["incremental"] = {
+            "rows_per_s": inc_batches * 50 / inc_s,
+            "batches": inc_batches,
+            "findable": len(found) == 50 and top == [last_ids[-1]],
+        }
         if name == "postgres":
             # Those rows wait in the tail until the folder process builds them a segment: time it.
             from mempalace_pg.store import indexing
@@ -339,8 +390,9 @@ def provisioned_dsn() -> str:
     dsn = os.environ.get("MEMPALACE_PG_DSN") or os.environ.get("MEMPALACE_PG_TEST_DSN")
     if dsn:
         return dsn
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "provision-postgres.sh")], capture_output=True,
-                          text=True, check=True)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "provision-postgres.sh")], capture_output=True, text=True, check=True
+    )
     return proc.stdout.strip().splitlines()[-1]
 
 
@@ -352,16 +404,27 @@ class ChildFailed(RuntimeError):
         self.returncode, self.stderr = returncode, stderr
 
 
-def child_json(script: str, child_args: list, dsn: str, *, capture_stderr: bool = False,
-               env: Optional[dict] = None) -> dict:
+def child_json(
+    script: str, child_args: list, dsn: str, *, capture_stderr: bool = False, env: Optional[dict] = None
+) -> dict:
     """Run ``script --child <child_args>`` in a fresh Python process against ``dsn`` and return the JSON
     object it prints last. One BLAS thread: numpy's idle worker threads would otherwise spin on the
     second core while the store under test works. Its stderr streams through unless ``capture_stderr``;
     ``env`` adds to (or overrides) the environment it inherits."""
-    proc = subprocess.run([sys.executable, script, "--child", *map(str, child_args)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE if capture_stderr else None, text=True,
-                          env=dict(os.environ, MEMPALACE_PG_DSN=dsn, OPENBLAS_NUM_THREADS="1",
-                                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **(env or {})))
+    proc = subprocess.run(
+        [sys.executable, script, "--child", *map(str, child_args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if capture_stderr else None,
+        text=True,
+        env=dict(
+            os.environ,
+            MEMPALACE_PG_DSN=dsn,
+            OPENBLAS_NUM_THREADS="1",
+            OMP_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+            **(env or {}),
+        ),
+    )
     if proc.returncode != 0:
         raise ChildFailed(proc.returncode, proc.stderr or "")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -372,14 +435,24 @@ def versions(dsn: str) -> dict:
 
     with psycopg.connect(dsn) as conn:
         server = conn.execute("SHOW server_version").fetchone()[0]
-        ext = dict(conn.execute("SELECT name, default_version FROM pg_available_extensions "
-                                "WHERE name IN ('vector', 'age')").fetchall())
+        ext = dict(
+            conn.execute(
+                "SELECT name, default_version FROM pg_available_extensions WHERE name IN ('vector', 'age')"
+            ).fetchall()
+        )
     from importlib.metadata import version
 
-    return {"postgresql": server, "pgvector": ext.get("vector"), "age": ext.get("age"),
-            "mempalace": version("mempalace"), "mempalace_pg": version("mempalace-pg"),
-            "chromadb": version("chromadb"), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "machine": platform.machine()}
+    return {
+        "postgresql": server,
+        "pgvector": ext.get("vector"),
+        "age": ext.get("age"),
+        "mempalace": version("mempalace"),
+        "mempalace_pg": version("mempalace-pg"),
+        "chromadb": version("chromadb"),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
 
 
 def ratio(slow: float, fast: float) -> str:
@@ -389,12 +462,16 @@ def ratio(slow: float, fast: float) -> str:
 def render(results: list[dict], meta: dict) -> str:
     lines = [f"## Backends at {', '.join(f'{n:,}' for n in meta['sizes'])} drawers — {meta['date']}", ""]
     lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".")
-    lines.append(f"Command: `{meta['command']}`. Latencies in ms (p50 / p95); ratios are p50 of the other "
-                 "backend divided by p50 of `postgres` (higher = `postgres` faster).")
+    lines.append(
+        f"Command: `{meta['command']}`. Latencies in ms (p50 / p95); ratios are p50 of the other "
+        "backend divided by p50 of `postgres` (higher = `postgres` faster)."
+    )
     if any("settle_seconds" in r.get("ingest", {}) for r in results):
-        lines.append("The built-in `pgvector` tables were VACUUM (ANALYZE)d after loading, before any measurement "
-                     "(what autovacuum would do anyway; not counted as their ingest time). `postgres` bulk loads "
-                     "end with their own VACUUM, counted.")
+        lines.append(
+            "The built-in `pgvector` tables were VACUUM (ANALYZE)d after loading, before any measurement "
+            "(what autovacuum would do anyway; not counted as their ingest time). `postgres` bulk loads "
+            "end with their own VACUUM, counted."
+        )
     lines.append("")
     for n in meta["sizes"]:
         rows = {r["backend"]: r for r in results if r["n"] == n and "error" not in r}
@@ -402,52 +479,110 @@ def render(results: list[dict], meta: dict) -> str:
         if not rows:
             continue
         names = [b for b in ("postgres", "pgvector", "pgvector_hnsw", "chroma") if b in rows]
-        lines += [f"### {n:,} drawers", "", "| operation | " + " | ".join(names) + " | " +
-                  " | ".join(f"vs {b}" for b in names if b != "postgres") + " |",
-                  "|---" * (1 + len(names) + len([b for b in names if b != "postgres"])) + "|"]
+        lines += [
+            f"### {n:,} drawers",
+            "",
+            "| operation | "
+            + " | ".join(names)
+            + " | "
+            + " | ".join(f"vs {b}" for b in names if b != "postgres")
+            + " |",
+            "|---" * (1 + len(names) + len([b for b in names if b != "postgres"])) + "|",
+        ]
 
         def cell(stat):
-            return f"{stat['p50']:.2f} / {stat['p95']:.2f}" if stat and "p50" in stat else (stat or {}).get("error", "—")[:40]
+            return (
+                f"{stat['p50']:.2f} / {stat['p95']:.2f}"
+                if stat and "p50" in stat
+                else (stat or {}).get("error", "—")[:40]
+            )
 
         def add_row(label, getter, extra=None):
             stats = {b: getter(rows[b]) for b in names}
             ours = stats.get("postgres")
-            ratios = [ratio(stats[b]["p50"], ours["p50"]) if ours and stats[b] and "p50" in stats[b] and "p50" in ours
-                      else "—" for b in names if b != "postgres"]
-            lines.append(f"| {label} | " + " | ".join(cell(stats[b]) for b in names) + " | " + " | ".join(ratios) + " |")
+            ratios = [
+                ratio(stats[b]["p50"], ours["p50"])
+                if ours and stats[b] and "p50" in stats[b] and "p50" in ours
+                else "—"
+                for b in names
+                if b != "postgres"
+            ]
+            lines.append(
+                f"| {label} | "
+                + " | ".join(cell(stats[b]) for b in names)
+                + " | "
+                + " | ".join(ratios)
+                + " |"
+            )
 
         for q in ("unfiltered", "wing", "wing_room"):
             add_row(f"query k=10, {q.replace('_', '+')}", lambda r, q=q: r["query"][q])
-        for op, label in (("get_ids_10", "get(ids) of 10"), ("add_10", "add of 10"), ("update_10", "update of 10"),
-                          ("lexical_search", "lexical_search"), ("get_recent_20", "get_recent(20)"),
-                          ("facet_counts_wing", "facet_counts(wing)"), ("get_all_metadata", "get_all_metadata()"),
-                          ("get_where_source_file", "get(where source_file)")):
+        for op, label in (
+            ("get_ids_10", "get(ids) of 10"),
+            ("add_10", "add of 10"),
+            ("update_10", "update of 10"),
+            ("lexical_search", "lexical_search"),
+            ("get_recent_20", "get_recent(20)"),
+            ("facet_counts_wing", "facet_counts(wing)"),
+            ("get_all_metadata", "get_all_metadata()"),
+            ("get_where_source_file", "get(where source_file)"),
+        ):
             add_row(label, lambda r, op=op: r["ops"].get(op))
         lines += ["", "| quality and ingest | " + " | ".join(names) + " |", "|---" * (1 + len(names)) + "|"]
         for q in ("unfiltered", "wing", "wing_room"):
-            lines.append(f"| recall@10 / rows returned, {q.replace('_', '+')} | " + " | ".join(
-                f"{rows[b]['query'][q]['recall_at_10']:.3f} / {rows[b]['query'][q]['rows_returned']:.1f}" for b in names) + " |")
-        lines.append("| lexical: planted term found first | " + " | ".join(
-            str(rows[b]["ops"]["lexical_search"].get("planted_found")) for b in names) + " |")
-        lines.append("| bulk ingest to query-ready, drawers/s (s) | " + " | ".join(
-            f"{rows[b]['ingest']['rows_per_s']:,.0f} ({rows[b]['ingest']['seconds']:.1f} s)" for b in names) + " |")
-        lines.append("| incremental batches of 50 into the full palace, drawers/s | " + " | ".join(
-            f"{rows[b]['incremental']['rows_per_s']:,.0f}" + ("" if rows[b]['incremental']['findable'] else " (NOT findable)")
-            for b in names) + " |")
+            lines.append(
+                f"| recall@10 / rows returned, {q.replace('_', '+')} | "
+                + " | ".join(
+                    f"{rows[b]['query'][q]['recall_at_10']:.3f} / {rows[b]['query'][q]['rows_returned']:.1f}"
+                    for b in names
+                )
+                + " |"
+            )
+        lines.append(
+            "| lexical: planted term found first | "
+            + " | ".join(str(rows[b]["ops"]["lexical_search"].get("planted_found")) for b in names)
+            + " |"
+        )
+        lines.append(
+            "| bulk ingest to query-ready, drawers/s (s) | "
+            + " | ".join(
+                f"{rows[b]['ingest']['rows_per_s']:,.0f} ({rows[b]['ingest']['seconds']:.1f} s)"
+                for b in names
+            )
+            + " |"
+        )
+        lines.append(
+            "| incremental batches of 50 into the full palace, drawers/s | "
+            + " | ".join(
+                f"{rows[b]['incremental']['rows_per_s']:,.0f}"
+                + ("" if rows[b]["incremental"]["findable"] else " (NOT findable)")
+                for b in names
+            )
+            + " |"
+        )
         if "merge_drain_s" in rows["postgres"]["incremental"] if "postgres" in rows else False:
             inc = rows["postgres"]["incremental"]
-            lines.append(f"| `postgres`: rows still fresh after the writes / background merge drained in | "
-                         f"{inc['fresh_rows_at_end_of_writes']} / {inc['merge_drain_s']:.1f} s |" + " |" * (len(names) - 1))
-        lines.append("| peak RSS of the ingesting process, MB | " + " | ".join(
-            f"{rows[b]['ingest']['rss_mb_peak']:,.0f}" for b in names) + " |")
+            lines.append(
+                f"| `postgres`: rows still fresh after the writes / background merge drained in | "
+                f"{inc['fresh_rows_at_end_of_writes']} / {inc['merge_drain_s']:.1f} s |"
+                + " |"
+                * (len(names) - 1)
+            )
+        lines.append(
+            "| peak RSS of the ingesting process, MB | "
+            + " | ".join(f"{rows[b]['ingest']['rss_mb_peak']:,.0f}" for b in names)
+            + " |"
+        )
         for e in errs:
             lines.append(f"\n{e['backend']} failed at {n:,}: `{e['error'][:300]}`")
         lines.append("")
     return "\n".join(lines) + "\n"
 
 
-RESULTS_HEADER = ("# Benchmark results\n\nThe current result of each benchmark, produced by the script named with "
-                  "it, on the machine and versions stated with it.\n")
+RESULTS_HEADER = (
+    "# Benchmark results\n\nThe current result of each benchmark, produced by the script named with "
+    "it, on the machine and versions stated with it.\n"
+)
 
 
 def record_report(out: Path, name: str, report: str) -> None:
@@ -464,12 +599,19 @@ def record_report(out: Path, name: str, report: str) -> None:
         history.parent.mkdir(parents=True, exist_ok=True)
         past = history.read_text() if history.exists() else f"# {name}: earlier results, newest first\n"
         past_head, _, past_rest = past.partition("\n## ")
-        history.write_text(past_head.rstrip("\n") + "\n\n" + "".join(earlier).replace(marker, "").rstrip("\n")
-                           + "\n" + (f"\n## {past_rest}" if past_rest else ""))
+        history.write_text(
+            past_head.rstrip("\n")
+            + "\n\n"
+            + "".join(earlier).replace(marker, "").rstrip("\n")
+            + "\n"
+            + (f"\n## {past_rest}" if past_rest else "")
+        )
     section = report.rstrip("\n") + f"\n\n{marker}\n"
     if earlier:
         first = sections.index(earlier[0])
-        sections = [section if i == first else s for i, s in enumerate(sections) if i == first or marker not in s]
+        sections = [
+            section if i == first else s for i, s in enumerate(sections) if i == first or marker not in s
+        ]
     else:
         sections.insert(0, section)
     out.write_text(head.rstrip("\n") + "\n\n" + "\n".join(sections))
@@ -481,7 +623,9 @@ def main() -> int:
     ap.add_argument("--backends", default="postgres,pgvector,pgvector_hnsw,chroma")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     ap.add_argument("--json", default=str(HERE / "out" / "bench_backends.json"))
-    ap.add_argument("--no-write", action="store_true", help="print the report instead of appending it to --out")
+    ap.add_argument(
+        "--no-write", action="store_true", help="print the report instead of appending it to --out"
+    )
     ap.add_argument("--child", nargs=2, metavar=("BACKEND", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--from-json", help="render (and write) the report of an earlier run's --json file")
     args = ap.parse_args()
@@ -505,11 +649,21 @@ def main() -> int:
             try:
                 results.append(child_json(__file__, [name, n], dsn, capture_stderr=True))
             except ChildFailed as exc:
-                results.append({"backend": name, "n": n, "error": exc.stderr.strip().splitlines()[-1] if exc.stderr.strip() else "failed"})
+                results.append(
+                    {
+                        "backend": name,
+                        "n": n,
+                        "error": exc.stderr.strip().splitlines()[-1] if exc.stderr.strip() else "failed",
+                    }
+                )
                 print(exc.stderr[-3000:], file=sys.stderr)
             print(f"[bench]   done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    meta = {"sizes": sizes, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "versions": versions(dsn), "command": "python benchmarks/bench_backends.py " + " ".join(sys.argv[1:])}
+    meta = {
+        "sizes": sizes,
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": versions(dsn),
+        "command": "python benchmarks/bench_backends.py " + " ".join(sys.argv[1:]),
+    }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     report = render(results, meta)

@@ -63,39 +63,62 @@ def main() -> int:
         conn.execute("SET maintenance_work_mem = '512MB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
         try:
-            for spec, build_no in [(c, r) for c in args.configs.split(",") for r in range(1, args.repeat + 1)]:
+            for spec, build_no in [
+                (c, r) for c in args.configs.split(",") for r in range(1, args.repeat + 1)
+            ]:
                 kind, m, efc = spec.split(":")
                 cast = f"embedding::{kind}({bb.DIM})"
                 conn.execute(f"DROP INDEX IF EXISTS {table}_hnsw")
                 t0 = time.perf_counter()
-                conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (({cast}) {kind}_cosine_ops) "
-                             f"WITH (m = {int(m)}, ef_construction = {int(efc)})")
+                conn.execute(
+                    f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (({cast}) {kind}_cosine_ops) "
+                    f"WITH (m = {int(m)}, ef_construction = {int(efc)})"
+                )
                 build = time.perf_counter() - t0
                 for ef in EF_SEARCH:
                     conn.execute(f"SET hnsw.ef_search = {ef}")
                     recalls, lat = [], []
                     for q, tr in zip(queries, truth):
                         t0 = time.perf_counter()
-                        got = conn.execute(f"SELECT i FROM {table} ORDER BY {cast} <=> %s::{kind}({bb.DIM}) LIMIT 10",
-                                           (q,)).fetchall()
+                        got = conn.execute(
+                            f"SELECT i FROM {table} ORDER BY {cast} <=> %s::{kind}({bb.DIM}) LIMIT 10", (q,)
+                        ).fetchall()
                         lat.append((time.perf_counter() - t0) * 1000)
                         recalls.append(len(tr & {r[0] for r in got}) / 10)
-                    rows.append((spec, build_no, build, ef, float(np.mean(recalls)), float(np.median(lat)),
-                                 float(np.percentile(lat, 95))))
-                    print(f"{spec} #{build_no} build {build:.1f}s ef_search {ef}: recall {rows[-1][4]:.3f} "
-                          f"p50 {rows[-1][5]:.2f} ms", file=sys.stderr, flush=True)
+                    rows.append(
+                        (
+                            spec,
+                            build_no,
+                            build,
+                            ef,
+                            float(np.mean(recalls)),
+                            float(np.median(lat)),
+                            float(np.percentile(lat, 95)),
+                        )
+                    )
+                    print(
+                        f"{spec} #{build_no} build {build:.1f}s ef_search {ef}: recall {rows[-1][4]:.3f} "
+                        f"p50 {rows[-1][5]:.2f} ms",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         finally:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
         server = conn.execute("SHOW server_version").fetchone()[0]
         pgv = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
 
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"## Index parameters at {args.n:,} vectors — {date}", "",
-             f"PostgreSQL {server}, pgvector {pgv}, {bb.DIM} dimensions, {bb.CLUSTERS} clusters, {args.queries} queries, "
-             "build with one parallel worker and 512MB maintenance_work_mem. "
-             f"Command: `python benchmarks/bench_index_params.py {' '.join(sys.argv[1:])}`.", "",
-             "| index (type:m:ef_construction) | build # | build, s | ef_search | recall@10 | p50 ms | p95 ms |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## Index parameters at {args.n:,} vectors — {date}",
+        "",
+        f"PostgreSQL {server}, pgvector {pgv}, {bb.DIM} dimensions, {bb.CLUSTERS} clusters, {args.queries} "
+        "queries, "
+        "build with one parallel worker and 512MB maintenance_work_mem. "
+        f"Command: `python benchmarks/bench_index_params.py {' '.join(sys.argv[1:])}`.",
+        "",
+        "| index (type:m:ef_construction) | build # | build, s | ef_search | recall@10 | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for spec, build_no, build, ef, rec, p50, p95 in rows:
         lines.append(f"| {spec} | {build_no} | {build:.1f} | {ef} | {rec:.3f} | {p50:.2f} | {p95:.2f} |")
     report = "\n".join(lines) + "\n"

@@ -35,14 +35,30 @@ ENTITIES = 5000
 PREDICATES = [f"rel_{i}" for i in range(40)]
 
 
-def make_rows(n: int, seed: int = 7, *, n_entities: int = ENTITIES, entity_type: str = "unknown",
-              first_year: int = 2010, years: int = 16, drawer_ids: list | None = None,
-              adapter_name: str | None = None):
+def make_rows(
+    n: int,
+    seed: int = 7,
+    *,
+    n_entities: int = ENTITIES,
+    entity_type: str = "unknown",
+    first_year: int = 2010,
+    years: int = 16,
+    drawer_ids: list | None = None,
+    adapter_name: str | None = None,
+):
     """Entities and ``n`` triples between uniformly drawn endpoints, ~8% of them closed; with
     ``drawer_ids``, each drawn from a random one of those drawers (bench_retrieval.py's data)."""
     rng = random.Random(seed)
-    entities = [{"id": f"entity_{i}", "name": f"Entity {i}", "type": entity_type, "properties": "{}",
-                 "created_at": "2026-01-01 00:00:00"} for i in range(n_entities)]
+    entities = [
+        {
+            "id": f"entity_{i}",
+            "name": f"Entity {i}",
+            "type": entity_type,
+            "properties": "{}",
+            "created_at": "2026-01-01 00:00:00",
+        }
+        for i in range(n_entities)
+    ]
     triples = []
     for i in range(n):
         s, o = rng.randrange(n_entities), rng.randrange(n_entities)
@@ -50,22 +66,40 @@ def make_rows(n: int, seed: int = 7, *, n_entities: int = ENTITIES, entity_type:
         vf = f"{year}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}"
         vt = f"{year + 1 + rng.randrange(3)}-06-30" if rng.random() < 0.08 else None
         drawer = drawer_ids[rng.randrange(len(drawer_ids))] if drawer_ids else None
-        triples.append({"id": f"t_entity_{s}_{PREDICATES[i % 40]}_entity_{o}_{i:012x}", "subject": f"entity_{s}",
-                        "predicate": PREDICATES[i % 40], "object": f"entity_{o}", "valid_from": vf, "valid_to": vt,
-                        "confidence": 1.0, "source_closet": None, "source_file": None, "source_drawer_id": drawer,
-                        "adapter_name": adapter_name, "extracted_at": "2026-01-01 00:00:00"})
+        triples.append(
+            {
+                "id": f"t_entity_{s}_{PREDICATES[i % 40]}_entity_{o}_{i:012x}",
+                "subject": f"entity_{s}",
+                "predicate": PREDICATES[i % 40],
+                "object": f"entity_{o}",
+                "valid_from": vf,
+                "valid_to": vt,
+                "confidence": 1.0,
+                "source_closet": None,
+                "source_file": None,
+                "source_drawer_id": drawer,
+                "adapter_name": adapter_name,
+                "extracted_at": "2026-01-01 00:00:00",
+            }
+        )
     return entities, triples
 
 
 def load_sqlite(kg, entities, triples):
     conn = kg._conn()
     with conn:
-        conn.executemany("INSERT INTO entities (id, name, type, properties, created_at) "
-                         "VALUES (:id, :name, :type, :properties, :created_at)", entities)
-        conn.executemany("INSERT INTO triples (id, subject, predicate, object, valid_from, valid_to, confidence, "
-                         "source_closet, source_file, source_drawer_id, adapter_name, extracted_at) VALUES "
-                         "(:id, :subject, :predicate, :object, :valid_from, :valid_to, :confidence, :source_closet, "
-                         ":source_file, :source_drawer_id, :adapter_name, :extracted_at)", triples)
+        conn.executemany(
+            "INSERT INTO entities (id, name, type, properties, created_at) "
+            "VALUES (:id, :name, :type, :properties, :created_at)",
+            entities,
+        )
+        conn.executemany(
+            "INSERT INTO triples (id, subject, predicate, object, valid_from, valid_to, confidence, "
+            "source_closet, source_file, source_drawer_id, adapter_name, extracted_at) VALUES "
+            "(:id, :subject, :predicate, :object, :valid_from, :valid_to, :confidence, :source_closet, "
+            ":source_file, :source_drawer_id, :adapter_name, :extracted_at)",
+            triples,
+        )
 
 
 def load_age(kg, entities, triples):
@@ -73,7 +107,7 @@ def load_age(kg, entities, triples):
 
     for table, rows in (("entities", entities), ("triples", triples)):
         for i in range(0, len(rows), 1000):
-            write_batch(kg, table, rows[i:i + 1000])
+            write_batch(kg, table, rows[i : i + 1000])
     kg.database().run(lambda c: c.execute(f'ANALYZE "{kg.graph_name}"."Entity", "{kg.graph_name}"."Fact"'))
 
 
@@ -99,8 +133,9 @@ def run_size(n: int, dsn: str, schema: str) -> dict:
     entities, triples = make_rows(n)
     tmp = tempfile.mkdtemp(prefix="kgbench-")
     sqlite_kg = sqlite_class()(os.path.join(tmp, "knowledge_graph.sqlite3"))
-    age_kg = AgeKnowledgeGraph(palace_key=f"bench-{n}-{uuid.uuid4().hex[:8]}",
-                               settings=Settings.load({"dsn": dsn, "schema": schema}))
+    age_kg = AgeKnowledgeGraph(
+        palace_key=f"bench-{n}-{uuid.uuid4().hex[:8]}", settings=Settings.load({"dsn": dsn, "schema": schema})
+    )
     t = time.perf_counter()
     load_sqlite(sqlite_kg, entities, triples)
     load_s_sqlite = time.perf_counter() - t
@@ -110,8 +145,15 @@ def run_size(n: int, dsn: str, schema: str) -> dict:
     result = {"triples": n, "load_s": {"sqlite": round(load_s_sqlite, 2), "age": round(load_s_age, 2)}}
 
     rng = random.Random(n)
-    adds = [(f"Entity {rng.randrange(ENTITIES)}", f"new_rel_{rng.randrange(10)}", f"Entity {rng.randrange(ENTITIES)}",
-             f"2026-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}") for _ in range(2000)]
+    adds = [
+        (
+            f"Entity {rng.randrange(ENTITIES)}",
+            f"new_rel_{rng.randrange(10)}",
+            f"Entity {rng.randrange(ENTITIES)}",
+            f"2026-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}",
+        )
+        for _ in range(2000)
+    ]
     open_facts = [t for t in triples if t["valid_to"] is None]
     closes = rng.sample(open_facts, 1000)
     names = [f"Entity {rng.randrange(ENTITIES)}" for _ in range(2000)]
@@ -119,14 +161,21 @@ def run_size(n: int, dsn: str, schema: str) -> dict:
         r = result.setdefault(label, {})
         xs = timed(lambda i: kg.add_triple(*adds[i][:3], valid_from=adds[i][3]), len(adds))
         r["add_triple_per_s"] = round(len(xs) / sum(xs))
-        xs = timed(lambda i: kg.invalidate(closes[i]["subject"].replace("entity_", "Entity "), closes[i]["predicate"],
-                                           closes[i]["object"].replace("entity_", "Entity "), ended="2027-01-01"),
-                   len(closes))
+        xs = timed(
+            lambda i: kg.invalidate(
+                closes[i]["subject"].replace("entity_", "Entity "),
+                closes[i]["predicate"],
+                closes[i]["object"].replace("entity_", "Entity "),
+                ended="2027-01-01",
+            ),
+            len(closes),
+        )
         r["invalidate_per_s"] = round(len(xs) / sum(xs))
-        for key, fn in (("query_entity", lambda i: kg.query_entity(names[i], direction="both")),
-                        ("query_entity_as_of", lambda i: kg.query_entity(names[i], as_of="2018-06-01",
-                                                                         direction="both")),
-                        ("timeline_100", lambda i: kg.timeline(limit=100))):
+        for key, fn in (
+            ("query_entity", lambda i: kg.query_entity(names[i], direction="both")),
+            ("query_entity_as_of", lambda i: kg.query_entity(names[i], as_of="2018-06-01", direction="both")),
+            ("timeline_100", lambda i: kg.timeline(limit=100)),
+        ):
             count = 300 if key == "timeline_100" else len(names)
             timed(fn, 20)  # warm-up (psycopg prepares a statement on its fifth use)
             xs = timed(fn, count)
@@ -145,9 +194,12 @@ def cypher_lookup(kg, names):
         conn.execute("LOAD 'age'")
         conn.execute('SET search_path = ag_catalog, "$user", public')
         conn.execute("SET statement_timeout = '20s'")
-        query = (f"SELECT * FROM cypher('{kg.graph_name}', $$ MATCH (v:Entity {{palace: $palace, entity_id: $eid}})"
-                 "-[f:Fact]->(o:Entity) RETURN f.predicate, o.name, f.valid_from, f.valid_to $$, %s) "
-                 "AS (p agtype, o agtype, vf agtype, vt agtype)")
+        query = (
+            f"SELECT * FROM cypher('{kg.graph_name}', $$ MATCH (v:Entity "
+            f"{{palace: $palace, entity_id: $eid}})"
+            "-[f:Fact]->(o:Entity) RETURN f.predicate, o.name, f.valid_from, f.valid_to $$, %s) "
+            "AS (p agtype, o agtype, vf agtype, vt agtype)"
+        )
         palace = kg.palace_pk()
 
         def one(i):
@@ -173,9 +225,11 @@ def write_floor(kg):
     with psycopg.connect(kg._settings.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (i int)")
         try:
-            for key, setting, statement in (("round_trip", "on", "SELECT 1"),
-                                            ("durable_commit", "on", f"INSERT INTO {table} VALUES (1)"),
-                                            ("commit_without_flush", "off", f"INSERT INTO {table} VALUES (1)")):
+            for key, setting, statement in (
+                ("round_trip", "on", "SELECT 1"),
+                ("durable_commit", "on", f"INSERT INTO {table} VALUES (1)"),
+                ("commit_without_flush", "off", f"INSERT INTO {table} VALUES (1)"),
+            ):
                 conn.execute(f"SET synchronous_commit = {setting}")
                 timed(lambda i: conn.execute(statement), 50)  # warm-up
                 out[key] = round(pct(timed(lambda i: conn.execute(statement), 2000), 0.5), 3)
@@ -193,62 +247,119 @@ def fresh_schema(dsn, schema):
     validate_identifier(schema, "schema")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                     (f"{schema}_kg",))
+        conn.execute(
+            "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+            (f"{schema}_kg",),
+        )
 
 
 def versions(dsn):
-    import psycopg
-
     import mempalace
+    import psycopg
 
     with psycopg.connect(dsn) as conn:
         pg = conn.execute("SHOW server_version").fetchone()[0]
         age = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'age'").fetchone()
-    return {"postgres": pg, "age": age[0] if age else None, "mempalace": mempalace.__version__,
-            "python": platform.python_version(), "sqlite": __import__("sqlite3").sqlite_version}
+    return {
+        "postgres": pg,
+        "age": age[0] if age else None,
+        "mempalace": mempalace.__version__,
+        "python": platform.python_version(),
+        "sqlite": __import__("sqlite3").sqlite_version,
+    }
 
 
 def render(report) -> str:
-    lines = [f"## Knowledge graph: AGE vs MemPalace's SQLite KnowledgeGraph ({report['date']})", "",
-             f"PostgreSQL {report['versions']['postgres']}, AGE {report['versions']['age']}, MemPalace "
-             f"{report['versions']['mempalace']}, SQLite {report['versions']['sqlite']}, Python "
-             f"{report['versions']['python']}; {ENTITIES} entities, ~8% of loaded facts closed; "
-             f"`python benchmarks/bench_kg.py --sizes {' '.join(str(r['triples']) for r in report['runs'])}`.", "",
-             "| triples | metric | SQLite | AGE | ratio | target |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"## Knowledge graph: AGE vs MemPalace's SQLite KnowledgeGraph ({report['date']})",
+        "",
+        f"PostgreSQL {report['versions']['postgres']}, AGE {report['versions']['age']}, MemPalace "
+        f"{report['versions']['mempalace']}, SQLite {report['versions']['sqlite']}, Python "
+        f"{report['versions']['python']}; {ENTITIES} entities, ~8% of loaded facts closed; "
+        f"`python benchmarks/bench_kg.py --sizes {' '.join(str(r['triples']) for r in report['runs'])}`.",
+        "",
+        "| triples | metric | SQLite | AGE | ratio | target |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in report["runs"]:
         n, s, a = r["triples"], r["sqlite"], r["age"]
         big = n >= 100_000
         rows = [
-            ("add_triple /s", s["add_triple_per_s"], a["add_triple_per_s"], a["add_triple_per_s"] / s["add_triple_per_s"],
-             "≥ 5x" if big else "≥ 1x"),
-            ("invalidate /s", s["invalidate_per_s"], a["invalidate_per_s"], a["invalidate_per_s"] / s["invalidate_per_s"],
-             "≥ 10x" if big else ""),
+            (
+                "add_triple /s",
+                s["add_triple_per_s"],
+                a["add_triple_per_s"],
+                a["add_triple_per_s"] / s["add_triple_per_s"],
+                "≥ 5x" if big else "≥ 1x",
+            ),
+            (
+                "invalidate /s",
+                s["invalidate_per_s"],
+                a["invalidate_per_s"],
+                a["invalidate_per_s"] / s["invalidate_per_s"],
+                "≥ 10x" if big else "",
+            ),
         ]
-        for key, label, target in (("query_entity", "query_entity both p50 ms", "≤ 3x"),
-                                   ("query_entity_as_of", "query_entity as_of p50 ms", "≤ 3x"),
-                                   ("timeline_100", "timeline(100) p50 ms", "≤ 2x")):
-            rows.append((label, s[key]["p50_ms"], a[key]["p50_ms"], a[key]["p50_ms"] / s[key]["p50_ms"],
-                         target if big else ""))
-            rows.append((label.replace("p50", "p95"), s[key]["p95_ms"], a[key]["p95_ms"],
-                         a[key]["p95_ms"] / s[key]["p95_ms"], ""))
-        rows.append(("outgoing lookup as prepared Cypher MATCH p50 ms", "", a["cypher_match_out"]["p50_ms"], None, ""))
+        for key, label, target in (
+            ("query_entity", "query_entity both p50 ms", "≤ 3x"),
+            ("query_entity_as_of", "query_entity as_of p50 ms", "≤ 3x"),
+            ("timeline_100", "timeline(100) p50 ms", "≤ 2x"),
+        ):
+            rows.append(
+                (
+                    label,
+                    s[key]["p50_ms"],
+                    a[key]["p50_ms"],
+                    a[key]["p50_ms"] / s[key]["p50_ms"],
+                    target if big else "",
+                )
+            )
+            rows.append(
+                (
+                    label.replace("p50", "p95"),
+                    s[key]["p95_ms"],
+                    a[key]["p95_ms"],
+                    a[key]["p95_ms"] / s[key]["p95_ms"],
+                    "",
+                )
+            )
+        rows.append(
+            ("outgoing lookup as prepared Cypher MATCH p50 ms", "", a["cypher_match_out"]["p50_ms"], None, "")
+        )
         floor = a.get("write_floor")
         if floor:
-            rows += [("floor: round trip (SELECT 1) p50 ms", "", floor["round_trip"], None, ""),
-                     ("floor: one-row INSERT, durable commit p50 ms", "", floor["durable_commit"], None, ""),
-                     ("floor: one-row INSERT, synchronous_commit off p50 ms", "", floor["commit_without_flush"],
-                      None, "")]
+            rows += [
+                ("floor: round trip (SELECT 1) p50 ms", "", floor["round_trip"], None, ""),
+                ("floor: one-row INSERT, durable commit p50 ms", "", floor["durable_commit"], None, ""),
+                (
+                    "floor: one-row INSERT, synchronous_commit off p50 ms",
+                    "",
+                    floor["commit_without_flush"],
+                    None,
+                    "",
+                ),
+            ]
         rows.append(("bulk load s", r["load_s"]["sqlite"], r["load_s"]["age"], None, ""))
         for label, sv, av, ratio, target in rows:
-            lines.append(f"| {n:,} | {label} | {sv} | {av} | {'' if ratio is None else f'{ratio:.2f}x'} | {target} |")
+            lines.append(
+                f"| {n:,} | {label} | {sv} | {av} | {'' if ratio is None else f'{ratio:.2f}x'} | {target} |"
+            )
     if len(report["runs"]) >= 2:
         small, large = report["runs"][0]["age"], report["runs"][-1]["age"]
-        lines += ["", "AGE flatness, largest/smallest size: " + ", ".join(
-            f"{k} {large[k]['p50_ms'] / small[k]['p50_ms']:.2f}x" for k in ("query_entity", "query_entity_as_of",
-                                                                            "timeline_100"))
-            + f", add_triple/s {large['add_triple_per_s'] / small['add_triple_per_s']:.2f}x"]
-    lines += ["", "Ratios: AGE/SQLite for throughput (higher is better), AGE/SQLite for latency (lower is better).", ""]
+        lines += [
+            "",
+            "AGE flatness, largest/smallest size: "
+            + ", ".join(
+                f"{k} {large[k]['p50_ms'] / small[k]['p50_ms']:.2f}x"
+                for k in ("query_entity", "query_entity_as_of", "timeline_100")
+            )
+            + f", add_triple/s {large['add_triple_per_s'] / small['add_triple_per_s']:.2f}x",
+        ]
+    lines += [
+        "",
+        "Ratios: AGE/SQLite for throughput (higher is better), AGE/SQLite for latency (lower is better).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -257,7 +368,11 @@ def main(argv=None):
     parser.add_argument("--dsn", default=os.environ.get("MEMPALACE_PG_DSN"))
     parser.add_argument("--schema", default="mempalace_bench")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--write-results", action="store_true", help="put the table at the top of benchmarks/RESULTS.md (newest first)")
+    parser.add_argument(
+        "--write-results",
+        action="store_true",
+        help="put the table at the top of benchmarks/RESULTS.md (newest first)",
+    )
     parser.add_argument("--from-json", help="re-render a saved report")
     args = parser.parse_args(argv)
     if args.from_json:
@@ -266,8 +381,11 @@ def main(argv=None):
         if not args.dsn:
             parser.error("--dsn or MEMPALACE_PG_DSN is required")
         fresh_schema(args.dsn, args.schema)
-        report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": versions(args.dsn),
-                  "runs": []}
+        report = {
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "versions": versions(args.dsn),
+            "runs": [],
+        }
         for n in args.sizes:
             print(f"[bench_kg] {n} triples ...", file=sys.stderr, flush=True)
             report["runs"].append(run_size(n, args.dsn, args.schema))

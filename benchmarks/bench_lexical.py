@@ -1,7 +1,10 @@
-"""Benchmark: lexical search quality and speed against exact BM25, on real documentation and on Zipf-distributed words.
+"""Benchmark: lexical search quality and speed against exact BM25, on real documentation and on
+Zipf-distributed words.
 
-    python benchmarks/bench_lexical.py                          # both corpora, 20k documents, writes RESULTS.md
-    python benchmarks/bench_lexical.py --before ed5ee4d         # also the code of that commit, in the same run
+    python benchmarks/bench_lexical.py                          # both corpora, 20k documents, writes
+    RESULTS.md
+    python benchmarks/bench_lexical.py --before ed5ee4d         # also the code of that commit, in the same
+    run
     python benchmarks/bench_lexical.py --corpora real --docs 5000 --no-write
 
 Corpora (``--corpora``):
@@ -62,7 +65,10 @@ def zipf_corpus(n: int) -> list[str]:
     words = [f"t{i}" for i in range(VOCAB)]
     p = 1.0 / np.arange(1, VOCAB + 1) ** ZIPF
     p /= p.sum()
-    return [" ".join(words[k] for k in rng.choice(VOCAB, size=int(size), p=p)) for size in rng.integers(30, 120, n)]
+    return [
+        " ".join(words[k] for k in rng.choice(VOCAB, size=int(size), p=p))
+        for size in rng.integers(30, 120, n)
+    ]
 
 
 def real_corpus(n: int) -> list[str]:
@@ -87,9 +93,17 @@ def queries(kind: str, docs: list[str], count: int) -> dict[str, list[str]]:
     mid = sorted(w for w, k in df.items() if 0.0075 * n <= k <= 0.15 * n)
     common = sorted(w for w, k in df.items() if k > 0.15 * n)
     rng = np.random.default_rng(7)
-    out = {"short": [" ".join(rng.choice(mid, size=int(rng.integers(2, 4)), replace=False)) for _ in range(count)],
-           "long": [" ".join(list(rng.choice(common, size=5, replace=False)) + list(rng.choice(mid, size=4, replace=False)))
-                    for _ in range(count)]}
+    out = {
+        "short": [
+            " ".join(rng.choice(mid, size=int(rng.integers(2, 4)), replace=False)) for _ in range(count)
+        ],
+        "long": [
+            " ".join(
+                list(rng.choice(common, size=5, replace=False)) + list(rng.choice(mid, size=4, replace=False))
+            )
+            for _ in range(count)
+        ],
+    }
     if kind == "real":
         pairs = []
         for doc in docs:
@@ -120,12 +134,20 @@ def run_child(store: str, kind: str, n: int, dsn: str) -> dict:
         if name == "postgres":  # its bulk path (as bench_backends loads it), which leaves nothing to merge
             with col.bulk_load() as load:
                 for s, e in batches:
-                    load(ids=[f"d{i}" for i in range(s, e)], documents=docs[s:e],
-                         metadatas=[{"wing": "w"}] * (e - s), embeddings=vecs[s:e])
+                    load(
+                        ids=[f"d{i}" for i in range(s, e)],
+                        documents=docs[s:e],
+                        metadatas=[{"wing": "w"}] * (e - s),
+                        embeddings=vecs[s:e],
+                    )
         else:
             for s, e in batches:
-                col.upsert(ids=[f"d{i}" for i in range(s, e)], documents=docs[s:e],
-                           metadatas=[{"wing": "w"}] * (e - s), embeddings=vecs[s:e].tolist())
+                col.upsert(
+                    ids=[f"d{i}" for i in range(s, e)],
+                    documents=docs[s:e],
+                    metadatas=[{"wing": "w"}] * (e - s),
+                    embeddings=vecs[s:e].tolist(),
+                )
         out: dict = {"store": store, "load_s": round(time.perf_counter() - t0, 1), "sets": {}}
         for label, qlist in qs.items():
             for q in qlist[:5]:  # warm-up
@@ -136,8 +158,11 @@ def run_child(store: str, kind: str, n: int, dsn: str) -> dict:
                 hits = col.lexical_search(query=q, n_results=10).hits
                 times.append((time.perf_counter() - t) * 1000)
                 ids.append([h.id for h in hits])
-            out["sets"][label] = {"p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)),
-                                  "ids": ids}
+            out["sets"][label] = {
+                "p50": float(np.percentile(times, 50)),
+                "p95": float(np.percentile(times, 95)),
+                "ids": ids,
+            }
         return out
     finally:
         try:
@@ -150,14 +175,17 @@ def run_child(store: str, kind: str, n: int, dsn: str) -> dict:
 def _checkout(ref: str) -> Path:
     """The package's files as they were at commit ``ref``, in a temporary directory (git archive)."""
     target = Path(tempfile.mkdtemp(prefix=f"mpbench_{ref}_"))
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "mempalace_pg", "sql", "migrations"],
-                             check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "mempalace_pg", "sql", "migrations"],
+        check=True,
+        capture_output=True,
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target
 
 
 def run(args) -> dict:
-    from mempalace.backends.pgvector import _bm25_scores
+    from mempalace.backends.pgvector import _bm25_scores  # noqa: PLC2701 - the exact BM25 we compare with
 
     dsn = bb.provisioned_dsn()
     before = _checkout(args.before) if args.before else None
@@ -177,19 +205,28 @@ def run(args) -> dict:
             for store in stores:
                 print(f"[bench_lexical] {kind}: {store} ...", file=sys.stderr, flush=True)
                 # the child of postgres@REF imports the earlier code before the working tree's
-                env = ({"PYTHONPATH": os.pathsep.join(filter(None, [str(before), os.environ.get("PYTHONPATH")]))}
-                       if "@" in store else None)
+                env = (
+                    {"PYTHONPATH": os.pathsep.join(filter(None, [str(before), os.environ.get("PYTHONPATH")]))}
+                    if "@" in store
+                    else None
+                )
                 try:
                     child = bb.child_json(__file__, [store, kind, args.docs], dsn, env=env)
                 except bb.ChildFailed as exc:
                     raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
                 row = {"load_s": child["load_s"]}
                 for label, got in child["sets"].items():
-                    agree = [sum(scores[int(i[1:])] >= tenth - 1e-9 for i in ids) / 10
-                             for (scores, tenth), ids in zip(reference[label], got["ids"])]
-                    row[label] = {"p50": got["p50"], "p95": got["p95"], "agreement": float(np.mean(agree)),
-                                  "agreement_min": float(np.min(agree)),
-                                  "answered": sum(1 for i in got["ids"] if i) / len(got["ids"])}
+                    agree = [
+                        sum(scores[int(i[1:])] >= tenth - 1e-9 for i in ids) / 10
+                        for (scores, tenth), ids in zip(reference[label], got["ids"])
+                    ]
+                    row[label] = {
+                        "p50": got["p50"],
+                        "p95": got["p95"],
+                        "agreement": float(np.mean(agree)),
+                        "agreement_min": float(np.min(agree)),
+                        "answered": sum(1 for i in got["ids"] if i) / len(got["ids"]),
+                    }
                 result["stores"][store] = row
             out["corpora"][kind] = result
     finally:
@@ -200,24 +237,46 @@ def run(args) -> dict:
 
 def render(report: dict) -> str:
     r, v = report["result"], report["versions"]
-    lines = [f"## Lexical search against exact BM25, real documentation and Zipf-distributed words — {report['date']}", "",
-             f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, MemPalace {v['mempalace']}, chromadb "
-             f"{v['chromadb']}, Python {v['python']}, {v['cpus']} CPUs. Command: `{report['command']}`.",
-             "Reference: MemPalace's BM25 scorer over every document. Agreement: share of the store's top 10 in "
-             "BM25's top 10 (mean over 40 queries, and the worst query); answered: share of queries with at least "
-             "one hit. Latency of `lexical_search(n_results=10)` in ms, p50 / p95."
-             + (f" `postgres@{r['before']}` is this package at commit {r['before']}, measured in the same run."
-                if r.get("before") else ""), ""]
+    lines = [
+        "## Lexical search against exact BM25, real documentation and Zipf-distributed words — "
+        f"{report['date']}",
+        "",
+        f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, MemPalace {v['mempalace']}, chromadb "
+        f"{v['chromadb']}, Python {v['python']}, {v['cpus']} CPUs. Command: `{report['command']}`.",
+        "Reference: MemPalace's BM25 scorer over every document. Agreement: share of the store's top 10 in "
+        "BM25's top 10 (mean over 40 queries, and the worst query); answered: share of queries with at least "
+        "one hit. Latency of `lexical_search(n_results=10)` in ms, p50 / p95."
+        + (
+            f" `postgres@{r['before']}` is this package at commit {r['before']}, measured in the same run."
+            if r.get("before")
+            else ""
+        ),
+        "",
+    ]
     for kind, c in r["corpora"].items():
-        title = ("real documentation (linux-doc-6.1, python3.11-doc, postgresql-doc-15, chunks of at most 800 "
-                 "characters)" if kind == "real" else "Zipf-distributed generated words")
-        lines += [f"### {c['documents']:,} documents of {title}, {c['characters'] / 1e6:.1f} M characters", ""]
+        title = (
+            "real documentation (linux-doc-6.1, python3.11-doc, postgresql-doc-15, chunks of at most 800 "
+            "characters)"
+            if kind == "real"
+            else "Zipf-distributed generated words"
+        )
+        lines += [
+            f"### {c['documents']:,} documents of {title}, {c['characters'] / 1e6:.1f} M characters",
+            "",
+        ]
         sets = [s for s in ("short", "long", "inside") if any(s in x for x in c["stores"].values())]
-        lines += ["| store | load, s | " + " | ".join(f"{s}: agreement (worst), answered | {s}: p50 / p95" for s in sets)
-                  + " |", "|---|---|" + "---|---|" * len(sets)]
+        lines += [
+            "| store | load, s | "
+            + " | ".join(f"{s}: agreement (worst), answered | {s}: p50 / p95" for s in sets)
+            + " |",
+            "|---|---|" + "---|---|" * len(sets),
+        ]
         for store, x in c["stores"].items():
-            cells = [f"{x[s]['agreement']:.2f} ({x[s]['agreement_min']:.1f}), {x[s]['answered']:.2f} | "
-                     f"{x[s]['p50']:.2f} / {x[s]['p95']:.2f}" for s in sets]
+            cells = [
+                f"{x[s]['agreement']:.2f} ({x[s]['agreement_min']:.1f}), {x[s]['answered']:.2f} | "
+                f"{x[s]['p50']:.2f} / {x[s]['p95']:.2f}"
+                for s in sets
+            ]
             lines.append(f"| {store} | {x['load_s']:.1f} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -230,10 +289,13 @@ def main() -> int:
     ap.add_argument("--stores", default="postgres,chroma")
     ap.add_argument("--before", help="also measure this package as it was at this git commit")
     ap.add_argument("child_args", nargs="*", help=argparse.SUPPRESS)
-    return run_benchmark(ap, "bench_lexical",
-                         lambda args: run_child(args.child, args.child_args[0], int(args.child_args[1]),
-                                                bb.provisioned_dsn()),
-                         run, render)
+    return run_benchmark(
+        ap,
+        "bench_lexical",
+        lambda args: run_child(args.child, args.child_args[0], int(args.child_args[1]), bb.provisioned_dsn()),
+        run,
+        render,
+    )
 
 
 if __name__ == "__main__":

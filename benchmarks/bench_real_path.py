@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,7 +70,7 @@ def batches(n: int, batch: int, centers):
     for start in range(0, n, CHUNK):
         ids, docs, metas, vecs = bb.batch_data(start, min(CHUNK, n - start), centers)
         for i in range(0, len(ids), batch):
-            yield ids[i:i + batch], docs[i:i + batch], metas[i:i + batch], vecs[i:i + batch]
+            yield ids[i : i + batch], docs[i : i + batch], metas[i : i + batch], vecs[i : i + batch]
 
 
 def child_write(store: str, n: int, batch: int, dsn: str, workdir: str, tag: str, mode: str) -> dict:
@@ -102,16 +101,21 @@ def truths(n: int) -> dict:
     ids = []
     for start in range(0, n, CHUNK):
         i, _d, m, v = bb.batch_data(start, min(CHUNK, n - start), centers)
-        vecs[start:start + len(i)] = v
-        wing[start:start + len(i)] = [x["wing"] for x in m]
-        room[start:start + len(i)] = [x["room"] for x in m]
+        vecs[start : start + len(i)] = v
+        wing[start : start + len(i)] = [x["wing"] for x in m]
+        room[start : start + len(i)] = [x["room"] for x in m]
         ids.extend(i)
     ids_arr = np.asarray(ids)
-    masks = {"unfiltered": np.ones(n, dtype=bool), "wing": wing == "wing_3",
-             "wing_room": (wing == "wing_3") & (room == "room_4")}
+    masks = {
+        "unfiltered": np.ones(n, dtype=bool),
+        "wing": wing == "wing_3",
+        "wing_room": (wing == "wing_3") & (room == "room_4"),
+    }
     queries = bb.query_vectors(QUERIES, 777, centers)
-    return {label: [ids_arr[mask][np.argsort(-(vecs[mask] @ q))[:10]].tolist() for q in queries]
-            for label, mask in masks.items()}
+    return {
+        label: [ids_arr[mask][np.argsort(-(vecs[mask] @ q))[:10]].tolist() for q in queries]
+        for label, mask in masks.items()
+    }
 
 
 def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_file: str, ops: bool) -> dict:
@@ -138,16 +142,24 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
             returned.append(len(got))
             if i >= 4 and time.perf_counter() > budget:
                 break
-        out["query"][label] = {**bb.summary(times), "recall_at_10": float(np.mean(recalls)),
-                               "rows_returned": float(np.mean(returned))}
+        out["query"][label] = {
+            **bb.summary(times),
+            "recall_at_10": float(np.mean(recalls)),
+            "rows_returned": float(np.mean(returned)),
+        }
     if ops:
         rng = np.random.default_rng(99)
         sample = [bb.batch_data(int(k), 1, centers)[0][0] for k in rng.choice(n, size=200, replace=False)]
         res = {}
-        t, _ = bb.timed(lambda i: col.get(ids=sample[i * 10:(i + 1) * 10], include=["documents", "metadatas"]),
-                        reps=20, budget_s=5)
+        t, _ = bb.timed(
+            lambda i: col.get(ids=sample[i * 10 : (i + 1) * 10], include=["documents", "metadatas"]),
+            reps=20,
+            budget_s=5,
+        )
         res["get_ids_10"] = bb.summary(t)
-        t, _ = bb.timed(lambda i: col.lexical_search(query=f"{bb.PLANTED} palace", n_results=10), reps=20, budget_s=5)
+        t, _ = bb.timed(
+            lambda i: col.lexical_search(query=f"{bb.PLANTED} palace", n_results=10), reps=20, budget_s=5
+        )
         res["lexical_search"] = bb.summary(t)
         try:
             t, _ = bb.timed(lambda i: col.facet_counts("wing"), reps=20, budget_s=5)
@@ -166,21 +178,33 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
             from mempalace_pg.store import indexing
 
             state = col.maintenance_state()
-            size = col.partition.db.run(lambda conn: conn.execute(
-                "SELECT COALESCE(sum(pg_relation_size(to_regclass(quote_ident(%s) || '.' || quote_ident(index_name)))), 0)"
-                f" FROM {col.partition.db.schema}.vector_segments WHERE collection_pk = %s",
-                (col.partition.db.schema, col.partition.pk)).fetchone()[0])
-            out["index"] = {"segments": len(state["vector_index_segments"]), "index_mb": float(size) / 1e6,
-                            "table_mb": col.partition.db.run(lambda conn: conn.execute(
-                                "SELECT pg_total_relation_size(%s::regclass)", (col.partition.relname,)).fetchone()[0]) / 1e6}
+            size = col.partition.db.run(
+                lambda conn: conn.execute(
+                    "SELECT COALESCE(sum(pg_relation_size(to_regclass(quote_ident(%s) || '.' || "
+                    "quote_ident(index_name)))), 0)"
+                    f" FROM {col.partition.db.schema}.vector_segments WHERE collection_pk = %s",
+                    (col.partition.db.schema, col.partition.pk),
+                ).fetchone()[0]
+            )
+            out["index"] = {
+                "segments": len(state["vector_index_segments"]),
+                "index_mb": float(size) / 1e6,
+                "table_mb": col.partition.db.run(
+                    lambda conn: conn.execute(
+                        "SELECT pg_total_relation_size(%s::regclass)", (col.partition.relname,)
+                    ).fetchone()[0]
+                )
+                / 1e6,
+            }
     out["rss_mb"] = peak_rss_mb()
     backend.close()
     return out
 
 
 # ----------------------------------------------------------------------------- parent
-def run_case(store: str, n: int, batch: int, dsn: str, truth_file: str, mode: str = "upsert",
-             probes: tuple = PROBES) -> dict:
+def run_case(
+    store: str, n: int, batch: int, dsn: str, truth_file: str, mode: str = "upsert", probes: tuple = PROBES
+) -> dict:
     tag = f"rp_{store}_{uuid.uuid4().hex[:6]}"
     workdir = tempfile.mkdtemp(prefix="mpbench_rp_")
     script = str(Path(__file__).resolve())
@@ -198,8 +222,13 @@ def run_case(store: str, n: int, batch: int, dsn: str, truth_file: str, mode: st
             probe = bb.child_json(script, ["search", store, n, dsn, workdir, tag, truth_file, int(last)], dsn)
             probe["after_exit_s"] = probe["started"] - exited
             case["probes"].append({"delay": delay, **probe})
-            print(f"  {store} n={n} batch={batch} {mode} +{delay:.0f}s: " + ", ".join(
-                f"{k} {v['p50']:.1f} ms r{v['recall_at_10']:.2f}" for k, v in probe["query"].items()), flush=True)
+            print(
+                f"  {store} n={n} batch={batch} {mode} +{delay:.0f}s: "
+                + ", ".join(
+                    f"{k} {v['p50']:.1f} ms r{v['recall_at_10']:.2f}" for k, v in probe["query"].items()
+                ),
+                flush=True,
+            )
     finally:
         _cleanup(store, dsn, tag, (case.get("write") or {}).get("table"))
         shutil.rmtree(workdir, ignore_errors=True)
@@ -211,11 +240,15 @@ def _cleanup(store: str, dsn: str, tag: str, table) -> None:
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         if store == "postgres":
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE application_name = 'mempalace-pg folder'")
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'mempalace-pg folder'"
+            )
             conn.execute(f"DROP SCHEMA IF EXISTS bench_{tag} CASCADE")
-            conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                         (f"bench_{tag}_kg",))
+            conn.execute(
+                "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                (f"bench_{tag}_kg",),
+            )
         elif store == "pgvector" and table:
             from psycopg import sql
 
@@ -223,42 +256,68 @@ def _cleanup(store: str, dsn: str, tag: str, table) -> None:
 
 
 def render(cases: list[dict], meta: dict) -> str:
-    lines = [f"## The real path: upsert from a process that exits, then search from new ones ({meta['date']})", "",
-             f"Machine: {meta['machine']}. {meta['versions']}. Command: `{meta['command']}`.", "",
-             "Each backend written through MemPalace's backend API by a process that exits; searched by new "
-             "processes +1 s, +10 s and +60 s after that exit. Query cells: p50 ms (recall@10). `postgres` "
-             "index: segments / rows waiting for the index when the search process started.", "",
-             "![real path](out/real_path.png)", ""]
+    lines = [
+        f"## The real path: upsert from a process that exits, then search from new ones ({meta['date']})",
+        "",
+        f"Machine: {meta['machine']}. {meta['versions']}. Command: `{meta['command']}`.",
+        "",
+        "Each backend written through MemPalace's backend API by a process that exits; searched by new "
+        "processes +1 s, +10 s and +60 s after that exit. Query cells: p50 ms (recall@10). `postgres` "
+        "index: segments / rows waiting for the index when the search process started.",
+        "",
+        "![real path](out/real_path.png)",
+        "",
+    ]
     for n in sorted({c["n"] for c in cases}):
-        lines += [f"### {n:,} drawers", "",
-                  "| backend | batch | ingest rows/s | probe | unfiltered | wing | wing+room | postgres index |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"### {n:,} drawers",
+            "",
+            "| backend | batch | ingest rows/s | probe | unfiltered | wing | wing+room | postgres index |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for c in (c for c in cases if c["n"] == n):
             name = c["store"] + (" (bulk_load)" if c["mode"] == "bulk_load" else "")
             for i, p in enumerate(c["probes"]):
                 q = p["query"]
-                cells = [f"{q[k]['p50']:.1f} / p95 {q[k]['p95']:.1f} ({q[k]['recall_at_10']:.2f}"
-                         + ("" if q[k]["rows_returned"] == 10 else f", {q[k]['rows_returned']:.1f} rows") + ")"
-                         for k in FILTERS]
+                cells = [
+                    f"{q[k]['p50']:.1f} / p95 {q[k]['p95']:.1f} ({q[k]['recall_at_10']:.2f}"
+                    + ("" if q[k]["rows_returned"] == 10 else f", {q[k]['rows_returned']:.1f} rows")
+                    + ")"
+                    for k in FILTERS
+                ]
                 idx = p.get("index_at_start")
-                first = [name, str(c["batch"]), f"{c['write']['rows_per_s']:,.0f}"] if i == 0 else ["", "", ""]
+                first = (
+                    [name, str(c["batch"]), f"{c['write']['rows_per_s']:,.0f}"] if i == 0 else ["", "", ""]
+                )
                 index = f"{idx['segments']} / {idx['waiting']:,}" if idx else ""
                 lines.append("| " + " | ".join(first + [f"+{p['after_exit_s']:.0f} s", *cells, index]) + " |")
         lines.append("")
         ops_rows = [c for c in cases if c["n"] == n and c["probes"] and "ops" in c["probes"][-1]]
         if ops_rows:
-            lines += ["After the last probe, same process: p50 ms; 20 more upserts of 50 into the full palace; "
-                      "peak RSS of the writer and of the search process.", "",
-                      "| backend | batch | get 10 ids | lexical | facet_counts | get_recent 20 | 20 x 50 upserts, rows/s "
-                      "| RSS writer / search MB | index MB / table MB |", "|---|---|---|---|---|---|---|---|---|"]
+            lines += [
+                "After the last probe, same process: p50 ms; 20 more upserts of 50 into the full palace; "
+                "peak RSS of the writer and of the search process.",
+                "",
+                "| backend | batch | get 10 ids | lexical | facet_counts | get_recent 20 | 20 x 50 upserts, "
+                "rows/s "
+                "| RSS writer / search MB | index MB / table MB |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
             for c in ops_rows:
                 o, p = c["probes"][-1]["ops"], c["probes"][-1]
                 ix = p.get("index")
                 facets = f"{o['facet_counts_wing']['p50']:.2f}" if o["facet_counts_wing"] else "n/a"
-                cells = [c["store"] + (" (bulk_load)" if c["mode"] == "bulk_load" else ""), str(c["batch"]), f"{o['get_ids_10']['p50']:.2f}",
-                         f"{o['lexical_search']['p50']:.2f}", facets, f"{o['get_recent_20']['p50']:.2f}",
-                         f"{o['incremental_50_rows_per_s']:,.0f}", f"{c['write']['rss_mb']:.0f} / {p['rss_mb']:.0f}",
-                         f"{ix['index_mb']:.0f} / {ix['table_mb']:.0f}" if ix else ""]
+                cells = [
+                    c["store"] + (" (bulk_load)" if c["mode"] == "bulk_load" else ""),
+                    str(c["batch"]),
+                    f"{o['get_ids_10']['p50']:.2f}",
+                    f"{o['lexical_search']['p50']:.2f}",
+                    facets,
+                    f"{o['get_recent_20']['p50']:.2f}",
+                    f"{o['incremental_50_rows_per_s']:,.0f}",
+                    f"{c['write']['rss_mb']:.0f} / {p['rss_mb']:.0f}",
+                    f"{ix['index_mb']:.0f} / {ix['table_mb']:.0f}" if ix else "",
+                ]
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
     lines += targets(cases)
@@ -266,7 +325,8 @@ def render(cases: list[dict], meta: dict) -> str:
 
 
 def chart(cases: list[dict], path: Path) -> None:
-    """p50 of each query kind at each probe, per backend, for the largest size and batches of 1,000 (log scale)."""
+    """p50 of each query kind at each probe, per backend, for the largest size and batches of 1,000 (log
+    scale)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -298,15 +358,19 @@ def targets(cases: list[dict]) -> list[str]:
     out = ["### Targets (issue 13), this run", ""]
     for n in sorted({c["n"] for c in cases}):
         for batch in sorted({c["batch"] for c in cases if c["n"] == n and c["mode"] == "upsert"}):
-            by = {c["store"]: c for c in cases if c["n"] == n and c["batch"] == batch and c["mode"] == "upsert"}
+            by = {
+                c["store"]: c for c in cases if c["n"] == n and c["batch"] == batch and c["mode"] == "upsert"
+            }
             if not {"postgres", "pgvector", "chroma"} <= set(by):
                 continue
             pg, pv, ch = by["postgres"], by["pgvector"], by["chroma"]
             rate = pg["write"]["rows_per_s"]
             ok = rate >= pv["write"]["rows_per_s"] and rate >= 5 * ch["write"]["rows_per_s"]
-            out.append(f"- {n:,} drawers, batches of {batch}: ingest {rate:,.0f} rows/s against built-in pgvector "
-                       f"{pv['write']['rows_per_s']:,.0f} and 5 x Chroma {5 * ch['write']['rows_per_s']:,.0f}: "
-                       f"{'held' if ok else 'missed'}.")
+            out.append(
+                f"- {n:,} drawers, batches of {batch}: ingest {rate:,.0f} rows/s against built-in pgvector "
+                f"{pv['write']['rows_per_s']:,.0f} and 5 x Chroma {5 * ch['write']['rows_per_s']:,.0f}: "
+                f"{'held' if ok else 'missed'}."
+            )
             for probe, slack in ((1, 1.0), (2, 1.0), (0, 2.0)):  # +10 s, +60 s: the targets; +1 s: within 2x
                 if probe >= len(pg["probes"]):
                     continue
@@ -314,15 +378,19 @@ def targets(cases: list[dict]) -> list[str]:
                 q, qv, qc = (c["probes"][probe]["query"] for c in (pg, pv, ch))
                 u = q["unfiltered"]
                 held = u["p50"] <= slack * qc["unfiltered"]["p50"] and u["recall_at_10"] >= 0.95
-                out.append(f"  - {label}: unfiltered {u['p50']:.1f} ms (recall {u['recall_at_10']:.2f}) against "
-                           f"Chroma {qc['unfiltered']['p50']:.1f} ms{' x 2' if slack > 1 else ''}: "
-                           f"{'held' if held else 'missed'}.")
+                out.append(
+                    f"  - {label}: unfiltered {u['p50']:.1f} ms (recall {u['recall_at_10']:.2f}) against "
+                    f"Chroma {qc['unfiltered']['p50']:.1f} ms{' x 2' if slack > 1 else ''}: "
+                    f"{'held' if held else 'missed'}."
+                )
                 for k in ("wing", "wing_room"):
                     need_v, need_c = qv[k]["p50"] / (20 / slack), qc[k]["p50"] / (25 / slack)
                     held = q[k]["p50"] <= min(need_v, need_c) and q[k]["rows_returned"] == 10
-                    out.append(f"  - {label}: {k} {q[k]['p50']:.2f} ms against built-in pgvector {qv[k]['p50']:.1f} "
-                               f"/ {20 / slack:.0f} and Chroma {qc[k]['p50']:.1f} / {25 / slack:.1f}: "
-                               f"{'held' if held else 'missed'}.")
+                    out.append(
+                        f"  - {label}: {k} {q[k]['p50']:.2f} ms against built-in pgvector {qv[k]['p50']:.1f} "
+                        f"/ {20 / slack:.0f} and Chroma {qc[k]['p50']:.1f} / {25 / slack:.1f}: "
+                        f"{'held' if held else 'missed'}."
+                    )
     return out + [""]
 
 
@@ -332,17 +400,26 @@ def main() -> int:
         if kind == "write":
             result = child_write(args[0], int(args[1]), int(args[2]), args[3], args[4], args[5], args[6])
         else:
-            result = child_search(args[0], int(args[1]), args[2], args[3], args[4], args[5], bool(int(args[6])))
+            result = child_search(
+                args[0], int(args[1]), args[2], args[3], args[4], args[5], bool(int(args[6]))
+            )
         print(json.dumps(result))
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--batches", default="1000,50")
     ap.add_argument("--backends", default="postgres,pgvector,chroma")
-    ap.add_argument("--probes", default=",".join(f"{p:g}" for p in PROBES),
-                    help="seconds after the writer's exit at which search processes start")
-    ap.add_argument("--bulk-load", action=argparse.BooleanOptionalAction, default=True,
-                    help="also time postgres's bulk_load (what migrate uses)")
+    ap.add_argument(
+        "--probes",
+        default=",".join(f"{p:g}" for p in PROBES),
+        help="seconds after the writer's exit at which search processes start",
+    )
+    ap.add_argument(
+        "--bulk-load",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time postgres's bulk_load (what migrate uses)",
+    )
     ap.add_argument("--json", type=Path, default=HERE / "out" / "real_path.json")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = ap.parse_args()
@@ -357,13 +434,17 @@ def main() -> int:
                 for store in args.backends.split(","):
                     cases.append(run_case(store, n, batch, dsn, str(truth_file), probes=probes))
             if args.bulk_load and "postgres" in args.backends.split(","):
-                cases.append(run_case("postgres", n, 1000, dsn, str(truth_file), mode="bulk_load", probes=probes))
+                cases.append(
+                    run_case("postgres", n, 1000, dsn, str(truth_file), mode="bulk_load", probes=probes)
+                )
         finally:
             truth_file.unlink()
-    meta = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-            "versions": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
-            "command": "python benchmarks/bench_real_path.py " + " ".join(sys.argv[1:])}
+    meta = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "versions": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
+        "command": "python benchmarks/bench_real_path.py " + " ".join(sys.argv[1:]),
+    }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))
     report = render(cases, meta)

@@ -52,8 +52,16 @@ def make_facts(n_facts: int, n_entities: int, drawer_ids: list[str], seed: int =
     """bench_kg.py's triples over ``n_entities`` entities, each drawn from one of ``drawer_ids``."""
     from bench_kg import make_rows
 
-    return make_rows(n_facts, seed, n_entities=n_entities, entity_type="thing", first_year=2015, years=11,
-                     drawer_ids=drawer_ids, adapter_name="bench")
+    return make_rows(
+        n_facts,
+        seed,
+        n_entities=n_entities,
+        entity_type="thing",
+        first_year=2015,
+        years=11,
+        drawer_ids=drawer_ids,
+        adapter_name="bench",
+    )
 
 
 # ----------------------------------------------------------------------------- the two-store way
@@ -75,7 +83,8 @@ class TwoStores:
             rows = self.db.execute(
                 f"SELECT subject, object, source_drawer_id FROM triples WHERE subject IN ({marks}) "
                 f"UNION ALL SELECT subject, object, source_drawer_id FROM triples WHERE object IN ({marks})",
-                frontier + frontier).fetchall()
+                frontier + frontier,
+            ).fetchall()
             nxt = []
             for s, o, drawer in rows:
                 if drawer:
@@ -98,9 +107,11 @@ class TwoStores:
         rows = self.db.execute(
             "SELECT s.name, t.predicate, o.name, t.valid_from, t.valid_to, t.source_drawer_id FROM triples t "
             "JOIN entities s ON s.id = t.subject JOIN entities o ON o.id = t.object WHERE t.subject = ? "
-            "UNION ALL SELECT s.name, t.predicate, o.name, t.valid_from, t.valid_to, t.source_drawer_id FROM triples t "
+            "UNION ALL SELECT s.name, t.predicate, o.name, t.valid_from, t.valid_to, t.source_drawer_id "
+            "FROM triples t "
             "JOIN entities s ON s.id = t.subject JOIN entities o ON o.id = t.object WHERE t.object = ?",
-            (entity_id, entity_id)).fetchall()
+            (entity_id, entity_id),
+        ).fetchall()
         drawer_ids = {r[5] for r in rows if r[5]}
         sims = {}
         if drawer_ids:
@@ -115,8 +126,9 @@ class TwoStores:
         ids, dists = res.ids[0], res.distances[0]
         sim = {i: 1 - d for i, d in zip(ids, dists)}
         marks = ",".join("?" * len(ids))
-        rows = self.db.execute(f"SELECT subject, object, source_drawer_id FROM triples "
-                               f"WHERE source_drawer_id IN ({marks})", ids).fetchall()
+        rows = self.db.execute(
+            f"SELECT subject, object, source_drawer_id FROM triples WHERE source_drawer_id IN ({marks})", ids
+        ).fetchall()
         score: dict = {}
         for s, o, drawer in rows:
             for e in {s, o}:
@@ -124,14 +136,26 @@ class TwoStores:
                 drawers.add(drawer)
                 score[e] = (max(best, sim[drawer]), drawers)
         top = sorted(score.items(), key=lambda kv: (-kv[1][0], -len(kv[1][1]), kv[0]))[:n]
-        names = dict(self.db.execute(f"SELECT id, name FROM entities WHERE id IN ({','.join('?' * len(top))})",
-                                     [e for e, _ in top]).fetchall()) if top else {}
+        names = (
+            dict(
+                self.db.execute(
+                    f"SELECT id, name FROM entities WHERE id IN ({','.join('?' * len(top))})",
+                    [e for e, _ in top],
+                ).fetchall()
+            )
+            if top
+            else {}
+        )
         return [(e, names.get(e)) for e, _ in top]
 
     def hybrid(self, q, text, n=10, wing=None, depth=DEPTH):
         where = {"wing": wing} if wing else None
-        vec = self.col.query(query_embeddings=[q.tolist()], n_results=depth, where=where,
-                             include=["documents", "metadatas", "distances"])
+        vec = self.col.query(
+            query_embeddings=[q.tolist()],
+            n_results=depth,
+            where=where,
+            include=["documents", "metadatas", "distances"],
+        )
         lex = self.col.lexical_search(query=text, n_results=depth, where=where).hits
         fused: dict = {}
         for rank, did in enumerate(vec.ids[0], 1):
@@ -166,7 +190,11 @@ def timed(fn, args_list, budget_s=25.0, min_reps=5, warmup_budget_s=5.0):
         times.append((time.perf_counter() - t0) * 1000)
         if i + 1 >= min_reps and time.perf_counter() - start > budget_s:
             break
-    return {"p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)), "n": len(times)}, results
+    return {
+        "p50": float(np.percentile(times, 50)),
+        "p95": float(np.percentile(times, 95)),
+        "n": len(times),
+    }, results
 
 
 def agreement(ours, theirs):
@@ -176,8 +204,15 @@ def agreement(ours, theirs):
 
 
 # ----------------------------------------------------------------------------- run
-OPS = ["around entity, 1 hop", "around entity, 2 hops", "around entity, 3 hops", "facts with evidence",
-       "entities for a query", "hybrid (RRF)", "hybrid (RRF), wing"]
+OPS = [
+    "around entity, 1 hop",
+    "around entity, 2 hops",
+    "around entity, 3 hops",
+    "facts with evidence",
+    "entities for a query",
+    "hybrid (RRF)",
+    "hybrid (RRF), wing",
+]
 
 
 def run_store(args, store: str) -> dict:
@@ -199,8 +234,10 @@ def run_store(args, store: str) -> dict:
     try:
         print(f"[bench_retrieval] loading {n} drawers into {store} ...", file=sys.stderr, flush=True)
         out["load_s"][store] = round(bb.load_drawers(col, vector_store, n, centers), 1)
-        drawer_ids = [f"drawer_{bb.WINGS[i % len(bb.WINGS)]}_{bb.ROOMS[(i // len(bb.WINGS)) % len(bb.ROOMS)]}_{i:08d}"
-                      for i in range(n)]
+        drawer_ids = [
+            f"drawer_{bb.WINGS[i % len(bb.WINGS)]}_{bb.ROOMS[(i // len(bb.WINGS)) % len(bb.ROOMS)]}_{i:08d}"
+            for i in range(n)
+        ]
         entities, triples = make_facts(n_facts, args.entities, drawer_ids)
         from bench_kg import load_age, load_sqlite
 
@@ -240,36 +277,68 @@ def run_store(args, store: str) -> dict:
         texts = [" ".join(rng.sample(bb.VOCAB[:4000], 1) + ["palace"]) for _ in range(WARMUP + MEASURED)]
 
         if store == "postgres":
-            ways = {f"around entity, {h} hop{'s' if h > 1 else ''}": (
-                        lambda e, q, h=h: [x["id"] for x in ours.around_entity(e, q.tolist(), hops=h)["hits"]],
-                        [(names[picks[i]], queries[i]) for i in range(WARMUP + MEASURED)]) for h in (1, 2, 3)}
+            ways = {
+                f"around entity, {h} hop{'s' if h > 1 else ''}": (
+                    lambda e, q, h=h: [x["id"] for x in ours.around_entity(e, q.tolist(), hops=h)["hits"]],
+                    [(names[picks[i]], queries[i]) for i in range(WARMUP + MEASURED)],
+                )
+                for h in (1, 2, 3)
+            }
             ways["facts with evidence"] = (
-                lambda e, q: [f["source_drawer_id"] for f in ours.facts_with_evidence(e, q.tolist())["facts"]],
-                [(names[picks[i]], queries[i]) for i in range(WARMUP + MEASURED)])
+                lambda e, q: [
+                    f["source_drawer_id"] for f in ours.facts_with_evidence(e, q.tolist())["facts"]
+                ],
+                [(names[picks[i]], queries[i]) for i in range(WARMUP + MEASURED)],
+            )
             ways["entities for a query"] = (
                 lambda q: [e["entity_id"] for e in ours.entities_for_query(q.tolist(), drawers=DEPTH)],
-                [(q,) for q in queries])
+                [(q,) for q in queries],
+            )
             for wing, op in ((None, "hybrid (RRF)"), ("wing_3", "hybrid (RRF), wing")):
-                ways[op] = (lambda q, t, w=wing: [h["id"] for h in ours.hybrid(t, q.tolist(), wing=w)],
-                            [(queries[i], texts[i]) for i in range(WARMUP + MEASURED)])
+                ways[op] = (
+                    lambda q, t, w=wing: [h["id"] for h in ours.hybrid(t, q.tolist(), wing=w)],
+                    [(queries[i], texts[i]) for i in range(WARMUP + MEASURED)],
+                )
         else:
-            ways = {f"around entity, {h} hop{'s' if h > 1 else ''}": (
-                        lambda e, q, h=h: two.around(e, q, h), [(picks[i], queries[i]) for i in range(WARMUP + MEASURED)])
-                    for h in (1, 2, 3)}
-            ways["facts with evidence"] = (two.facts, [(picks[i], queries[i]) for i in range(WARMUP + MEASURED)])
-            ways["entities for a query"] = (lambda q: [e for e, _ in two.entities(q)], [(q,) for q in queries])
+            ways = {
+                f"around entity, {h} hop{'s' if h > 1 else ''}": (
+                    lambda e, q, h=h: two.around(e, q, h),
+                    [(picks[i], queries[i]) for i in range(WARMUP + MEASURED)],
+                )
+                for h in (1, 2, 3)
+            }
+            ways["facts with evidence"] = (
+                two.facts,
+                [(picks[i], queries[i]) for i in range(WARMUP + MEASURED)],
+            )
+            ways["entities for a query"] = (
+                lambda q: [e for e, _ in two.entities(q)],
+                [(q,) for q in queries],
+            )
             for wing, op in ((None, "hybrid (RRF)"), ("wing_3", "hybrid (RRF), wing")):
-                ways[op] = (lambda q, t, w=wing: two.hybrid(q, t, wing=w), [(queries[i], texts[i]) for i in range(WARMUP + MEASURED)])
+                ways[op] = (
+                    lambda q, t, w=wing: two.hybrid(q, t, wing=w),
+                    [(queries[i], texts[i]) for i in range(WARMUP + MEASURED)],
+                )
         for op in OPS:
             fn, argl = ways[op]
             stats, results = timed(fn, argl)
             out["ops"][op] = {**stats, "ids": results}
-            print(f"[bench_retrieval] {op:28s} {store:16s} p50 {stats['p50']:9.2f} ms  p95 {stats['p95']:9.2f} ms",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[bench_retrieval] {op:28s} {store:16s} p50 {stats['p50']:9.2f} ms  p95 "
+                f"{stats['p95']:9.2f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
         if store == "postgres":
-            sizes = [ours.around_entity(names[picks[i]], queries[i].tolist(), hops=h)["entities"]
-                     for h in (1, 2, 3) for i in range(10)]
-            out["neighbourhood_entities_mean"] = {h: float(np.mean(sizes[(h - 1) * 10:h * 10])) for h in (1, 2, 3)}
+            sizes = [
+                ours.around_entity(names[picks[i]], queries[i].tolist(), hops=h)["entities"]
+                for h in (1, 2, 3)
+                for i in range(10)
+            ]
+            out["neighbourhood_entities_mean"] = {
+                h: float(np.mean(sizes[(h - 1) * 10 : h * 10])) for h in (1, 2, 3)
+            }
             ours.close()
         else:
             sqlite_kg.close()
@@ -280,8 +349,10 @@ def run_store(args, store: str) -> dict:
             backend.close()
             if store == "postgres":
                 with psycopg.connect(dsn, autocommit=True) as conn:
-                    conn.execute("SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                                 (f"bench_{tag}_kg",))
+                    conn.execute(
+                        "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
+                        (f"bench_{tag}_kg",),
+                    )
             shutil.rmtree(workdir, ignore_errors=True)
     return out
 
@@ -295,14 +366,24 @@ def run(args) -> dict:
     children = {}
     for store in args.stores:
         try:
-            children[store] = bb.child_json(__file__, [store, "--drawers", args.drawers, "--facts", args.facts,
-                                                       "--entities", args.entities], dsn)
+            children[store] = bb.child_json(
+                __file__,
+                [store, "--drawers", args.drawers, "--facts", args.facts, "--entities", args.entities],
+                dsn,
+            )
         except bb.ChildFailed as exc:
             raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
     pg = children["postgres"]
-    out: dict = {"drawers": args.drawers, "facts": args.facts, "entities": args.entities, "load_s": {},
-                 "settle_s": {}, "warmup": WARMUP, "ops": {op: {} for op in OPS},
-                 "neighbourhood_entities_mean": pg["neighbourhood_entities_mean"]}
+    out: dict = {
+        "drawers": args.drawers,
+        "facts": args.facts,
+        "entities": args.entities,
+        "load_s": {},
+        "settle_s": {},
+        "warmup": WARMUP,
+        "ops": {op: {} for op in OPS},
+        "neighbourhood_entities_mean": pg["neighbourhood_entities_mean"],
+    }
     for store, child in children.items():
         out["load_s"].update(child["load_s"])
         out["settle_s"][store] = child["settle_s"]
@@ -319,34 +400,56 @@ def _settle_text(r: dict) -> str:
     if "settle_s" not in r:
         return ""
     settle = r["settle_s"]
-    took = (", ".join(f"{k} {x} s" for k, x in settle.items()) if isinstance(settle, dict) else f"{settle} s")
-    return (f" Then the AGE label tables and the built-in pgvector table were VACUUM (ANALYZE)d before measuring "
-            f"({took}), as autovacuum would do anyway.")
+    took = ", ".join(f"{k} {x} s" for k, x in settle.items()) if isinstance(settle, dict) else f"{settle} s"
+    return (
+        f" Then the AGE label tables and the built-in pgvector table were VACUUM (ANALYZE)d before measuring "
+        f"({took}), as autovacuum would do anyway."
+    )
 
 
 def render(report: dict) -> str:
     r = report["result"]
     v = report["versions"]
-    lines = [f"## Graph + vector retrieval at {r['drawers']:,} drawers and {r['facts']:,} facts — {report['date']}", "",
-             f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, AGE {v['age']}, MemPalace {v['mempalace']}, "
-             f"chromadb {v['chromadb']}, Python {v['python']}, {v['cpus']} CPUs. Command: `{report['command']}`.",
-             f"Facts between {r['entities']:,} entities (endpoints uniform; mean entities reached from a picked entity: "
-             + ", ".join(f"{h} hop{'s' if int(h) > 1 else ''} {x:.0f}" for h, x in r["neighbourhood_entities_mean"].items())
-             + "), each drawn from a random drawer. Load times (s): "
-             + ", ".join(f"{k} {x}" for k, x in r["load_s"].items()) + "."
-             + _settle_text(r), "",
-             ("Each store was loaded, measured and dropped in its own process, one after the other, so none was "
-              "measured beside another's data or threads. " if isinstance(r.get("settle_s"), dict) else
-              "The pgvector+sqlite way is measured after all the others (its exact scans of whole tables evict the "
-              "caches the next measurement would read). ")
-             + (f"Each retrieval was first called on up to {r['warmup']} inputs that are not timed (a long-running process "
-                "is past its statements' first planned executions; fewer for a way whose calls take seconds), then "
-                "timed on the next ones. " if r.get("warmup") else
-                "Each retrieval was called once before timing. ")
-             + "Latencies in ms, p50 / p95. Ratio: p50 of the faster two-store way over p50 of `postgres` "
-             "(target ≥ 5x). Agreement: share of that store's top ids that `postgres` also returned.", "",
-             "| retrieval | postgres | chroma+sqlite | pgvector+sqlite | ratio | agreement (chroma / pgvector) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"## Graph + vector retrieval at {r['drawers']:,} drawers and {r['facts']:,} facts — "
+        f"{report['date']}",
+        "",
+        f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, AGE {v['age']}, MemPalace "
+        f"{v['mempalace']}, "
+        f"chromadb {v['chromadb']}, Python {v['python']}, {v['cpus']} CPUs. Command: `{report['command']}`.",
+        f"Facts between {r['entities']:,} entities (endpoints uniform; mean entities reached from a picked "
+        "entity: "
+        + ", ".join(
+            f"{h} hop{'s' if int(h) > 1 else ''} {x:.0f}" for h, x in r["neighbourhood_entities_mean"].items()
+        )
+        + "), each drawn from a random drawer. Load times (s): "
+        + ", ".join(f"{k} {x}" for k, x in r["load_s"].items())
+        + "."
+        + _settle_text(r),
+        "",
+        (
+            "Each store was loaded, measured and dropped in its own process, one after the other, so none "
+            "was "
+            "measured beside another's data or threads. "
+            if isinstance(r.get("settle_s"), dict)
+            else "The pgvector+sqlite way is measured after all the others (its exact scans of whole tables "
+            "evict the caches the next measurement would read). "
+        )
+        + (
+            f"Each retrieval was first called on up to {r['warmup']} inputs that are not timed (a "
+            "long-running process "
+            "is past its statements' first planned executions; fewer for a way whose calls take seconds), "
+            "then "
+            "timed on the next ones. "
+            if r.get("warmup")
+            else "Each retrieval was called once before timing. "
+        )
+        + "Latencies in ms, p50 / p95. Ratio: p50 of the faster two-store way over p50 of `postgres` "
+        "(target ≥ 5x). Agreement: share of that store's top ids that `postgres` also returned.",
+        "",
+        "| retrieval | postgres | chroma+sqlite | pgvector+sqlite | ratio | agreement (chroma / pgvector) |",
+        "|---|---|---|---|---|---|",
+    ]
     for op, impls in r["ops"].items():
         pg = impls["postgres"]
         others = {k: x for k, x in impls.items() if k != "postgres"}
@@ -355,13 +458,25 @@ def render(report: dict) -> str:
         def cell(x):
             return f"{x['p50']:.2f} / {x['p95']:.2f}" if x else "—"
 
-        agree = " / ".join("—" if x.get("agreement") is None else f"{x['agreement']:.2f}" for x in others.values())
+        agree = " / ".join(
+            "—" if x.get("agreement") is None else f"{x['agreement']:.2f}" for x in others.values()
+        )
         ratio = "—" if best is None else f"{best / pg['p50']:.1f}x"
-        lines.append(f"| {op} | {cell(pg)} | {cell(impls.get('chroma+sqlite'))} | {cell(impls.get('pgvector+sqlite'))} | "
-                     f"{ratio} | {agree} |")
+        lines.append(
+            f"| {op} | {cell(pg)} | {cell(impls.get('chroma+sqlite'))} | "
+            f"{cell(impls.get('pgvector+sqlite'))} | "
+            f"{ratio} | {agree} |"
+        )
     ops = r["ops"]
-    one, three = ops["around entity, 1 hop"]["postgres"]["p50"], ops["around entity, 3 hops"]["postgres"]["p50"]
-    lines += ["", f"Search around an entity, 3 hops over 1 hop (postgres p50): {three / one:.2f}x (target ≤ 2.5x).", ""]
+    one, three = (
+        ops["around entity, 1 hop"]["postgres"]["p50"],
+        ops["around entity, 3 hops"]["postgres"]["p50"],
+    )
+    lines += [
+        "",
+        f"Search around an entity, 3 hops over 1 hop (postgres p50): {three / one:.2f}x (target ≤ 2.5x).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -376,8 +491,11 @@ def report_options(ap: argparse.ArgumentParser, name: str) -> None:
 
 def report_head(dsn: str, name: str) -> dict:
     """What every report starts with: when, on which versions, by which command."""
-    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": bb.versions(dsn),
-            "command": f"python benchmarks/{name}.py " + " ".join(sys.argv[1:])}
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": bb.versions(dsn),
+        "command": f"python benchmarks/{name}.py " + " ".join(sys.argv[1:]),
+    }
 
 
 def save_and_report(args, make_report, render_report) -> int:
@@ -407,8 +525,9 @@ def run_benchmark(ap: argparse.ArgumentParser, name: str, run_child, run_all, re
     if args.child:
         print(json.dumps(run_child(args)))
         return 0
-    return save_and_report(args, lambda: {**report_head(bb.provisioned_dsn(), name), "result": run_all(args)},
-                           render_report)
+    return save_and_report(
+        args, lambda: {**report_head(bb.provisioned_dsn(), name), "result": run_all(args)}, render_report
+    )
 
 
 def main() -> int:

@@ -77,13 +77,26 @@ def child_layout(dsn: str, tag: str, pk: int, shares: str) -> dict:
         conn.execute(sql.SQL("SET search_path = {}, public").format(sql.Identifier(schema)))
         indexing.build_session(conn)
         n, top = conn.execute(sql.SQL("SELECT count(*), max(vector_seq) FROM {}").format(table)).fetchone()
-        old = [r[0] for r in conn.execute(sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
-            sql.Identifier(schema, "vector_segments")), (pk,))]
+        old = [
+            r[0]
+            for r in conn.execute(
+                sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
+                    sql.Identifier(schema, "vector_segments")
+                ),
+                (pk,),
+            )
+        ]
         bounds, lo, done = [], -1, 0
         for share in [float(s) for s in shares.split(",")]:
             done += round(share * n)
-            hi = top if done >= n else conn.execute(sql.SQL(
-                "SELECT vector_seq FROM {} ORDER BY vector_seq OFFSET %s LIMIT 1").format(table), (done - 1,)).fetchone()[0]
+            hi = (
+                top
+                if done >= n
+                else conn.execute(
+                    sql.SQL("SELECT vector_seq FROM {} ORDER BY vector_seq OFFSET %s LIMIT 1").format(table),
+                    (done - 1,),
+                ).fetchone()[0]
+            )
             bounds.append((lo, hi))
             lo = hi
         builds = []
@@ -96,8 +109,15 @@ def child_layout(dsn: str, tag: str, pk: int, shares: str) -> dict:
         for name in old:
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, name)))
         conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(table))
-        rows = [r[0] for r in conn.execute(sql.SQL("SELECT rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
-            sql.Identifier(schema, "vector_segments")), (pk,))]
+        rows = [
+            r[0]
+            for r in conn.execute(
+                sql.SQL("SELECT rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
+                    sql.Identifier(schema, "vector_segments")
+                ),
+                (pk,),
+            )
+        ]
     return {"rows": rows, "build_seconds": builds}
 
 
@@ -126,14 +146,19 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
     backend, col = bb.open_collection("postgres", str(Path(workdir) / "palace"), dsn, tag)
     queries = bb.query_vectors(QUERIES, 777, bb.cluster_centers())
     current = indexing.layout(col.partition, fresh=True)
-    out = {"segments": len(current.segments),
-           "breadth": indexing.search_breadth(current, col.partition.db.settings.ef_search), "query": {}}
+    out = {
+        "segments": len(current.segments),
+        "breadth": indexing.search_breadth(current, col.partition.db.settings.ef_search),
+        "query": {},
+    }
     if merge_workers == "-":
         for label, where in FILTERS.items():
             out["query"][label] = measure(col, queries, truth, label, where)
     elif merge_workers == "idle":  # the baseline of the merge runs, measured their way
         stop = time.perf_counter() + IDLE_S
-        out["query"]["unfiltered"] = ten_query_medians(col, queries, truth, lambda: time.perf_counter() < stop)
+        out["query"]["unfiltered"] = ten_query_medians(
+            col, queries, truth, lambda: time.perf_counter() < stop
+        )
     else:
         import psycopg
         from psycopg import sql
@@ -145,8 +170,16 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
                 conn.execute(sql.SQL("SET search_path = {}, public").format(sql.Identifier(schema)))
                 indexing.build_session(conn, int(merge_workers))
                 t0 = time.perf_counter()
-                conn.execute(indexing.segment_ddl("bench_merge", sql.Identifier(schema, f"records_c{col.partition.pk}"),
-                                                  384, -1, current.newest, concurrently=True))
+                conn.execute(
+                    indexing.segment_ddl(
+                        "bench_merge",
+                        sql.Identifier(schema, f"records_c{col.partition.pk}"),
+                        384,
+                        -1,
+                        current.newest,
+                        concurrently=True,
+                    )
+                )
                 done.append(time.perf_counter() - t0)
                 conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema, "bench_merge")))
 
@@ -168,38 +201,56 @@ def ten_query_medians(col, queries, truth, going) -> dict:
         times.append(measure(col, queries[:10], first, "unfiltered", None)["p50"])
     if not times:
         raise SystemExit("the merge ended before the first round of queries: use a larger --n")
-    return {"p50": float(np.median(times)), "p95": float(np.percentile(times, 95)), "n": len(times) * 10,
-            "note": "p50/p95 of per-10-query medians"}
+    return {
+        "p50": float(np.median(times)),
+        "p95": float(np.percentile(times, 95)),
+        "n": len(times) * 10,
+        "note": "p50/p95 of per-10-query medians",
+    }
 
 
 # ----------------------------------------------------------------------------- parent
 def render(result: dict, meta: dict) -> str:
     n = result["n"]
-    lines = [f"## Search breadth over segments, {n:,} drawers — {meta['date']}", "",
-             f"Machine: {meta['machine']}. Command: `{meta['command']}`. The palace was written through "
-             f"`upsert` (batches of 1,000, no folder: {result['load_seconds']:.1f} s), then given each layout "
-             "below, built in one go. k=10, 60 queries, each configuration in a fresh process; p50 / p95 ms "
-             "(recall@10 against exact). `policy` is what the backend runs: the breadth of "
-             "`indexing.search_breadth` (shown in brackets) and per-segment candidates scaled by the largest "
-             "segment's share.", "",
-             "| layout (rows per segment) | breadth | unfiltered | wing |", "|---|---|---|---|"]
+    lines = [
+        f"## Search breadth over segments, {n:,} drawers — {meta['date']}",
+        "",
+        f"Machine: {meta['machine']}. Command: `{meta['command']}`. The palace was written through "
+        f"`upsert` (batches of 1,000, no folder: {result['load_seconds']:.1f} s), then given each layout "
+        "below, built in one go. k=10, 60 queries, each configuration in a fresh process; p50 / p95 ms "
+        "(recall@10 against exact). `policy` is what the backend runs: the breadth of "
+        "`indexing.search_breadth` (shown in brackets) and per-segment candidates scaled by the largest "
+        "segment's share.",
+        "",
+        "| layout (rows per segment) | breadth | unfiltered | wing |",
+        "|---|---|---|---|",
+    ]
     for name, layout in result["layouts"].items():
         rows = "/".join(f"{r // 1000}k" for r in layout["rows"])
         for breadth, probe in layout["queries"].items():
-            cells = [f"{q['p50']:.2f} / {q['p95']:.2f} ({q['recall_at_10']:.3f})"
-                     for q in (probe["query"]["unfiltered"], probe["query"]["wing"])]
+            cells = [
+                f"{q['p50']:.2f} / {q['p95']:.2f} ({q['recall_at_10']:.3f})"
+                for q in (probe["query"]["unfiltered"], probe["query"]["wing"])
+            ]
             shown = f"policy ({probe['breadth']})" if breadth == "policy" else breadth
             lines.append(f"| {name}: {rows} | {shown} | {cells[0]} | {cells[1]} |")
-    lines += ["", "While a merge of every row is built beside the queries (four segments, policy breadth; "
-              "p50 / p95 of per-10-query medians, unfiltered):", "",
-              "| merge built with | merge, s | unfiltered p50 / p95 ms |", "|---|---|---|"]
+    lines += [
+        "",
+        "While a merge of every row is built beside the queries (four segments, policy breadth; "
+        "p50 / p95 of per-10-query medians, unfiltered):",
+        "",
+        "| merge built with | merge, s | unfiltered p50 / p95 ms |",
+        "|---|---|---|",
+    ]
     for workers, probe in result["contention"].items():
         q = probe["query"]["unfiltered"]
         if workers == "idle":
             lines.append(f"| nothing building | — | {q['p50']:.2f} / {q['p95']:.2f} |")
             continue
-        lines.append(f"| {workers} parallel worker{'s' if workers != '1' else ''} | {probe['merge_seconds']:.1f} | "
-                     f"{q['p50']:.2f} / {q['p95']:.2f} |")
+        lines.append(
+            f"| {workers} parallel worker{'s' if workers != '1' else ''} | {probe['merge_seconds']:.1f} | "
+            f"{q['p50']:.2f} / {q['p95']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -212,8 +263,11 @@ def main() -> int:
     args = ap.parse_args()
     if args.child:
         kind, *rest = args.child
-        fn = {"load": lambda n, dsn, w, t: child_load(int(n), dsn, w, t), "layout": child_layout,
-              "query": child_query}[kind]
+        fn = {
+            "load": lambda n, dsn, w, t: child_load(int(n), dsn, w, t),
+            "layout": child_layout,
+            "query": child_query,
+        }[kind]
         if kind == "layout":
             rest[2] = int(rest[2])
         print(json.dumps(fn(*rest)))
@@ -233,20 +287,26 @@ def main() -> int:
             entry = {**built, "queries": {}}
             for breadth in [*map(str, BREADTHS), "policy"]:
                 entry["queries"][breadth] = bb.child_json(
-                    script, ["query", dsn, workdir, tag, truth_file, breadth, "-"], dsn)
-                print(name, breadth, json.dumps(entry["queries"][breadth]["query"]), file=sys.stderr, flush=True)
+                    script, ["query", dsn, workdir, tag, truth_file, breadth, "-"], dsn
+                )
+                print(
+                    name, breadth, json.dumps(entry["queries"][breadth]["query"]), file=sys.stderr, flush=True
+                )
             result["layouts"][name] = entry
         bb.child_json(script, ["layout", dsn, tag, load["pk"], ",".join(map(str, LAYOUTS["four"]))], dsn)
         for workers in ("idle", "0", "1"):
             result["contention"][workers] = bb.child_json(
-                script, ["query", dsn, workdir, tag, truth_file, "policy", workers], dsn)
+                script, ["query", dsn, workdir, tag, truth_file, "policy", workers], dsn
+            )
             print("merge", workers, json.dumps(result["contention"][workers]), file=sys.stderr, flush=True)
     finally:
         bb.cleanup("postgres", dsn, tag, None)
         shutil.rmtree(workdir, ignore_errors=True)
-    meta = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
-            "command": "python benchmarks/bench_segments.py" + (f" --n {args.n}" if args.n != 100_000 else "")}
+    meta = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
+        "command": "python benchmarks/bench_segments.py" + (f" --n {args.n}" if args.n != 100_000 else ""),
+    }
     result["meta"] = meta
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1))

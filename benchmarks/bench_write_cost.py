@@ -46,8 +46,10 @@ from bench_retrieval import run_benchmark  # noqa: E402
 UPSERT = 50
 VARIANTS = ("words", "tokens")
 #: document_tsv per variant; {fn} is the palace schema's lexical_text()
-TSV = {"words": "to_tsvector('simple'::regconfig, {fn}(document))",
-       "tokens": "to_tsvector('simple'::regconfig, document)"}
+TSV = {
+    "words": "to_tsvector('simple'::regconfig, {fn}(document))",
+    "tokens": "to_tsvector('simple'::regconfig, document)",
+}
 
 
 def _upserts(col, first: int, count: int, centers) -> list[float]:
@@ -65,8 +67,11 @@ def _set_tsv(conn, schema: str, variant: str) -> None:
     from psycopg import sql
 
     expression = TSV[variant].format(fn=sql.Identifier(schema, "lexical_text").as_string(conn))
-    conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN document_tsv SET EXPRESSION AS ({})").format(
-        sql.Identifier(schema, "records"), sql.SQL(expression)))
+    conn.execute(
+        sql.SQL("ALTER TABLE {} ALTER COLUMN document_tsv SET EXPRESSION AS ({})").format(
+            sql.Identifier(schema, "records"), sql.SQL(expression)
+        )
+    )
     conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(schema, "records")))
 
 
@@ -76,8 +81,11 @@ def _per_document_us(conn, schema: str) -> dict:
 
     fn = sql.Identifier(schema, "lexical_text").as_string(conn)
     table = sql.Identifier(schema, "records")
-    exprs = {"read only": "length(document)", "lexical_text()": f"length({fn}(document))",
-             **{f"document_tsv, {v}": f"length({TSV[v].format(fn=fn)})" for v in VARIANTS}}
+    exprs = {
+        "read only": "length(document)",
+        "lexical_text()": f"length({fn}(document))",
+        **{f"document_tsv, {v}": f"length({TSV[v].format(fn=fn)})" for v in VARIANTS},
+    }
     rows = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()[0]
     best = {}
     for label, expr in exprs.items():
@@ -88,9 +96,15 @@ def _per_document_us(conn, schema: str) -> dict:
             conn.execute(query).fetchone()
             runs.append(time.perf_counter() - t0)
         best[label] = min(runs)
-    return {"documents": rows, "mean_chars": conn.execute(
-                sql.SQL("SELECT avg(length(document))::float8 FROM {}").format(table)).fetchone()[0],
-            "us_per_document": {k: (v - best["read only"]) / rows * 1e6 for k, v in best.items() if k != "read only"}}
+    return {
+        "documents": rows,
+        "mean_chars": conn.execute(
+            sql.SQL("SELECT avg(length(document))::float8 FROM {}").format(table)
+        ).fetchone()[0],
+        "us_per_document": {
+            k: (v - best["read only"]) / rows * 1e6 for k, v in best.items() if k != "read only"
+        },
+    }
 
 
 def run_child(store: str, n: int, rounds: int, upserts: int, dsn: str) -> dict:
@@ -103,14 +117,18 @@ def run_child(store: str, n: int, rounds: int, upserts: int, dsn: str) -> dict:
     centers = bb.cluster_centers()
     backend, col = bb.open_collection(store, str(workdir / "palace"), dsn, tag)
     try:
-        out: dict = {"store": store, "load_s": round(bb.load_drawers(col, store, n, centers), 1), "rounds": []}
+        out: dict = {
+            "store": store,
+            "load_s": round(bb.load_drawers(col, store, n, centers), 1),
+            "rounds": [],
+        }
         first = n
         _upserts(col, first, 5, centers)  # warm-up: statements prepared, pages cached
         first += 5 * UPSERT
         schema = f"bench_{tag}"
         with psycopg.connect(dsn, autocommit=True) as conn:
             for r in range(rounds):
-                for variant in (VARIANTS if store == "postgres" else ("chroma",)):
+                for variant in VARIANTS if store == "postgres" else ("chroma",):
                     if store == "postgres":
                         _set_tsv(conn, schema, variant)
                     times = _upserts(col, first, upserts, centers)
@@ -134,7 +152,9 @@ def run(args) -> dict:
     for store in args.stores:
         print(f"[bench_write_cost] {store} ...", file=sys.stderr, flush=True)
         try:
-            out["stores"][store] = bb.child_json(__file__, [store, args.drawers, args.rounds, args.upserts], dsn)
+            out["stores"][store] = bb.child_json(
+                __file__, [store, args.drawers, args.rounds, args.upserts], dsn
+            )
         except bb.ChildFailed as exc:
             raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
     return out
@@ -146,15 +166,19 @@ def _p(times: list, q: int) -> float:
 
 def render(report: dict) -> str:
     r, v = report["result"], report["versions"]
-    lines = [f"## What a write costs, and the share of splitting words — {report['date']}", "",
-             f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, MemPalace {v['mempalace']}, chromadb "
-             f"{v['chromadb']}, Python {v['python']}, {v['cpus']} CPUs. Command: `{report['command']}`.",
-             f"{r['drawers']:,} drawers loaded per store, then {r['rounds']} rounds of {r['upserts']} upserts of "
-             f"{UPSERT} new drawers each; `postgres` alternates its `document_tsv` definition round by round "
-             "(`words`: this code's; `tokens`: the one before sql/0006), with the background merge held off. "
-             "Latency of one upsert in ms.", "",
-             "| store, document_tsv | upsert of 50: p50 / p95 (all rounds) | p50 of each round | vs chroma |",
-             "|---|---|---|---|"]
+    lines = [
+        f"## What a write costs, and the share of splitting words — {report['date']}",
+        "",
+        f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, MemPalace {v['mempalace']}, chromadb "
+        f"{v['chromadb']}, Python {v['python']}, {v['cpus']} CPUs. Command: `{report['command']}`.",
+        f"{r['drawers']:,} drawers loaded per store, then {r['rounds']} rounds of {r['upserts']} upserts of "
+        f"{UPSERT} new drawers each; `postgres` alternates its `document_tsv` definition round by round "
+        "(`words`: this code's; `tokens`: the one before sql/0006), with the background merge held off. "
+        "Latency of one upsert in ms.",
+        "",
+        "| store, document_tsv | upsert of 50: p50 / p95 (all rounds) | p50 of each round | vs chroma |",
+        "|---|---|---|---|",
+    ]
     groups: dict = {}
     for store, x in r["stores"].items():
         for rnd in x["rounds"]:
@@ -165,13 +189,22 @@ def render(report: dict) -> str:
     for label, per_round in groups.items():
         pooled = sum(per_round, [])
         vs = f"{chroma_p50 / _p(pooled, 50):.1f}x" if chroma_p50 and label != "chroma" else "—"
-        lines.append(f"| {label} | {_p(pooled, 50):.2f} / {_p(pooled, 95):.2f} | "
-                     + ", ".join(f"{_p(t, 50):.2f}" for t in per_round) + f" | {vs} |")
+        lines.append(
+            f"| {label} | {_p(pooled, 50):.2f} / {_p(pooled, 95):.2f} | "
+            + ", ".join(f"{_p(t, 50):.2f}" for t in per_round)
+            + f" | {vs} |"
+        )
     fns = r["stores"].get("postgres", {}).get("functions")
     if fns:
-        lines += ["", f"Server time per document over the {fns['documents']:,} stored documents (mean "
-                  f"{fns['mean_chars']:.0f} characters), a full scan computing it minus one reading the "
-                  "documents, best of 5, µs:", "", "| expression | µs per document |", "|---|---|"]
+        lines += [
+            "",
+            f"Server time per document over the {fns['documents']:,} stored documents (mean "
+            f"{fns['mean_chars']:.0f} characters), a full scan computing it minus one reading the "
+            "documents, best of 5, µs:",
+            "",
+            "| expression | µs per document |",
+            "|---|---|",
+        ]
         lines += [f"| {k} | {us:.1f} |" for k, us in fns["us_per_document"].items()]
     lines.append("")
     return "\n".join(lines)
@@ -184,9 +217,13 @@ def main() -> int:
     ap.add_argument("--upserts", type=int, default=60)
     ap.add_argument("--stores", default="postgres,chroma")
     ap.add_argument("child_args", nargs="*", help=argparse.SUPPRESS)
-    return run_benchmark(ap, "bench_write_cost",
-                         lambda args: run_child(args.child, *map(int, args.child_args), bb.provisioned_dsn()),
-                         run, render)
+    return run_benchmark(
+        ap,
+        "bench_write_cost",
+        lambda args: run_child(args.child, *map(int, args.child_args), bb.provisioned_dsn()),
+        run,
+        render,
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,12 @@ def metrics(case: dict) -> dict:
     q, ops = last["query"], last.get("ops", {})
     m = {f"{k} p50 ms": q[k]["p50"] for k in ("unfiltered", "wing", "wing_room")}
     m.update({f"{k} recall": q[k]["recall_at_10"] for k in ("unfiltered", "wing", "wing_room")})
-    for key, label in (("get_ids_10", "get 10 ids ms"), ("lexical_search", "lexical ms"),
-                       ("facet_counts_wing", "facet_counts ms"), ("get_recent_20", "get_recent ms")):
+    for key, label in (
+        ("get_ids_10", "get 10 ids ms"),
+        ("lexical_search", "lexical ms"),
+        ("facet_counts_wing", "facet_counts ms"),
+        ("get_recent_20", "get_recent ms"),
+    ):
         if ops.get(key):
             m[label] = ops[key]["p50"]
     m["ingest rows/s"] = case["write"]["rows_per_s"]
@@ -61,19 +65,30 @@ def fmt(v) -> str:
 
 
 def render(data: dict, commands: list[str]) -> str:
-    lines = ["## The scale curve: the real path at 10k, 100k, 1M drawers", "",
-             "From " + "; ".join(commands) + ". Upserts in batches of 1,000 by a process that exits, then a new "
-             "process 60 s later (p50 ms; recall@10 against exact). Ratio columns: the cost at the larger size "
-             "over the smaller (for rates, the smaller over the larger, so above 1 is always a cost).", "",
-             "![scale](out/scale.png)", ""]
+    lines = [
+        "## The scale curve: the real path at 10k, 100k, 1M drawers",
+        "",
+        "From " + "; ".join(commands) + ". Upserts in batches of 1,000 by a process that exits, then a new "
+        "process 60 s later (p50 ms; recall@10 against exact). Ratio columns: the cost at the larger size "
+        "over the smaller (for rates, the smaller over the larger, so above 1 is always a cost).",
+        "",
+        "![scale](out/scale.png)",
+        "",
+    ]
     for store, by_n in sorted(data.items()):
         sizes = sorted(by_n)
         ms = {n: metrics(by_n[n]) for n in sizes}
         keys = [k for k in ms[sizes[0]] if all(k in ms[n] for n in sizes)]
         ratio_cols = [(a, b) for a, b in zip(sizes, sizes[1:])]
-        lines += [f"### {store}", "", "| | " + " | ".join(f"{n:,}" for n in sizes)
-                  + "".join(f" | {b // 1000:,}k / {a // 1000:,}k" for a, b in ratio_cols) + " |",
-                  "|---" * (1 + len(sizes) + len(ratio_cols)) + "|"]
+        lines += [
+            f"### {store}",
+            "",
+            "| | "
+            + " | ".join(f"{n:,}" for n in sizes)
+            + "".join(f" | {b // 1000:,}k / {a // 1000:,}k" for a, b in ratio_cols)
+            + " |",
+            "|---" * (1 + len(sizes) + len(ratio_cols)) + "|",
+        ]
         for k in keys:
             cells = [fmt(ms[n][k]) for n in sizes]
             ratios = []
@@ -98,7 +113,9 @@ def chart(data: dict, path: Path) -> None:
     for ax, key in zip(axes, ("unfiltered", "wing", "wing_room")):
         for store, by_n in sorted(data.items()):
             sizes = sorted(by_n)
-            ax.plot(sizes, [by_n[n]["probes"][-1]["query"][key]["p50"] for n in sizes], marker="o", label=store)
+            ax.plot(
+                sizes, [by_n[n]["probes"][-1]["query"][key]["p50"] for n in sizes], marker="o", label=store
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"k=10 {key.replace('_', '+')}, p50 (+60 s)")

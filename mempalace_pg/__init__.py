@@ -16,7 +16,8 @@ from mempalace_pg.hooks import install as _install_hooks  # noqa: E402
 
 _install_hooks()
 
-#: The public API: name -> the module that defines it, imported on first use (keeps `import mempalace_pg` cheap).
+#: The public API: name -> the module that defines it, imported on first use (keeps
+#: `import mempalace_pg` cheap).
 _PUBLIC = {
     "PostgresBackend": "mempalace_pg.store.backend",
     "AgeKnowledgeGraph": "mempalace_pg.graph.kg",

@@ -30,10 +30,10 @@ import psycopg
 from mempalace.backends import PalaceRef
 from psycopg import sql
 
-from mempalace_pg.store import indexing
-from mempalace_pg.store.collection import DRAWERS_COLLECTION, PostgresCollection
 from mempalace_pg.config import Settings
 from mempalace_pg.graph.kg import AgeKnowledgeGraph
+from mempalace_pg.store import indexing
+from mempalace_pg.store.collection import DRAWERS_COLLECTION, PostgresCollection
 from mempalace_pg.store.records import clean_batch
 from mempalace_pg.text import storable
 
@@ -49,8 +49,9 @@ class UnitOfWork:
         self.kg = kg
         self.connection = conn
         self._written = 0
-        self._exists = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE collection_pk = %(pk)s AND id = %(id)s)").format(
-            drawers.partition.table)
+        self._exists = sql.SQL(
+            "SELECT EXISTS (SELECT 1 FROM {} WHERE collection_pk = %(pk)s AND id = %(id)s)"
+        ).format(drawers.partition.table)
 
     # -- drawers -----------------------------------------------------------------------------------
     def add_drawers(self, *, ids, documents, embeddings, metadatas=None, replace: bool = False) -> None:
@@ -68,8 +69,10 @@ class UnitOfWork:
             with self.connection.transaction():  # a savepoint: the error below leaves the unit usable
                 part.write_rows(self.connection, ids, documents, metas, matrix, replace=replace)
         except psycopg.errors.UniqueViolation:
-            raise ValueError(f"drawer ids already exist in this palace ({ids[:5]}...); nothing of this "
-                             "batch was written (use replace=True to overwrite)") from None
+            raise ValueError(
+                f"drawer ids already exist in this palace ({ids[:5]}...); nothing of this "
+                "batch was written (use replace=True to overwrite)"
+            ) from None
         self._written += len(ids)
 
     def delete_drawers(self, ids) -> None:
@@ -85,10 +88,13 @@ class UnitOfWork:
         if not isinstance(source_drawer_id, str):
             raise ValueError("source_drawer_id must be a string")
         found = self.connection.execute(
-            self._exists, {"pk": self.drawers.partition.pk, "id": storable(source_drawer_id)}).fetchone()[0]
+            self._exists, {"pk": self.drawers.partition.pk, "id": storable(source_drawer_id)}
+        ).fetchone()[0]
         if not found:
-            raise ValueError(f"source_drawer_id {source_drawer_id!r} is not a drawer of this palace; "
-                             "add the drawer first (in this unit of work or before it)")
+            raise ValueError(
+                f"source_drawer_id {source_drawer_id!r} is not a drawer of this palace; "
+                "add the drawer first (in this unit of work or before it)"
+            )
 
     def add_triple(self, subject: str, predicate: str, obj: str, **kwargs) -> str:
         """MemPalace's ``KnowledgeGraph.add_triple`` in this transaction; ``source_drawer_id`` must
@@ -108,25 +114,39 @@ class UnitOfWork:
         return self.kg.add_entity(name, entity_type, properties)
 
 
-def open_drawers(palace_path: Optional[str] = None, *, palace_key: Optional[str] = None,
-                 namespace: Optional[str] = None, settings: Optional[Settings] = None,
-                 create: bool = True) -> tuple[PostgresCollection, AgeKnowledgeGraph]:
+def open_drawers(
+    palace_path: Optional[str] = None,
+    *,
+    palace_key: Optional[str] = None,
+    namespace: Optional[str] = None,
+    settings: Optional[Settings] = None,
+    create: bool = True,
+) -> tuple[PostgresCollection, AgeKnowledgeGraph]:
     """The drawers collection and the knowledge graph of one postgres palace."""
     from mempalace_pg.store.backend import PostgresBackend
 
     settings = settings or Settings.load()
-    kg = AgeKnowledgeGraph(palace_path=palace_path, palace_key=palace_key, namespace=namespace,
-                           settings=settings)
+    kg = AgeKnowledgeGraph(
+        palace_path=palace_path, palace_key=palace_key, namespace=namespace, settings=settings
+    )
     ref = PalaceRef(id=kg.palace_key, local_path=palace_path, namespace=kg.namespace)
     collection = PostgresBackend().get_collection(
-        palace=ref, collection_name=DRAWERS_COLLECTION, create=create,
-        options={"dsn": settings.dsn, "schema": settings.schema})
+        palace=ref,
+        collection_name=DRAWERS_COLLECTION,
+        create=create,
+        options={"dsn": settings.dsn, "schema": settings.schema},
+    )
     return collection, kg
 
 
 @contextmanager
-def unit_of_work(palace_path: Optional[str] = None, *, palace_key: Optional[str] = None,
-                 namespace: Optional[str] = None, settings: Optional[Settings] = None) -> Iterator[UnitOfWork]:
+def unit_of_work(
+    palace_path: Optional[str] = None,
+    *,
+    palace_key: Optional[str] = None,
+    namespace: Optional[str] = None,
+    settings: Optional[Settings] = None,
+) -> Iterator[UnitOfWork]:
     """Open a unit of work on a postgres palace (by directory, or by ``palace_key``): one pooled
     connection, one transaction, committed when the block ends and rolled back if it raises."""
     drawers, kg = open_drawers(palace_path, palace_key=palace_key, namespace=namespace, settings=settings)

@@ -12,7 +12,8 @@
     mempalace-pg search hybrid QUERY          vector + full-text search fused (RRF)
     mempalace-pg migrate --from DIR --to DIR   a Chroma/sqlite_exact/pgvector palace into PostgreSQL
     mempalace-pg export FILE    one palace to portable JSON lines;  mempalace-pg import FILE: and back
-    mempalace-pg backup FILE    pg_dump of schema + graph;  mempalace-pg restore FILE: pg_restore + the AGE fix-up
+    mempalace-pg backup FILE    pg_dump of schema + graph;  mempalace-pg restore FILE: pg_restore + the AGE
+    fix-up
     mempalace-pg doctor         what is wrong with this installation, and how to fix it (exit 1 if anything)
 
 Settings come from the same places as the plugin's (MEMPALACE_PG_* / config.json postgres_*),
@@ -40,7 +41,9 @@ def cmd_db_upgrade(args) -> int:
 
     settings = _settings(args)
     revision = upgrade(settings)
-    print(f"schema {settings.schema} at {settings.redacted_dsn}: revision {revision} (head {head_revision()})")
+    print(
+        f"schema {settings.schema} at {settings.redacted_dsn}: revision {revision} (head {head_revision()})"
+    )
     return 0
 
 
@@ -54,11 +57,22 @@ def cmd_db_current(args) -> int:
     head = head_revision()
     state = "up to date" if current == head else ("not created" if current is None else "behind the code")
     if args.json:
-        print(json.dumps({"schema": settings.schema, "database": settings.redacted_dsn,
-                          "current": current, "head": head, "up_to_date": current == head}))
+        print(
+            json.dumps(
+                {
+                    "schema": settings.schema,
+                    "database": settings.redacted_dsn,
+                    "current": current,
+                    "head": head,
+                    "up_to_date": current == head,
+                }
+            )
+        )
     else:
-        print(f"schema {settings.schema} at {settings.redacted_dsn}: {current or '(none)'} "
-              f"(code head {head}: {state})")
+        print(
+            f"schema {settings.schema} at {settings.redacted_dsn}: {current or '(none)'} "
+            f"(code head {head}: {state})"
+        )
         if current != head:
             print("run `mempalace-pg db upgrade` to bring it to the code's revision")
     return 0 if current == head else 1
@@ -90,7 +104,8 @@ def _palace_target(args) -> dict:
             return {"palace_path": palace, "settings": settings}
     raise ConfigError(
         f"no postgres palace found (looked at {', '.join(candidates) or 'nothing'}): pass --palace DIR "
-        "(a palace created with `mempalace --backend postgres ...`) or --palace-key KEY")
+        "(a palace created with `mempalace --backend postgres ...`) or --palace-key KEY"
+    )
 
 
 def cmd_db_bootstrap(args) -> int:
@@ -104,8 +119,10 @@ def cmd_db_bootstrap(args) -> int:
     if args.app_role:
         password = os.environ.get(args.app_password_env or "")
         if not password:
-            raise ConfigError(f"set the application role's password in ${args.app_password_env} "
-                              "(--app-password-env names the variable; never on the command line)")
+            raise ConfigError(
+                f"set the application role's password in ${args.app_password_env} "
+                "(--app-password-env names the variable; never on the command line)"
+            )
     with connect(settings, autocommit=True) as conn:
         applied = apply_bootstrap(conn, app_role=args.app_role, app_password=password)
         database = conn.info.dbname
@@ -136,9 +153,11 @@ def cmd_kg_import(args) -> int:
     else:
         for table in ("entities", "triples"):
             w = report.written[table]
-            print(f"{table}: {report.source_counts[table]} in {args.sqlite}; {w['inserted']} inserted, "
-                  f"{w['updated']} updated, {w['unchanged']} unchanged; "
-                  f"{report.verified[table]}/{report.source_counts[table]} verified in graph {kg.graph_name}")
+            print(
+                f"{table}: {report.source_counts[table]} in {args.sqlite}; {w['inserted']} inserted, "
+                f"{w['updated']} updated, {w['unchanged']} unchanged; "
+                f"{report.verified[table]}/{report.source_counts[table]} verified in graph {kg.graph_name}"
+            )
         print(f"{'OK' if report.ok else 'MISMATCH'} in {report.seconds:.1f} s ({kg!r})")
     return 0 if report.ok else 1
 
@@ -150,8 +169,7 @@ def cmd_kg_query(args) -> int:
         print(json.dumps(rows))
         return 0
     if not rows:
-        print(f"nothing known about {args.entity!r}"
-              + (f" as of {args.as_of}" if args.as_of else ""))
+        print(f"nothing known about {args.entity!r}" + (f" as of {args.as_of}" if args.as_of else ""))
     for r in rows:
         span = f"[{r['valid_from'] or '…'} → {r['valid_to'] or 'now'}]"
         print(f"{r['subject']} —{r['predicate']}→ {r['object']}  {span}")
@@ -163,10 +181,11 @@ def cmd_kg_stats(args) -> int:
     if args.json:
         print(json.dumps(stats))
     else:
-        print(f"{stats['entities']} entities, {stats['triples']} facts ({stats['current_facts']} current, "
-              f"{stats['expired_facts']} ended); predicates: {', '.join(stats['relationship_types']) or '-'}")
+        print(
+            f"{stats['entities']} entities, {stats['triples']} facts ({stats['current_facts']} current, "
+            f"{stats['expired_facts']} ended); predicates: {', '.join(stats['relationship_types']) or '-'}"
+        )
     return 0
-
 
 
 # -- search: the graph joined with the drawers (mempalace_pg.retrieval) ------------------------------
@@ -184,8 +203,10 @@ def _embed(text: str) -> list:
     except (BackendError, ValueError):
         raise
     except Exception as exc:  # noqa: BLE001 - any embedder failure: say what to fix
-        raise ConfigError(f"could not embed the query with MemPalace's configured embedder ({exc}); "
-                          "check MemPalace's embedding settings (`mempalace status`)") from None
+        raise ConfigError(
+            f"could not embed the query with MemPalace's configured embedder ({exc}); "
+            "check MemPalace's embedding settings (`mempalace status`)"
+        ) from None
 
 
 def _snippet(text: Optional[str], width: int = 100) -> str:
@@ -200,24 +221,37 @@ def _fact_line(f: dict) -> str:
 
 def cmd_search_around(args) -> int:
     with _search(args) as search:
-        result = search.around_entity(args.entity, _embed(args.query), hops=args.hops, as_of=args.as_of,
-                                      n_results=args.n, mode=args.mode, boost=args.boost, wing=args.wing,
-                                      room=args.room)
+        result = search.around_entity(
+            args.entity,
+            _embed(args.query),
+            hops=args.hops,
+            as_of=args.as_of,
+            n_results=args.n,
+            mode=args.mode,
+            boost=args.boost,
+            wing=args.wing,
+            room=args.room,
+        )
     if args.json:
         print(json.dumps(result))
         return 0
     if not result["entity_found"]:
         print(f"no entity {args.entity!r} in this palace's knowledge graph: nothing to search around")
         return 0
-    print(f"{args.entity}: {result['entities'] - 1} entities within {args.hops} hop(s), {result['facts']} facts, "
-          f"{result['evidence_drawers']} source drawers" + (f" (as of {args.as_of})" if args.as_of else ""))
+    print(
+        f"{args.entity}: {result['entities'] - 1} entities within {args.hops} hop(s), {result['facts']} "
+        "facts, "
+        f"{result['evidence_drawers']} source drawers" + (f" (as of {args.as_of})" if args.as_of else "")
+    )
     if not result["hits"]:
         print("no drawers found")
     for i, hit in enumerate(result["hits"], 1):
         mark = "*" if hit["evidence"] else " "
         meta = hit.get("metadata") or {}
-        print(f"{i:2d}.{mark} {hit['id']}  similarity {hit['similarity']:.3f}  "
-              f"[{meta.get('wing', '-')}/{meta.get('room', '-')}]  {_snippet(hit['document'])}")
+        print(
+            f"{i:2d}.{mark} {hit['id']}  similarity {hit['similarity']:.3f}  "
+            f"[{meta.get('wing', '-')}/{meta.get('room', '-')}]  {_snippet(hit['document'])}"
+        )
         for fact in hit["facts"]:
             print(f"       {_fact_line(fact)}")
     if args.mode == "boost":
@@ -228,8 +262,9 @@ def cmd_search_around(args) -> int:
 def cmd_search_facts(args) -> int:
     with _search(args) as search:
         vector = _embed(args.query) if args.query else None
-        result = search.facts_with_evidence(args.entity, vector, as_of=args.as_of, direction=args.direction,
-                                            limit=args.n)
+        result = search.facts_with_evidence(
+            args.entity, vector, as_of=args.as_of, direction=args.direction, limit=args.n
+        )
     if args.json:
         print(json.dumps(result))
         return 0
@@ -242,22 +277,33 @@ def cmd_search_facts(args) -> int:
         sim = f"similarity {fact['similarity']:.3f}" if fact.get("similarity") is not None else ""
         print(f"{_fact_line(fact)}  {sim}")
         if fact["source_drawer_id"]:
-            print(f"    from drawer {fact['source_drawer_id']} ({fact['evidence']}): {_snippet(fact.get('document'))}")
+            print(
+                f"    from drawer {fact['source_drawer_id']} ({fact['evidence']}): "
+                f"{_snippet(fact.get('document'))}"
+            )
     return 0
 
 
 def cmd_search_entities(args) -> int:
     with _search(args) as search:
-        rows = search.entities_for_query(_embed(args.query), n_results=args.n, drawers=args.drawers,
-                                         as_of=args.as_of, wing=args.wing, room=args.room)
+        rows = search.entities_for_query(
+            _embed(args.query),
+            n_results=args.n,
+            drawers=args.drawers,
+            as_of=args.as_of,
+            wing=args.wing,
+            room=args.room,
+        )
     if args.json:
         print(json.dumps(rows))
         return 0
     if not rows:
         print("no entities are linked to the drawers nearest to this query")
     for i, row in enumerate(rows, 1):
-        print(f"{i:2d}. {row['name'] or row['entity_id']} ({row['type']})  best similarity {row['score']:.3f}  "
-              f"{row['drawers']} drawer(s), {row['facts']} fact(s); best: {row['best_drawer']}")
+        print(
+            f"{i:2d}. {row['name'] or row['entity_id']} ({row['type']})  best similarity {row['score']:.3f}  "
+            f"{row['drawers']} drawer(s), {row['facts']} fact(s); best: {row['best_drawer']}"
+        )
     return 0
 
 
@@ -272,8 +318,10 @@ def cmd_search_hybrid(args) -> int:
     for i, row in enumerate(rows, 1):
         ranks = f"vector #{row['vector_rank'] or '-'}, text #{row['text_rank'] or '-'}"
         meta = row.get("metadata") or {}
-        print(f"{i:2d}. {row['id']}  rrf {row['score']:.4f} ({ranks})  [{meta.get('wing', '-')}/"
-              f"{meta.get('room', '-')}]  {_snippet(row['document'])}")
+        print(
+            f"{i:2d}. {row['id']}  rrf {row['score']:.4f} ({ranks})  [{meta.get('wing', '-')}/"
+            f"{meta.get('room', '-')}]  {_snippet(row['document'])}"
+        )
     return 0
 
 
@@ -292,12 +340,20 @@ def _palace_handles(args, *, create: bool):
         from mempalace_pg.store.backend import PostgresBackend
 
         path = os.path.realpath(os.path.expanduser(args.palace))
-        PostgresBackend().get_collection(palace=PalaceRef(id=path, local_path=path),
-                                         collection_name="mempalace_drawers", create=True,
-                                         options={"dsn": settings.dsn, "schema": settings.schema})
+        PostgresBackend().get_collection(
+            palace=PalaceRef(id=path, local_path=path),
+            collection_name="mempalace_drawers",
+            create=True,
+            options={"dsn": settings.dsn, "schema": settings.schema},
+        )
     target = _palace_target(args)
-    return open_drawers(target.get("palace_path"), palace_key=target.get("palace_key"),
-                        namespace=target.get("namespace"), settings=settings, create=create)
+    return open_drawers(
+        target.get("palace_path"),
+        palace_key=target.get("palace_key"),
+        namespace=target.get("namespace"),
+        settings=settings,
+        create=create,
+    )
 
 
 def cmd_export(args) -> int:
@@ -307,8 +363,12 @@ def cmd_export(args) -> int:
     drawers, kg = _palace_handles(args, create=False)
     with write_atomically(args.file) as out:  # a cut-short export never looks complete
         counts = export_palace(out, drawers, kg)
-    print(json.dumps(counts) if args.json else
-          f"exported {', '.join(f'{v} {k}' for k, v in counts.items())} of {kg.palace_key!r} to {args.file}")
+    print(
+        json.dumps(counts)
+        if args.json
+        else f"exported {', '.join(f'{v} {k}' for k, v in counts.items())} of {kg.palace_key!r} "
+        f"to {args.file}"
+    )
     return 0
 
 
@@ -321,8 +381,10 @@ def cmd_import(args) -> int:
         print(json.dumps(report.as_dict()))
     else:
         for key, expected in report.expected.items():
-            print(f"{key}: {expected} in {args.file}; {report.written.get(key, 0)} written; "
-                  f"{report.found.get(key, 0)} in the palace")
+            print(
+                f"{key}: {expected} in {args.file}; {report.written.get(key, 0)} written; "
+                f"{report.found.get(key, 0)} in the palace"
+            )
         print(("OK" if report.ok else "MISMATCH") + f" ({kg.palace_key!r})")
     return 0 if report.ok else 1
 
@@ -332,16 +394,25 @@ def cmd_migrate(args) -> int:
     from mempalace_pg.tools.progress import print_collection_progress
 
     show = print_collection_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
-    report = migrate(args.source, args.target, settings=_settings(args), dry_run=args.dry_run, page=args.batch,
-                     progress=show)
+    report = migrate(
+        args.source,
+        args.target,
+        settings=_settings(args),
+        dry_run=args.dry_run,
+        page=args.batch,
+        progress=show,
+    )
     if args.json:
         print(json.dumps(report.as_dict()))
         return 0 if report.ok else 1
     verb = "would copy" if report.dry_run else "copied"
     print(f"{report.source} ({report.source_backend}) -> {report.target} (postgres)")
     for name, c in report.collections.items():
-        extra = "" if report.dry_run else (f": {c['written']} written, {c['skipped']} already there, "
-                                             f"{c['target']} in the target")
+        extra = (
+            ""
+            if report.dry_run
+            else (f": {c['written']} written, {c['skipped']} already there, {c['target']} in the target")
+        )
         read = report.reader.get(name)
         via = f", read from {'its files' if read == 'files' else read}" if read else ""
         print(f"  {name}: {verb} {c['source']} records{extra}{via}")
@@ -352,12 +423,21 @@ def cmd_migrate(args) -> int:
     if report.dry_run:
         print("dry run: nothing was written")
         return 0
-    print(f"read back {report.sampled} sampled records: "
-          + ("identical" if not report.mismatches else f"{len(report.mismatches)} differences: {report.mismatches[:3]}"))
+    print(
+        f"read back {report.sampled} sampled records: "
+        + (
+            "identical"
+            if not report.mismatches
+            else f"{len(report.mismatches)} differences: {report.mismatches[:3]}"
+        )
+    )
     if report.ok:
-        print(f"done in {report.seconds:.0f} s. Switch MemPalace over: `mempalace --palace {report.target} status`, "
-              f"or set \"palace_path\": \"{report.target}\" in MemPalace's config.json (with MEMPALACE_PG_DSN "
-              "set wherever MemPalace runs). The source palace is unchanged.")
+        print(
+            f"done in {report.seconds:.0f} s. Switch MemPalace over: `mempalace --palace {report.target} "
+            "status`, "
+            f'or set "palace_path": "{report.target}" in MemPalace\'s config.json (with MEMPALACE_PG_DSN '
+            "set wherever MemPalace runs). The source palace is unchanged."
+        )
     return 0 if report.ok else 1
 
 
@@ -365,9 +445,12 @@ def cmd_backup(args) -> int:
     from mempalace_pg.tools.backup import backup
 
     result = backup(args.file, _settings(args), pg_dump=args.pg_dump)
-    print(json.dumps(result) if args.json else
-          f"backed up schema {result['schema']} and graph {result['graph']} to {result['file']} "
-          f"({result['bytes'] / 1e6:.1f} MB); restore with `mempalace-pg restore {result['file']}`")
+    print(
+        json.dumps(result)
+        if args.json
+        else f"backed up schema {result['schema']} and graph {result['graph']} to {result['file']} "
+        f"({result['bytes'] / 1e6:.1f} MB); restore with `mempalace-pg restore {result['file']}`"
+    )
     return 0
 
 
@@ -375,9 +458,12 @@ def cmd_restore(args) -> int:
     from mempalace_pg.tools.backup import restore
 
     result = restore(args.file, _settings(args), pg_restore=args.pg_restore)
-    print(json.dumps(result) if args.json else
-          f"restored schema {result['schema']} and graph {result['graph']} from {result['file']}; "
-          f"AGE sees {result['facts_seen_by_cypher']} facts. Check with `mempalace-pg doctor`.")
+    print(
+        json.dumps(result)
+        if args.json
+        else f"restored schema {result['schema']} and graph {result['graph']} from {result['file']}; "
+        f"AGE sees {result['facts_seen_by_cypher']} facts. Check with `mempalace-pg doctor`."
+    )
     return 0
 
 
@@ -398,19 +484,27 @@ def build_parser() -> argparse.ArgumentParser:
     up = db.add_parser("upgrade", help="apply migrations up to the code's revision")
     up.set_defaults(func=cmd_db_upgrade)
     boot = db.add_parser("bootstrap", help="as a superuser: create the extensions (and an application role)")
-    boot.add_argument("--app-role", help="also create/update this non-superuser role for MemPalace to connect as")
-    boot.add_argument("--app-password-env", default="MEMPALACE_APP_PASSWORD",
-                      help="environment variable holding the role's password (default MEMPALACE_APP_PASSWORD)")
+    boot.add_argument(
+        "--app-role", help="also create/update this non-superuser role for MemPalace to connect as"
+    )
+    boot.add_argument(
+        "--app-password-env",
+        default="MEMPALACE_APP_PASSWORD",
+        help="environment variable holding the role's password (default MEMPALACE_APP_PASSWORD)",
+    )
     boot.set_defaults(func=cmd_db_bootstrap)
     cur = db.add_parser("current", help="show the schema revision (exit 1 when behind)")
     cur.add_argument("--json", action="store_true", help="machine-readable output")
     cur.set_defaults(func=cmd_db_current)
 
     kg = sub.add_parser("kg", help="the palace's knowledge graph (Apache AGE)").add_subparsers(
-        dest="kg_command", required=True)
+        dest="kg_command", required=True
+    )
 
     def palace_args(p):
-        p.add_argument("--palace", help="the postgres palace directory (default: MemPalace's configured palace)")
+        p.add_argument(
+            "--palace", help="the postgres palace directory (default: MemPalace's configured palace)"
+        )
         p.add_argument("--palace-key", help="the palace key, for a palace without a directory")
         p.add_argument("--namespace", help="the palace's namespace (with --palace-key)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -418,7 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp = kg.add_parser("import", help="copy a MemPalace SQLite knowledge graph into AGE (idempotent)")
     imp.add_argument("sqlite", help="path of knowledge_graph.sqlite3")
     imp.add_argument("--batch", type=int, default=500, help="rows per transaction (default 500)")
-    imp.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
+    imp.add_argument(
+        "--progress", action="store_true", help="show a progress bar even when not on a terminal"
+    )
     palace_args(imp)
     imp.set_defaults(func=cmd_kg_import)
     q = kg.add_parser("query", help="facts about an entity")
@@ -431,7 +527,9 @@ def build_parser() -> argparse.ArgumentParser:
     palace_args(st)
     st.set_defaults(func=cmd_kg_stats)
 
-    exp = sub.add_parser("export", help="one palace (records with embeddings, knowledge graph) to portable JSON lines")
+    exp = sub.add_parser(
+        "export", help="one palace (records with embeddings, knowledge graph) to portable JSON lines"
+    )
     exp.add_argument("file")
     palace_args(exp)
     exp.set_defaults(func=cmd_export)
@@ -451,8 +549,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     bak = sub.add_parser("backup", help="pg_dump of the schema and its AGE graph (restorable with `restore`)")
     bak.add_argument("file")
-    bak.add_argument("--pg-dump", default="pg_dump",
-                     help="the pg_dump command, of the server's major version (default: pg_dump on PATH)")
+    bak.add_argument(
+        "--pg-dump",
+        default="pg_dump",
+        help="the pg_dump command, of the server's major version (default: pg_dump on PATH)",
+    )
     bak.add_argument("--json", action="store_true", help="machine-readable output")
     bak.set_defaults(func=cmd_backup)
     res = sub.add_parser("restore", help="pg_restore a backup, then re-register its graph with AGE")
@@ -462,26 +563,37 @@ def build_parser() -> argparse.ArgumentParser:
     res.set_defaults(func=cmd_restore)
 
     doc = sub.add_parser("doctor", help="check the installation; each problem with the command that fixes it")
-    doc.add_argument("--palace", help="the palace directory to check (default: MemPalace's configured palace)")
+    doc.add_argument(
+        "--palace", help="the palace directory to check (default: MemPalace's configured palace)"
+    )
     doc.add_argument("--json", action="store_true", help="machine-readable output")
     doc.set_defaults(func=cmd_doctor)
 
-    search = sub.add_parser("search", help="the knowledge graph joined with the drawers, one SQL statement each"
-                            ).add_subparsers(dest="search_command", required=True)
+    search = sub.add_parser(
+        "search", help="the knowledge graph joined with the drawers, one SQL statement each"
+    ).add_subparsers(dest="search_command", required=True)
 
     def filters(p, *, n=10):
         p.add_argument("-n", type=int, default=n, help=f"how many results (default {n})")
         p.add_argument("--wing", help="only drawers of this wing")
         p.add_argument("--room", help="only drawers of this room")
 
-    around = search.add_parser("around", help="drawers similar to a query among what is known around an entity")
+    around = search.add_parser(
+        "around", help="drawers similar to a query among what is known around an entity"
+    )
     around.add_argument("entity")
     around.add_argument("query", help="text to embed with MemPalace's configured embedder")
     around.add_argument("--hops", type=int, default=1, help="neighbourhood radius in facts (1-6, default 1)")
     around.add_argument("--as-of", help="only facts valid at this date")
-    around.add_argument("--mode", choices=("restrict", "boost"), default="restrict",
-                        help="restrict: only the neighbourhood's source drawers; boost: all drawers, those ranked up")
-    around.add_argument("--boost", type=float, default=0.1, help="similarity bonus in boost mode (default 0.1)")
+    around.add_argument(
+        "--mode",
+        choices=("restrict", "boost"),
+        default="restrict",
+        help="restrict: only the neighbourhood's source drawers; boost: all drawers, those ranked up",
+    )
+    around.add_argument(
+        "--boost", type=float, default=0.1, help="similarity bonus in boost mode (default 0.1)"
+    )
     filters(around)
     palace_args(around)
     around.set_defaults(func=cmd_search_around)

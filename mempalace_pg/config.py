@@ -38,7 +38,11 @@ _SETTINGS: dict[str, tuple[str, str, Any, type]] = {
     "pool_min_size": ("MEMPALACE_PG_POOL_MIN_SIZE", "postgres_pool_min_size", 1, int),
     "pool_max_size": ("MEMPALACE_PG_POOL_MAX_SIZE", "postgres_pool_max_size", 8, int),
     "statement_timeout_ms": (
-        "MEMPALACE_PG_STATEMENT_TIMEOUT_MS", "postgres_statement_timeout_ms", 60_000, int),
+        "MEMPALACE_PG_STATEMENT_TIMEOUT_MS",
+        "postgres_statement_timeout_ms",
+        60_000,
+        int,
+    ),
     "connect_timeout_s": ("MEMPALACE_PG_CONNECT_TIMEOUT_S", "postgres_connect_timeout_s", 10, int),
     "auto_upgrade": ("MEMPALACE_PG_AUTO_UPGRADE", "postgres_auto_upgrade", True, bool),
     "ef_search": ("MEMPALACE_PG_EF_SEARCH", "postgres_ef_search", 150, int),
@@ -94,7 +98,8 @@ def dsn_target(dsn: str) -> dict:
     except ValueError:
         raise ConfigError(
             f"the PostgreSQL DSN {redact_dsn(dsn)!r} cannot be parsed: port {info.get('port')!r} "
-            "is not a number") from None
+            "is not a number"
+        ) from None
     return {
         "host": str(host),
         "port": port,

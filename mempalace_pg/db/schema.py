@@ -12,11 +12,10 @@
 from __future__ import annotations
 
 import logging
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
-
-import re
 
 import psycopg
 from psycopg import sql
@@ -119,18 +118,21 @@ def check_server(conn: psycopg.Connection) -> None:
     if encoding.upper() not in ("UTF8", "UTF-8"):
         raise ExtensionMissingError(
             f"database {conn.info.dbname!r} is encoded in {encoding}; mempalace-pg needs a UTF-8 database "
-            "(create one with `CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0`).")
+            "(create one with `CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0`)."
+        )
     major = server_major(conn)
     if major < MIN_POSTGRES:
         raise ExtensionMissingError(
             f"mempalace-pg needs PostgreSQL {MIN_POSTGRES} or newer; this server is {major}. "
-            "Upgrade the server.")
+            "Upgrade the server."
+        )
     row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
     if row and version_tuple(row[0]) < MIN_PGVECTOR:
         wanted = ".".join(map(str, MIN_PGVECTOR))
         raise ExtensionMissingError(
             f"mempalace-pg needs pgvector {wanted} or newer; database {conn.info.dbname!r} has {row[0]}. "
-            f"Install a newer postgresql-{major}-pgvector, then run `ALTER EXTENSION vector UPDATE;`.")
+            f"Install a newer postgresql-{major}-pgvector, then run `ALTER EXTENSION vector UPDATE;`."
+        )
 
 
 def require_extension(conn: psycopg.Connection, name: str, package: str, project_url: str) -> None:
@@ -138,9 +140,7 @@ def require_extension(conn: psycopg.Connection, name: str, package: str, project
     installed = conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone()
     if installed:
         return
-    available = conn.execute(
-        "SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)
-    ).fetchone()
+    available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)).fetchone()
     major = server_major(conn)
     if not available:
         raise ExtensionMissingError(
@@ -190,12 +190,13 @@ def upgrade(settings: Settings, revision: str = "head") -> str:
     """Apply migrations up to ``revision`` under an advisory lock; return the resulting revision."""
     from alembic import command
 
-
     with connect(settings, autocommit=True) as conn:
-        require_extension(conn, "vector", "postgresql-{major}-pgvector",
-                          "https://github.com/pgvector/pgvector#installation")
-        require_extension(conn, "age", "postgresql-{major}-age",
-                          "https://age.apache.org/getstarted/quickstart")
+        require_extension(
+            conn, "vector", "postgresql-{major}-pgvector", "https://github.com/pgvector/pgvector#installation"
+        )
+        require_extension(
+            conn, "age", "postgresql-{major}-age", "https://age.apache.org/getstarted/quickstart"
+        )
     cfg = _alembic_config(settings)
     command.upgrade(cfg, revision)
     with connect(settings, autocommit=True) as conn:
@@ -203,6 +204,7 @@ def upgrade(settings: Settings, revision: str = "head") -> str:
 
 
 # -- used by migrations/env.py and the revision files ------------------------------------
+
 
 def _lock_key(schema: str) -> str:
     return f"mempalace_pg:schema:{schema}"
@@ -216,8 +218,9 @@ def run_migrations_online(context) -> None:
     settings: Settings = config.attributes.get("settings") or Settings.load()
     engine = sa.create_engine(
         "postgresql+psycopg://",
-        creator=lambda: psycopg.connect(settings.dsn, connect_timeout=settings.connect_timeout_s,
-                                        application_name="mempalace-pg migrate"),
+        creator=lambda: psycopg.connect(
+            settings.dsn, connect_timeout=settings.connect_timeout_s, application_name="mempalace-pg migrate"
+        ),
         poolclass=sa.pool.NullPool,
     )
     with engine.connect() as connection:
@@ -238,8 +241,10 @@ def run_migrations_online(context) -> None:
             # ag_catalog last: AGE's DDL functions need it on the path (apache/age#2504), and our
             # unqualified CREATEs must land in our schema, not in ag_catalog.
             path = [settings.schema] + ([ext_schema[0]] if ext_schema else ["public"]) + ["ag_catalog"]
-            raw.execute("SELECT set_config('search_path', %s, true)",
-                        (", ".join(sql.Identifier(p).as_string(raw) for p in path),))
+            raw.execute(
+                "SELECT set_config('search_path', %s, true)",
+                (", ".join(sql.Identifier(p).as_string(raw) for p in path),),
+            )
             # what the revisions' sql/ files are rendered with (apply_sql_file reads it back)
             config.attributes["variables"] = {"schema": settings.schema, "graph": settings.graph}
             context.run_migrations()
@@ -263,11 +268,15 @@ def apply_sql_file(filename: str) -> None:
     from alembic import context, op
 
     conn: psycopg.Connection = op.get_bind().connection.driver_connection
-    text = render_sql((sql_dir() / filename).read_text(encoding="utf-8"), context.config.attributes["variables"])
+    text = render_sql(
+        (sql_dir() / filename).read_text(encoding="utf-8"), context.config.attributes["variables"]
+    )
     conn.execute(text.encode("utf-8"))  # no parameters: psycopg sends it as one simple query
 
 
-def bootstrap_statements(conn: psycopg.Connection, filename: str, variables: dict[str, str]) -> list[tuple[str, bool]]:
+def bootstrap_statements(
+    conn: psycopg.Connection, filename: str, variables: dict[str, str]
+) -> list[tuple[str, bool]]:
     """The statements of a ``sql/bootstrap`` file, psql variables filled in as psql does (``:'v'`` a quoted
     literal, ``:"v"`` a quoted identifier), each with whether it ends in ``\\gexec`` (run its result too)."""
 
@@ -288,12 +297,15 @@ def bootstrap_statements(conn: psycopg.Connection, filename: str, variables: dic
     for body, sep in zip(pieces[0::2], pieces[1::2] + [""]):
         body = body.strip()
         if body:
-            out.append((re.sub(r":(['\"])([a-z_][a-z0-9_]*)\1", fill, body), sep.strip().startswith("\\gexec")))
+            out.append(
+                (re.sub(r":(['\"])([a-z_][a-z0-9_]*)\1", fill, body), sep.strip().startswith("\\gexec"))
+            )
     return out
 
 
-def apply_bootstrap(conn: psycopg.Connection, *, app_role: Optional[str] = None,
-                    app_password: Optional[str] = None) -> list[str]:
+def apply_bootstrap(
+    conn: psycopg.Connection, *, app_role: Optional[str] = None, app_password: Optional[str] = None
+) -> list[str]:
     """Apply sql/bootstrap/ to the database ``conn`` is connected to (as a superuser, autocommit): the
     extensions, and with ``app_role`` the application role. Returns the files applied."""
     applied = []

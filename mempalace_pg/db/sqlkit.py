@@ -16,7 +16,6 @@ from psycopg import sql
 
 from mempalace_pg.db.pool import use_search_breadth
 
-
 #: How many statements (one per filter and shape) a collection, or a PalaceSearch, keeps ready.
 STATEMENT_CACHE_SIZE = 256
 

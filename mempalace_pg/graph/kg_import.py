@@ -34,9 +34,9 @@ class SqliteImportReport:
     """What :func:`import_sqlite` did: rows in the SQLite file, rows written, ids found afterwards."""
 
     source: str
-    source_counts: dict = field(default_factory=dict)      # table -> rows in the SQLite file
-    written: dict = field(default_factory=dict)            # table -> {inserted, updated, unchanged}
-    verified: dict = field(default_factory=dict)           # table -> source ids found in the graph
+    source_counts: dict = field(default_factory=dict)  # table -> rows in the SQLite file
+    written: dict = field(default_factory=dict)  # table -> {inserted, updated, unchanged}
+    verified: dict = field(default_factory=dict)  # table -> source ids found in the graph
     seconds: float = 0.0
 
     @property
@@ -44,8 +44,14 @@ class SqliteImportReport:
         return all(self.verified.get(t) == n for t, n in self.source_counts.items())
 
     def as_dict(self) -> dict:
-        return {"source": self.source, "source_counts": self.source_counts, "written": self.written,
-                "verified": self.verified, "ok": self.ok, "seconds": round(self.seconds, 3)}
+        return {
+            "source": self.source,
+            "source_counts": self.source_counts,
+            "written": self.written,
+            "verified": self.verified,
+            "ok": self.ok,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def _quoted(name: str) -> str:
@@ -84,8 +90,13 @@ def _select(conn: sqlite3.Connection, table: str) -> str:
     return f"SELECT {', '.join(cols)} FROM {_table(table)} ORDER BY rowid"
 
 
-def import_sqlite(path: str, kg: AgeKnowledgeGraph, *, batch_size: int = 500,
-                  progress: Optional[Callable[[str, int, int], None]] = None) -> SqliteImportReport:
+def import_sqlite(
+    path: str,
+    kg: AgeKnowledgeGraph,
+    *,
+    batch_size: int = 500,
+    progress: Optional[Callable[[str, int, int], None]] = None,
+) -> SqliteImportReport:
     """Copy every entity and triple of the SQLite graph at ``path`` into ``kg``; verify ids at the end.
 
     ``progress(table, rows done, rows in the table)`` is called after each batch."""
@@ -95,22 +106,30 @@ def import_sqlite(path: str, kg: AgeKnowledgeGraph, *, batch_size: int = 500,
     try:
         for table in TABLES:
             report.source_counts[table] = count_rows(src, table)
-            report.written[table] = _copy_table(src, kg, table, batch_size, report.source_counts[table],
-                                                progress)
+            report.written[table] = _copy_table(
+                src, kg, table, batch_size, report.source_counts[table], progress
+            )
         report.verified = _verify(kg, src)
     finally:
         src.close()
     # VACUUM as well as ANALYZE, as after a bulk load of drawers: a large import otherwise draws
     # autovacuum onto the label tables while the graph is first used.
     vacuum = sql.SQL("VACUUM (ANALYZE) {entity}, {fact}").format(
-        entity=sql.Identifier(kg.graph_name, "Entity"), fact=sql.Identifier(kg.graph_name, "Fact"))
+        entity=sql.Identifier(kg.graph_name, "Entity"), fact=sql.Identifier(kg.graph_name, "Fact")
+    )
     kg.database().run(lambda conn: conn.execute(vacuum))
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _copy_table(src: sqlite3.Connection, kg: AgeKnowledgeGraph, table: str, batch_size: int, total: int,
-                progress: Optional[Callable[[str, int, int], None]]) -> dict:
+def _copy_table(
+    src: sqlite3.Connection,
+    kg: AgeKnowledgeGraph,
+    table: str,
+    batch_size: int,
+    total: int,
+    progress: Optional[Callable[[str, int, int], None]],
+) -> dict:
     """Write one table's rows in batches; how many were inserted, updated and unchanged."""
     counts = {"inserted": 0, "updated": 0, "unchanged": 0}
     done = 0
@@ -135,8 +154,9 @@ def write_batch(kg: AgeKnowledgeGraph, table: str, rows: list[dict]) -> list[str
 
     def work(conn):
         with conn.cursor() as cur:
-            cur.executemany(statements[0][0], [{"palace": palace, **params} for _, params in statements],
-                            returning=True)
+            cur.executemany(
+                statements[0][0], [{"palace": palace, **params} for _, params in statements], returning=True
+            )
             outcomes = []
             while True:
                 outcomes.append(cur.fetchone()[0])
@@ -151,10 +171,16 @@ def _verify(kg: AgeKnowledgeGraph, src: sqlite3.Connection) -> dict:
     """How many of the source's ids the graph holds, per table."""
     found = {}
     for table in TABLES:
-        ids = sorted({storable(str(r[0])) for r in src.execute(f"SELECT DISTINCT id FROM {_table(table)}")
-                      if r[0] is not None})
-        found[table] = sum(kg.held_ids(table, ids[i:i + _VERIFY_CHUNK])
-                           for i in range(0, len(ids), _VERIFY_CHUNK))
+        ids = sorted(
+            {
+                storable(str(r[0]))
+                for r in src.execute(f"SELECT DISTINCT id FROM {_table(table)}")
+                if r[0] is not None
+            }
+        )
+        found[table] = sum(
+            kg.held_ids(table, ids[i : i + _VERIFY_CHUNK]) for i in range(0, len(ids), _VERIFY_CHUNK)
+        )
     return found
 
 

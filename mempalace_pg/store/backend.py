@@ -31,9 +31,9 @@ from mempalace.backends.base import (
 )
 from psycopg import sql
 
-from mempalace_pg.store.collection import COLLECTIONS, PostgresCollection
 from mempalace_pg.config import Settings, dsn_target
 from mempalace_pg.hooks import apply_pending
+from mempalace_pg.store.collection import COLLECTIONS, PostgresCollection
 from mempalace_pg.store.marker import BACKEND_NAME, MARKER_FILENAME, marker_path, write_atomically
 from mempalace_pg.text import storable
 
@@ -72,7 +72,8 @@ def check_marker_target(palace_dir: str, settings: Settings) -> tuple[str, str]:
         now = ", ".join(f"{k}={target.get(k)!r}" for k in differing)
         raise BackendMismatchError(
             f"palace {palace_dir} lives in PostgreSQL at {was}, but the current settings point at {now}. "
-            "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA (or the postgres_* keys in config.json) back.")
+            "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA (or the postgres_* keys in config.json) back."
+        )
     return str(recorded.get("namespace") or ""), str(recorded["palace_key"])
 
 
@@ -91,20 +92,22 @@ class PostgresBackend(BaseBackend):
 
     name = BACKEND_NAME
     spec_version = "1.0"
-    capabilities = frozenset({
-        "requires_explicit_embeddings",
-        "supports_embeddings_in",
-        "supports_embeddings_passthrough",
-        "supports_embeddings_out",
-        "supports_metadata_filters",
-        "supports_lexical_search",
-        "supports_metadata_facets",
-        "supports_recency_order",
-        "supports_namespace_isolation",
-        "supports_server_side_indexes",
-        "supports_update",
-        "server_mode",
-    })
+    capabilities = frozenset(
+        {
+            "requires_explicit_embeddings",
+            "supports_embeddings_in",
+            "supports_embeddings_passthrough",
+            "supports_embeddings_out",
+            "supports_metadata_filters",
+            "supports_lexical_search",
+            "supports_metadata_facets",
+            "supports_recency_order",
+            "supports_namespace_isolation",
+            "supports_server_side_indexes",
+            "supports_update",
+            "server_mode",
+        }
+    )
     distance_metric = "cosine"
     maintenance_kinds = frozenset({"analyze", "reindex"})
 
@@ -126,8 +129,9 @@ class PostgresBackend(BaseBackend):
         except (TypeError, ValueError):
             return False
 
-    def get_collection(self, *, palace: PalaceRef, collection_name: str, create: bool = False,
-                       options: Optional[dict] = None) -> PostgresCollection:
+    def get_collection(
+        self, *, palace: PalaceRef, collection_name: str, create: bool = False, options: Optional[dict] = None
+    ) -> PostgresCollection:
         if self._closed:
             raise BackendClosedError("the postgres backend has been closed")
         if not isinstance(palace, PalaceRef):
@@ -146,7 +150,8 @@ class PostgresBackend(BaseBackend):
         elif palace.local_path and not create:
             raise PalaceNotFoundError(
                 f"no mempalace-pg palace at {palace.local_path} (no {MARKER_FILENAME}); "
-                "create it with `mempalace --backend postgres init` or `mine`")
+                "create it with `mempalace --backend postgres init` or `mine`"
+            )
 
         key = (settings.dsn, settings.schema, namespace, palace.id, collection_name)
         from mempalace_pg.db.pool import Database
@@ -165,8 +170,14 @@ class PostgresBackend(BaseBackend):
         if create and palace.local_path and marker is None:
             self._write_marker(palace.local_path, target)
         collection = PostgresCollection(
-            backend=self, db=db, palace=palace, namespace=namespace, name=collection_name,
-            collection_pk=known[0], dimension=known[1], read_only=read_only,
+            backend=self,
+            db=db,
+            palace=palace,
+            namespace=namespace,
+            name=collection_name,
+            collection_pk=known[0],
+            dimension=known[1],
+            read_only=read_only,
         )
         with self._lock:
             self._open_collections.setdefault(palace.id, []).append(collection)
@@ -221,15 +232,19 @@ class PostgresBackend(BaseBackend):
         recorded = marker.get("postgres")
         if not isinstance(recorded, dict):
             raise BackendMismatchError(f"{marker_path(palace.local_path)} has no target section")
-        differing = [k for k in ("host", "port", "dbname", "schema", "namespace", "palace_key")
-                     if recorded.get(k) != target.get(k)]
+        differing = [
+            k
+            for k in ("host", "port", "dbname", "schema", "namespace", "palace_key")
+            if recorded.get(k) != target.get(k)
+        ]
         if differing:
             was = ", ".join(f"{k}={recorded.get(k)!r}" for k in differing)
             now = ", ".join(f"{k}={target.get(k)!r}" for k in differing)
             raise BackendMismatchError(
                 f"palace {palace.local_path} lives in PostgreSQL at {was}, but the current settings "
                 f"point at {now}. Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA / MEMPALACE_PG_NAMESPACE "
-                "(or the postgres_* keys in config.json) back, or use a fresh palace directory.")
+                "(or the postgres_* keys in config.json) back, or use a fresh palace directory."
+            )
 
     @staticmethod
     def _write_marker(palace_dir: str, target: dict) -> None:
@@ -246,8 +261,9 @@ class PostgresBackend(BaseBackend):
             f.write("\n")
 
     @staticmethod
-    def _lookup(db, namespace: str, palace_key: str, collection_name: str,
-                create: bool) -> Optional[tuple[int, Optional[int]]]:
+    def _lookup(
+        db, namespace: str, palace_key: str, collection_name: str, create: bool
+    ) -> Optional[tuple[int, Optional[int]]]:
         """(collection_pk, dimension) of a collection; created with its palace and partition if asked."""
         find = sql.SQL(
             "SELECT c.collection_pk, c.dimension FROM {c} c JOIN {p} p USING (palace_pk) "
@@ -260,29 +276,44 @@ class PostgresBackend(BaseBackend):
 
         def make(conn):
             # One creator at a time per collection; a second one finds the first one's rows.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                         (f"mempalace_pg:create:{db.schema}:{namespace}:{palace_key}:{collection_name}",))
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                (f"mempalace_pg:create:{db.schema}:{namespace}:{palace_key}:{collection_name}",),
+            )
             found = conn.execute(find, args).fetchone()
             if found:
                 return found[0], found[1]
-            conn.execute(sql.SQL("INSERT INTO {} (namespace, palace_key) VALUES (%s, %s) "
-                                 "ON CONFLICT DO NOTHING").format(db.ident("palaces")), (namespace, palace_key))
-            pk = conn.execute(sql.SQL(
-                "INSERT INTO {c} (palace_pk, name) SELECT palace_pk, %s FROM {p} "
-                "WHERE namespace = %s AND palace_key = %s RETURNING collection_pk"
-            ).format(c=db.ident("collections"), p=db.ident("palaces")),
-                (collection_name, namespace, palace_key)).fetchone()[0]
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (namespace, palace_key) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+                ).format(db.ident("palaces")),
+                (namespace, palace_key),
+            )
+            pk = conn.execute(
+                sql.SQL(
+                    "INSERT INTO {c} (palace_pk, name) SELECT palace_pk, %s FROM {p} "
+                    "WHERE namespace = %s AND palace_key = %s RETURNING collection_pk"
+                ).format(c=db.ident("collections"), p=db.ident("palaces")),
+                (collection_name, namespace, palace_key),
+            ).fetchone()[0]
             # toast_tuple_target: rows up to a page stay whole and uncompressed, so the embedding is
             # read in place (pgvector stores vectors EXTERNAL: a >2 kB drawer row would otherwise
             # move its vector out of line, and every exact distance would cost a TOAST lookup).
-            conn.execute(sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({}) "
-                                 "WITH (toast_tuple_target = 8160)").format(
-                db.ident(f"records_c{pk}"), db.ident("records"), sql.Literal(int(pk))))
-            conn.execute(sql.SQL("SELECT {}(%s::regclass)").format(db.ident("records_attach_triggers")),
-                         (f"{db.schema}.records_c{pk}",))
-            conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(
-                db.ident(f"records_c{pk}"),
-                sql.Literal(f"Records of collection {collection_name} of palace {palace_key}")))
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({}) WITH (toast_tuple_target = 8160)"
+                ).format(db.ident(f"records_c{pk}"), db.ident("records"), sql.Literal(int(pk)))
+            )
+            conn.execute(
+                sql.SQL("SELECT {}(%s::regclass)").format(db.ident("records_attach_triggers")),
+                (f"{db.schema}.records_c{pk}",),
+            )
+            conn.execute(
+                sql.SQL("COMMENT ON TABLE {} IS {}").format(
+                    db.ident(f"records_c{pk}"),
+                    sql.Literal(f"Records of collection {collection_name} of palace {palace_key}"),
+                )
+            )
             return pk, None
 
         return db.run(make, atomic=True)
@@ -296,7 +327,9 @@ def existing_collections(backend, palace, options: Optional[dict] = None) -> dic
     out = {}
     for name in COLLECTIONS:
         try:
-            out[name] = backend.get_collection(palace=palace, collection_name=name, create=False, options=options)
+            out[name] = backend.get_collection(
+                palace=palace, collection_name=name, create=False, options=options
+            )
         except CollectionNotInitializedError:
             continue
     return out

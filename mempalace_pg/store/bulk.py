@@ -19,7 +19,8 @@ How it is fast:
   batches wait in the queue: memory stays flat however large the load.
 
 Each batch commits on its own: an interrupted load keeps the batches it wrote, and queries meanwhile
-still answer (the rows loaded so far by exact scan). Records must be new, as with ``add``; a batch with an existing id is
+still answer (the rows loaded so far by exact scan). Records must be new, as with ``add``; a batch with an
+existing id is
 not written and the load stops with that error.
 """
 
@@ -110,8 +111,11 @@ class BulkLoader:
     def _set_gin_pending_limit(self, conn: psycopg.Connection, kb: int) -> None:
         """Set the pending-list limit of the collection's GIN indexes (its partition's own indexes)."""
         for name in self.part.gin_indexes(conn):
-            conn.execute(sql.SQL("ALTER INDEX {} SET (gin_pending_list_limit = {})").format(
-                self.db.ident(name), sql.Literal(int(kb))))
+            conn.execute(
+                sql.SQL("ALTER INDEX {} SET (gin_pending_list_limit = {})").format(
+                    self.db.ident(name), sql.Literal(int(kb))
+                )
+            )
 
     def _raise_error(self) -> None:
         if self.error is not None:
@@ -144,5 +148,6 @@ class BulkLoader:
             part.dimension = self.db.run(work, atomic=True, retry=False)
         except psycopg.errors.UniqueViolation:
             existing = col.get(ids=batch.ids, include=[]).ids
-            raise ValueError(f"ids already exist in collection {col.name!r}: {existing[:10]}; "
-                             "that batch was not written") from None
+            raise ValueError(
+                f"ids already exist in collection {col.name!r}: {existing[:10]}; that batch was not written"
+            ) from None

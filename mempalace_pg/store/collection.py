@@ -30,7 +30,7 @@ from mempalace.backends.base import (
     PalaceRef,
     QueryResult,
     UnsupportedMaintenanceKindError,
-    _IncludeSpec,
+    _IncludeSpec,  # noqa: PLC2701 - MemPalace's own parser of include=, so ours cannot drift from it
 )
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -50,9 +50,9 @@ from mempalace_pg.store.records import (
 from mempalace_pg.text import storable
 
 if TYPE_CHECKING:
+    from mempalace_pg.db.pool import Database
     from mempalace_pg.store.backend import PostgresBackend
     from mempalace_pg.store.bulk import BulkLoader
-    from mempalace_pg.db.pool import Database
 
 #: Every collection MemPalace keeps in a palace.
 COLLECTIONS = (DRAWERS_COLLECTION, "mempalace_closets", "mempalace_assets")
@@ -63,9 +63,18 @@ class PostgresCollection(BaseCollection):
 
     upsert_merges_metadata = False
 
-    def __init__(self, *, backend: "PostgresBackend", db: "Database", palace: PalaceRef,
-                 namespace: str, name: str, collection_pk: int, dimension: Optional[int],
-                 read_only: bool = False):
+    def __init__(
+        self,
+        *,
+        backend: "PostgresBackend",
+        db: "Database",
+        palace: PalaceRef,
+        namespace: str,
+        name: str,
+        collection_pk: int,
+        dimension: Optional[int],
+        read_only: bool = False,
+    ):
         self._backend = backend  # MemPalace reads capabilities through this attribute
         self._db = db
         self._palace = palace
@@ -80,11 +89,11 @@ class PostgresCollection(BaseCollection):
 
     # -- helpers ------------------------------------------------------------------------------
     def database(self) -> "Database":
-        """The database this collection lives in; raises BackendClosedError once it (or its backend) is closed."""
+        """The database this collection lives in; raises BackendClosedError once it (or its backend) is
+        closed."""
         if self._closed or self._backend._closed:
             raise BackendClosedError(f"collection {self.name!r} has been closed")
         return self._db
-
 
     @property
     def distance_metric(self) -> str:
@@ -94,16 +103,6 @@ class PostgresCollection(BaseCollection):
     def dimension(self) -> Optional[int]:
         """The vector width of this collection, or None before its first write."""
         return self.partition.dimension
-
-
-
-
-
-
-
-
-
-
 
     def bulk_load(self) -> "BulkLoader":
         """Load many records fast: ``with col.bulk_load() as load: load(ids=..., ...)``.
@@ -138,11 +137,11 @@ class PostgresCollection(BaseCollection):
             self.partition.dimension = db.run(work, atomic=not single)
         except psycopg.errors.UniqueViolation:
             existing = self.get(ids=ids, include=[]).ids
-            raise ValueError(f"ids already exist in collection {self.name!r}: {existing[:10]}; "
-                             "nothing in this batch was written") from None
+            raise ValueError(
+                f"ids already exist in collection {self.name!r}: {existing[:10]}; "
+                "nothing in this batch was written"
+            ) from None
         indexing.after_write(self.partition)
-
-
 
     def add(self, *, documents, ids, metadatas=None, embeddings=None) -> None:
         """Insert new records; if any id already exists, nothing is written and ValueError is raised."""
@@ -153,7 +152,8 @@ class PostgresCollection(BaseCollection):
         self._write(ids, documents, metadatas, embeddings, replace=True)
 
     def update(self, *, ids, documents=None, metadatas=None, embeddings=None) -> None:
-        """Atomic update in one statement: documents/embeddings replaced, metadata merged; unknown ids skipped."""
+        """Atomic update in one statement: documents/embeddings replaced, metadata merged; unknown ids
+        skipped."""
         if documents is None and metadatas is None and embeddings is None:
             raise ValueError("update requires at least one of documents, metadatas, embeddings")
         db = self.database()
@@ -211,13 +211,13 @@ class PostgresCollection(BaseCollection):
         if statement is not None:
             db.run(lambda conn: conn.execute(*statement))
 
-
     # -- reads ----------------------------------------------------------------------------------
     def count(self) -> int:
         """Number of records, from the trigger-maintained facet_counts (no scan of the records)."""
         db = self.database()
         query = sql.SQL("SELECT COALESCE(sum(n), 0)::bigint FROM {} WHERE collection_pk = %(pk)s").format(
-            db.ident("facet_counts"))
+            db.ident("facet_counts")
+        )
         return int(db.run(lambda conn: conn.execute(query, {"pk": self.partition.pk}).fetchone()[0]))
 
     def _columns(self, spec: _IncludeSpec) -> tuple[sql.Composable, list[str]]:
@@ -240,8 +240,9 @@ class PostgresCollection(BaseCollection):
             embeddings=[_vector_list(r[pos["embedding"]]) for r in rows] if spec.embeddings else None,
         )
 
-    def get(self, *, ids=None, where=None, where_document=None, limit=None, offset=None,
-            include=None) -> GetResult:
+    def get(
+        self, *, ids=None, where=None, where_document=None, limit=None, offset=None, include=None
+    ) -> GetResult:
         db = self.database()
         spec = _IncludeSpec.resolve(include, default_distances=False)
         condition, params = self.partition.condition(where, where_document)
@@ -250,13 +251,16 @@ class PostgresCollection(BaseCollection):
         if ids is not None:
             ids = clean_lookup_ids(ids)
             if not ids:
-                return GetResult(ids=[], documents=[], metadatas=[], embeddings=[] if spec.embeddings else None)
+                return GetResult(
+                    ids=[], documents=[], metadatas=[], embeddings=[] if spec.embeddings else None
+                )
             parts.append(sql.SQL("id = ANY(%(ids)s::text[])"))
             params = {**params, "ids": ids}
         # Filing order, as Chroma returns records (a record keeps its place when updated); the
         # records_filing_order index serves pages of it.
         query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY seq").format(
-            columns, self.partition.table, sql.SQL(" AND ").join(parts))
+            columns, self.partition.table, sql.SQL(" AND ").join(parts)
+        )
         if limit is not None:
             query += sql.SQL(" LIMIT %(limit)s")
             params = {**params, "limit": max(0, int(limit))}
@@ -278,8 +282,9 @@ class PostgresCollection(BaseCollection):
         # parsing it a few thousand rows at a time as one JSON array is several times faster than a
         # driver-built dict per row, while the server keeps streaming.
         # In filing order, as Chroma gives them (MemPalace's status lists ties in that order).
-        query = sql.SQL("COPY (SELECT metadata FROM {} WHERE {} ORDER BY seq) TO STDOUT (FORMAT BINARY)").format(
-            self.partition.table, condition)
+        query = sql.SQL(
+            "COPY (SELECT metadata FROM {} WHERE {} ORDER BY seq) TO STDOUT (FORMAT BINARY)"
+        ).format(self.partition.table, condition)
 
         def work(conn):
             out: list = []
@@ -309,22 +314,29 @@ class PostgresCollection(BaseCollection):
         if limit is None or int(limit) <= 0:
             return GetResult.empty()
         spec = _IncludeSpec.resolve(
-            ["documents", "metadatas"] if include is None else include, default_distances=False)
+            ["documents", "metadatas"] if include is None else include, default_distances=False
+        )
         condition, params = self.partition.condition(where)
         columns, names = self._columns(spec)
         if order_field == "filed_at":
             # the records_filed_at index holds filed_at's first characters; ties go to the whole value
             key = sql.SQL('left(filed_at, {}) COLLATE "C" DESC NULLS LAST, filed_at COLLATE "C" DESC').format(
-                sql.Literal(INDEX_PREFIX["filed_at"]))
+                sql.Literal(INDEX_PREFIX["filed_at"])
+            )
             order_params: dict = {}
         else:
             key = sql.SQL(
-                "(CASE WHEN jsonb_typeof(metadata -> %(order_field)s) = 'string' THEN metadata ->> %(order_field)s END) "
-                'COLLATE "C" DESC NULLS LAST')
+                "(CASE WHEN jsonb_typeof(metadata -> %(order_field)s) = 'string' THEN metadata ->> "
+                "%(order_field)s END) "
+                'COLLATE "C" DESC NULLS LAST'
+            )
             order_params = {"order_field": order_field}
         query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {}, seq LIMIT %(limit)s").format(
-            columns, self.partition.table, condition, key)
-        rows = db.run(lambda conn: conn.execute(query, {**params, **order_params, "limit": int(limit)}).fetchall())
+            columns, self.partition.table, condition, key
+        )
+        rows = db.run(
+            lambda conn: conn.execute(query, {**params, **order_params, "limit": int(limit)}).fetchall()
+        )
         return self._to_result(rows, names, spec)
 
     def facet_counts(self, field: str, where=None, limit: int = 1000) -> dict[str, int]:
@@ -335,10 +347,15 @@ class PostgresCollection(BaseCollection):
         if fast is not None:
             key_filter, fparams = fast
             query = sql.SQL(
-                "SELECT k, sum(n) FROM (SELECT {f} #>> '{{}}' AS k, n FROM {t} WHERE collection_pk = %(pk)s {w}) s "
+                "SELECT k, sum(n) FROM (SELECT {f} #>> '{{}}' AS k, n FROM {t} WHERE collection_pk = %(pk)s "
+                "{w}) s "
                 "WHERE k IS NOT NULL GROUP BY k HAVING sum(n) > 0 ORDER BY 2 DESC, 1 LIMIT %(limit)s"
             ).format(f=sql.Identifier(field), t=db.ident("facet_counts"), w=key_filter)
-            rows = db.run(lambda conn: conn.execute(query, {"pk": self.partition.pk, **fparams, "limit": int(limit)}).fetchall())
+            rows = db.run(
+                lambda conn: conn.execute(
+                    query, {"pk": self.partition.pk, **fparams, "limit": int(limit)}
+                ).fetchall()
+            )
             return {str(k): int(c) for k, c in rows}
         condition, params = self.partition.condition(where)
         if field in ("wing", "room", "source_file", "filed_at"):
@@ -348,8 +365,11 @@ class PostgresCollection(BaseCollection):
             value = sql.SQL("metadata ->> %(field)s")
         query = sql.SQL(
             "SELECT k, count(*) FROM (SELECT {v} AS k FROM {t} WHERE {c}) AS s WHERE k IS NOT NULL "
-            "GROUP BY k ORDER BY 2 DESC, 1 LIMIT %(limit)s").format(v=value, t=self.partition.table, c=condition)
-        rows = db.run(lambda conn: conn.execute(query, {**params, "field": field, "limit": int(limit)}).fetchall())
+            "GROUP BY k ORDER BY 2 DESC, 1 LIMIT %(limit)s"
+        ).format(v=value, t=self.partition.table, c=condition)
+        rows = db.run(
+            lambda conn: conn.execute(query, {**params, "field": field, "limit": int(limit)}).fetchall()
+        )
         return {str(k): int(c) for k, c in rows}
 
     def _facet_fast_path(self, field: str, where) -> Optional[tuple[sql.Composable, list]]:
@@ -360,11 +380,16 @@ class PostgresCollection(BaseCollection):
         keys = wing_room_equalities(where)
         return None if keys is None else Partition.facet_key_filter(keys)
 
-
-
-
-    def query(self, *, query_texts=None, query_embeddings=None, n_results=10, where=None,
-              where_document=None, include=None) -> QueryResult:
+    def query(
+        self,
+        *,
+        query_texts=None,
+        query_embeddings=None,
+        n_results=10,
+        where=None,
+        where_document=None,
+        include=None,
+    ) -> QueryResult:
         """Nearest records by cosine distance (lower is closer), filters applied in SQL.
 
         Uses the collection's HNSW index with iterative scans, so a filtered query still returns
@@ -385,11 +410,19 @@ class PostgresCollection(BaseCollection):
             return QueryResult.empty(len(queries), embeddings_requested=spec.embeddings)
         if queries.shape[1] != dim:
             raise DimensionMismatchError(
-                f"query embeddings have {queries.shape[1]} dimensions; collection {self.name!r} holds {dim}")
+                f"query embeddings have {queries.shape[1]} dimensions; collection {self.name!r} holds {dim}"
+            )
         columns, names = self._columns(spec)
-        out: dict[str, list] = {"ids": [], "documents": [], "metadatas": [], "distances": [], "embeddings": []}
-        entry = search.nearest_statement(self.partition, self._statements, spec, columns, condition, fparams,
-                                         where, where_document, n, dim)
+        out: dict[str, list] = {
+            "ids": [],
+            "documents": [],
+            "metadatas": [],
+            "distances": [],
+            "embeddings": [],
+        }
+        entry = search.nearest_statement(
+            self.partition, self._statements, spec, columns, condition, fparams, where, where_document, n, dim
+        )
 
         def work(conn: psycopg.Connection) -> None:
             query, params = StatementCache.sql(entry, conn), entry[1]
@@ -404,11 +437,12 @@ class PostgresCollection(BaseCollection):
 
         db.run(work)
         return QueryResult(
-            ids=out["ids"], documents=out["documents"], metadatas=out["metadatas"],
-            distances=out["distances"], embeddings=out["embeddings"] if spec.embeddings else None,
+            ids=out["ids"],
+            documents=out["documents"],
+            metadatas=out["metadatas"],
+            distances=out["distances"],
+            embeddings=out["embeddings"] if spec.embeddings else None,
         )
-
-
 
     def lexical_search(self, *, query: str, n_results: int = 10, where=None) -> LexicalResult:
         """Full-text search in SQL, ranked like BM25 would: rare words count for more.
@@ -428,14 +462,20 @@ class PostgresCollection(BaseCollection):
         condition, params = self.partition.condition(where)
         stmt, args = search.lexical_sql(self.partition, condition, params, int(n_results))
         rows = db.run(lambda conn: conn.execute(stmt, {**args, "text": query}).fetchall())
-        return LexicalResult(hits=[LexicalHit(id=r[0], document=r[1], metadata=r[2], score=float(r[3]))
-                                   for r in rows if r[3] and r[3] > 0])
+        return LexicalResult(
+            hits=[
+                LexicalHit(id=r[0], document=r[1], metadata=r[2], score=float(r[3]))
+                for r in rows
+                if r[3] and r[3] > 0
+            ]
+        )
 
     # -- identity, maintenance, lifecycle -----------------------------------------------------
     def get_stored_embedder_identity(self) -> Optional[EmbedderIdentity]:
         db = self.database()
-        query = sql.SQL("SELECT embedder_model, embedder_dimension FROM {} WHERE collection_pk = %(pk)s"
-                        ).format(db.ident("collections"))
+        query = sql.SQL(
+            "SELECT embedder_model, embedder_dimension FROM {} WHERE collection_pk = %(pk)s"
+        ).format(db.ident("collections"))
         row = db.run(lambda conn: conn.execute(query, {"pk": self.partition.pk}).fetchone())
         if not row or not row[0]:
             return None
@@ -443,9 +483,15 @@ class PostgresCollection(BaseCollection):
 
     def set_embedder_identity(self, identity: EmbedderIdentity) -> None:
         db = self.database()
-        query = sql.SQL("UPDATE {} SET embedder_model = %(model)s, embedder_dimension = %(dimension)s, "
-                        "embedder_recorded_at = now() WHERE collection_pk = %(pk)s").format(db.ident("collections"))
-        params = {"model": identity.model_name, "dimension": int(identity.dimension or 0), "pk": self.partition.pk}
+        query = sql.SQL(
+            "UPDATE {} SET embedder_model = %(model)s, embedder_dimension = %(dimension)s, "
+            "embedder_recorded_at = now() WHERE collection_pk = %(pk)s"
+        ).format(db.ident("collections"))
+        params = {
+            "model": identity.model_name,
+            "dimension": int(identity.dimension or 0),
+            "pk": self.partition.pk,
+        }
         db.run(lambda conn: conn.execute(query, params))
 
     def effective_embedder_identity(self) -> Optional[EmbedderIdentity]:
@@ -464,12 +510,15 @@ class PostgresCollection(BaseCollection):
             " (SELECT bool_and(i.indisvalid) FROM {segs} s JOIN pg_class c ON c.relname = s.index_name"
             "   JOIN pg_index i ON i.indexrelid = c.oid WHERE s.collection_pk = %(pk)s"
             "   AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = %(rel)s::regclass)), "
-            " (SELECT GREATEST(last_analyze, last_autoanalyze) FROM pg_stat_user_tables WHERE relid = %(rel)s::regclass), "
-            " (SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables WHERE relid = %(rel)s::regclass)"
+            " (SELECT GREATEST(last_analyze, last_autoanalyze) FROM pg_stat_user_tables WHERE relid = "
+            "%(rel)s::regclass), "
+            " (SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables WHERE relid = "
+            "%(rel)s::regclass)"
         ).format(t=self.partition.table, segs=db.ident("vector_segments"))
         rel = self.partition.relname
         count, segments, valid, analyzed, changes = db.run(
-            lambda conn: conn.execute(query, {"rel": rel, "pk": self.partition.pk}).fetchone())
+            lambda conn: conn.execute(query, {"rel": rel, "pk": self.partition.pk}).fetchone()
+        )
         return {
             "rows": int(count),
             "fresh_rows": self.partition.fresh_count(),
@@ -495,17 +544,24 @@ class PostgresCollection(BaseCollection):
                 if kind == "analyze":
                     # the palace's knowledge graph shares the database: refresh its planner statistics too
                     graph = db.settings.graph
-                    conn.execute(sql.SQL("ANALYZE {}, {}, {}").format(
-                        self.partition.table, sql.Identifier(graph, "Entity"), sql.Identifier(graph, "Fact")))
-                    return MaintenanceResult(kind=kind, status="ran",
-                                             stats={"table": rel, "graph": graph})
+                    conn.execute(
+                        sql.SQL("ANALYZE {}, {}, {}").format(
+                            self.partition.table,
+                            sql.Identifier(graph, "Entity"),
+                            sql.Identifier(graph, "Fact"),
+                        )
+                    )
+                    return MaintenanceResult(kind=kind, status="ran", stats={"table": rel, "graph": graph})
                 dim = self.partition.known_dimension()
                 if dim is None:
                     return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})
                 t0 = time.perf_counter()
                 self.partition.build_vector_index(conn, dim)
-                return MaintenanceResult(kind=kind, status="ran",
-                                         stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)})
+                return MaintenanceResult(
+                    kind=kind,
+                    status="ran",
+                    stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)},
+                )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 

@@ -21,7 +21,8 @@ def wing_room_counts(part: Partition) -> tuple[int, dict]:
         " COALESCE(CASE WHEN jsonb_typeof(wing) IN ('string', 'number') THEN wing #>> '{{}}' END, '?') AS w,"
         " COALESCE(CASE WHEN jsonb_typeof(room) IN ('string', 'number') THEN room #>> '{{}}' END, '?') AS r,"
         " sum(n) AS n FROM {} WHERE collection_pk = %(pk)s GROUP BY 1, 2 HAVING sum(n) > 0) AS c"
-        " ORDER BY w COLLATE \"C\", r COLLATE \"C\"").format(db.ident("facet_counts"))
+        ' ORDER BY w COLLATE "C", r COLLATE "C"'
+    ).format(db.ident("facet_counts"))
     rows = db.run(lambda conn: conn.execute(query, {"pk": part.pk}).fetchall())
     counts: dict = {}
     for wing, room, n in rows:
@@ -30,20 +31,27 @@ def wing_room_counts(part: Partition) -> tuple[int, dict]:
     return sum(int(r[2]) for r in rows), counts
 
 
-
 def grouped_counts(part: Partition) -> list[tuple]:
     """``(room, wing, hall, n, last_date)`` per room, wing and hall: what MemPalace's palace graph,
     tunnels, hallways and audit read from Chroma's or sqlite_exact's tables. Values as Chroma
     spells them ('' when missing or not a string or number); ``last_date`` the greatest string
     ``date`` of the group, bytewise, or ''."""
     db = part.db
-    spelled = "COALESCE(CASE WHEN jsonb_typeof(metadata -> {k}) IN ('string', 'number') THEN metadata ->> {k} END, '')"
+    spelled = (
+        "COALESCE(CASE WHEN jsonb_typeof(metadata -> {k}) IN ('string', 'number') "
+        "THEN metadata ->> {k} END, '')"
+    )
     query = sql.SQL(
-        "SELECT " + spelled.format(k="'room'") + ", " + spelled.format(k="'wing'") + ", "
-        + spelled.format(k="'hall'") + ", count(*), COALESCE(max(CASE WHEN jsonb_typeof(metadata -> 'date') = "
-        "'string' THEN metadata ->> 'date' END COLLATE \"C\"), '') FROM {} GROUP BY 1, 2, 3").format(part.table)
+        "SELECT "
+        + spelled.format(k="'room'")
+        + ", "
+        + spelled.format(k="'wing'")
+        + ", "
+        + spelled.format(k="'hall'")
+        + ", count(*), COALESCE(max(CASE WHEN jsonb_typeof(metadata -> 'date') = "
+        "'string' THEN metadata ->> 'date' END COLLATE \"C\"), '') FROM {} GROUP BY 1, 2, 3"
+    ).format(part.table)
     return [tuple(r) for r in db.run(lambda conn: conn.execute(query).fetchall())]
-
 
 
 def wing_source_counts(part: Partition) -> list[tuple]:
@@ -53,10 +61,12 @@ def wing_source_counts(part: Partition) -> list[tuple]:
     tables. ``wing`` is '' when missing or not a string."""
     db = part.db
     query = sql.SQL(
-        "SELECT COALESCE(wing, CASE WHEN jsonb_typeof(metadata -> 'wing') = 'string' THEN metadata ->> 'wing' END, ''),"
+        "SELECT COALESCE(wing, CASE WHEN jsonb_typeof(metadata -> 'wing') = 'string' THEN metadata ->> "
+        "'wing' END, ''),"
         " source_file, count(*) FROM {} WHERE source_file IS NOT NULL"
         " AND (source_file ILIKE '%%.claude%%projects%%' OR source_file ILIKE '%%.codex%%sessions%%')"
-        " GROUP BY 1, 2").format(part.table)
+        " GROUP BY 1, 2"
+    ).format(part.table)
     return [tuple(r) for r in db.run(lambda conn: conn.execute(query).fetchall())]
 
 

@@ -90,11 +90,18 @@ class _Compiler:
                 # (so NOT works for $ne).
                 n = INDEX_PREFIX[name]
                 return sql.SQL("(left({c}, {n}) = {p}::text AND {c} = {v}::text AND {c} IS NOT NULL)").format(
-                    c=sql.Identifier(name), n=sql.Literal(n), p=self.param(expected[:n]), v=self.param(expected))
+                    c=sql.Identifier(name),
+                    n=sql.Literal(n),
+                    p=self.param(expected[:n]),
+                    v=self.param(expected),
+                )
             # Containment first, for the GIN index; then the exact test ({"f": ["v"]} contains {"f": "v"}).
             return sql.SQL("({m} @> {j}::jsonb AND {f} = {v}::jsonb)").format(
-                m=self.meta, j=self.param(json.dumps({name: expected}, ensure_ascii=False)),
-                f=self.field(name), v=self.param(_json_text(expected)))
+                m=self.meta,
+                j=self.param(json.dumps({name: expected}, ensure_ascii=False)),
+                f=self.field(name),
+                v=self.param(_json_text(expected)),
+            )
         if isinstance(expected, bool) or _is_number(expected):
             if isinstance(expected, float) and not math.isfinite(expected):
                 return _FALSE  # JSON numbers are finite: nothing stored equals inf or nan
@@ -118,20 +125,39 @@ class _Compiler:
         if strings:
             if name in STRING_COLUMNS:
                 n = INDEX_PREFIX[name]
-                parts.append(sql.SQL(
-                    "(left({c}, {n}) = ANY({p}::text[]) AND {c} = ANY({v}::text[]) AND {c} IS NOT NULL)").format(
-                    c=sql.Identifier(name), n=sql.Literal(n), p=self.param(sorted({v[:n] for v in strings})),
-                    v=self.param(strings)))
+                parts.append(
+                    sql.SQL(
+                        "(left({c}, {n}) = ANY({p}::text[]) AND {c} = ANY({v}::text[]) AND {c} IS NOT NULL)"
+                    ).format(
+                        c=sql.Identifier(name),
+                        n=sql.Literal(n),
+                        p=self.param(sorted({v[:n] for v in strings})),
+                        v=self.param(strings),
+                    )
+                )
             elif len(strings) <= CONTAINMENT_IN_MAX:
                 # One containment test per value (a BitmapOr over the GIN index), then the exact test
                 # (containment also matches a value inside an array).
-                probes = _join([sql.SQL("{} @> {}::jsonb").format(
-                    self.meta, self.param(json.dumps({name: v}, ensure_ascii=False))) for v in strings], " OR ")
-                parts.append(sql.SQL("({} AND ({} = ANY({}::jsonb[])) IS TRUE)").format(
-                    probes, self.field(name), self.param([_json_text(v) for v in strings])))
+                probes = _join(
+                    [
+                        sql.SQL("{} @> {}::jsonb").format(
+                            self.meta, self.param(json.dumps({name: v}, ensure_ascii=False))
+                        )
+                        for v in strings
+                    ],
+                    " OR ",
+                )
+                parts.append(
+                    sql.SQL("({} AND ({} = ANY({}::jsonb[])) IS TRUE)").format(
+                        probes, self.field(name), self.param([_json_text(v) for v in strings])
+                    )
+                )
             else:
-                parts.append(sql.SQL("({} = ANY({}::jsonb[])) IS TRUE").format(
-                    self.field(name), self.param([_json_text(v) for v in strings])))
+                parts.append(
+                    sql.SQL("({} = ANY({}::jsonb[])) IS TRUE").format(
+                        self.field(name), self.param([_json_text(v) for v in strings])
+                    )
+                )
         parts.extend(self.equals(name, v) for v in others)
         return _join(parts, " OR ")
 
@@ -153,7 +179,10 @@ class _Compiler:
                 return sql.SQL("({} IS NOT NULL)").format(self.numeric_value(name)) if below else _FALSE
             number = int(expected) if isinstance(expected, bool) else expected
             return sql.SQL("({} {} {}::numeric) IS TRUE").format(
-                self.numeric_value(name), operator, self.param(str(number) if isinstance(number, int) else repr(number)))
+                self.numeric_value(name),
+                operator,
+                self.param(str(number) if isinstance(number, int) else repr(number)),
+            )
         if isinstance(expected, str):
             if name in STRING_COLUMNS:
                 value = sql.SQL('{} COLLATE "C"').format(sql.Identifier(name))
@@ -191,13 +220,17 @@ class _Compiler:
                 parts.append(_logical(key, expected, self.where))
                 continue
             if isinstance(key, str) and key.startswith("$"):
-                raise UnsupportedFilterError(f"operator {key!r} is not supported at the top of a where filter")
+                raise UnsupportedFilterError(
+                    f"operator {key!r} is not supported at the top of a where filter"
+                )
             if isinstance(expected, dict):
                 ops = []
                 for op, operand in expected.items():
                     if op not in WHERE_OPERATORS:
                         raise UnsupportedFilterError(
-                            f"operator {op!r} is not supported (supported: {', '.join(sorted(WHERE_OPERATORS))})")
+                            f"operator {op!r} is not supported (supported: "
+                            f"{', '.join(sorted(WHERE_OPERATORS))})"
+                        )
                     ops.append(self.operator(key, op, operand))
                 parts.append(_join(ops, " AND ") if ops else _TRUE)
             else:
@@ -228,7 +261,8 @@ class _Compiler:
                 parts.append(_logical(key, value, self.document))
             else:
                 raise UnsupportedFilterError(
-                    f"where_document operator {key!r} is not supported (supported: $contains, $and, $or)")
+                    f"where_document operator {key!r} is not supported (supported: $contains, $and, $or)"
+                )
         return _join(parts, " AND ") if parts else _TRUE
 
 
@@ -309,5 +343,11 @@ def compile_filters(
     return _join(parts, " AND "), compiler.params
 
 
-__all__ = ["compile_filters", "wing_room_equalities", "WHERE_OPERATORS", "DOCUMENT_OPERATORS", "STRING_COLUMNS",
-           "INDEX_PREFIX"]
+__all__ = [
+    "compile_filters",
+    "wing_room_equalities",
+    "WHERE_OPERATORS",
+    "DOCUMENT_OPERATORS",
+    "STRING_COLUMNS",
+    "INDEX_PREFIX",
+]

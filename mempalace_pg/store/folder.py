@@ -42,7 +42,6 @@ from mempalace_pg.store.indexing import (
 )
 
 
-
 class Folder:
     """Folds one collection's tail into segments and merges segments, until the collection is quiet."""
 
@@ -58,13 +57,16 @@ class Folder:
 
     # -- state people can read (doctor, psql) --------------------------------------------------
     def report(self, activity: str, error: Optional[str] = None) -> None:
-        self.conn.execute(sql.SQL(
-            "INSERT INTO {} AS f (collection_pk, pid, host, activity, last_error) VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (collection_pk) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, "
-            "activity = EXCLUDED.activity, updated_at = now(), "
-            "last_error = COALESCE(EXCLUDED.last_error, f.last_error)").format(
-            sql.Identifier(self.schema, "vector_folders")),
-            (self.pk, os.getpid(), socket.gethostname(), activity, error))
+        self.conn.execute(
+            sql.SQL(
+                "INSERT INTO {} AS f (collection_pk, pid, host, activity, last_error) VALUES (%s, %s, %s, "
+                "%s, %s) "
+                "ON CONFLICT (collection_pk) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, "
+                "activity = EXCLUDED.activity, updated_at = now(), "
+                "last_error = COALESCE(EXCLUDED.last_error, f.last_error)"
+            ).format(sql.Identifier(self.schema, "vector_folders")),
+            (self.pk, os.getpid(), socket.gethostname(), activity, error),
+        )
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -97,8 +99,12 @@ class Folder:
                 conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.presence,))
 
     def dimension(self) -> Optional[int]:
-        row = self.conn.execute(sql.SQL("SELECT dimension FROM {} WHERE collection_pk = %s").format(
-            sql.Identifier(self.schema, "collections")), (self.pk,)).fetchone()
+        row = self.conn.execute(
+            sql.SQL("SELECT dimension FROM {} WHERE collection_pk = %s").format(
+                sql.Identifier(self.schema, "collections")
+            ),
+            (self.pk,),
+        ).fetchone()
         if row is None:
             raise LookupError("the collection is gone")
         return row[0]
@@ -107,8 +113,11 @@ class Folder:
         """Do the next piece of work, if any is due; True when something was done."""
         segments = self.segment_rows()
         newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
-        current = Layout(tuple((lo, hi) for _, lo, hi, _ in segments), -1 if newest is None else int(newest),
-                         largest_share(r for *_, r in segments))
+        current = Layout(
+            tuple((lo, hi) for _, lo, hi, _ in segments),
+            -1 if newest is None else int(newest),
+            largest_share(r for *_, r in segments),
+        )
         now = time.monotonic()
         if current.newest != self.last_newest:
             self.last_newest, self.last_change = current.newest, now
@@ -142,13 +151,17 @@ class Folder:
             self.conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.changes,))
 
     def count_above(self, top: int) -> int:
-        return self.conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(self.table),
-                                 (top,)).fetchone()[0]
+        return self.conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(self.table), (top,)
+        ).fetchone()[0]
 
     def segment_rows(self) -> list[tuple[str, int, int, int]]:
-        return self.conn.execute(sql.SQL(
-            "SELECT index_name, lo, hi, rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
-            sql.Identifier(self.schema, "vector_segments")), (self.pk,)).fetchall()
+        return self.conn.execute(
+            sql.SQL("SELECT index_name, lo, hi, rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
+                sql.Identifier(self.schema, "vector_segments")
+            ),
+            (self.pk,),
+        ).fetchall()
 
     def build(self, dim: int, lo: int, hi: int, replaced: list[str]) -> None:
         name = segment_name(self.pk, hi)
@@ -157,8 +170,9 @@ class Folder:
             self.conn.execute(segment_ddl(name, self.table, dim, lo, hi, concurrently=True))
         except BaseException:
             # an interrupted concurrent build leaves an invalid index behind
-            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                sql.Identifier(self.schema, name)))
+            self.conn.execute(
+                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, name))
+            )
             raise
         register(self.conn, self.schema, self.pk, name, lo, hi, time.perf_counter() - t0, replaced)
         # The planner picks each arm's index by the rows it expects in the segment's vector_seq range.
@@ -169,8 +183,9 @@ class Folder:
     def fold(self, current: Layout, dim: int) -> None:
         """The tail becomes a segment (rows written during the build stay in the tail)."""
         for orphan in orphan_indexes(self.conn, self.schema, self.pk):
-            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                sql.Identifier(self.schema, orphan)))
+            self.conn.execute(
+                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, orphan))
+            )
         newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
         if newest is not None and newest > current.top:
             self.build(dim, current.top, int(newest), [])
@@ -179,14 +194,24 @@ class Folder:
         """Move a small quiet tail into the newest segment: each row is inserted into that segment's graph.
         Rows a writer holds are skipped (they will be in the tail again anyway)."""
         top = current.top
-        self.conn.execute(sql.SQL(
-            "WITH t AS (SELECT id FROM {t} WHERE vector_seq > %s ORDER BY vector_seq FOR UPDATE SKIP LOCKED) "
-            "UPDATE {t} AS r SET vector_seq = %s FROM t WHERE r.id = t.id AND r.vector_seq > %s").format(
-            t=self.table), (top, top, top))
-        self.conn.execute(sql.SQL("UPDATE {} SET rows = (SELECT count(*) FROM {} WHERE {}) WHERE collection_pk = %s "
-                                  "AND hi = %s").format(sql.Identifier(self.schema, "vector_segments"), self.table,
-                                                        segment_condition(*current.segments[-1])),
-                          (self.pk, top))
+        self.conn.execute(
+            sql.SQL(
+                "WITH t AS (SELECT id FROM {t} WHERE vector_seq > %s ORDER BY vector_seq FOR UPDATE SKIP "
+                "LOCKED) "
+                "UPDATE {t} AS r SET vector_seq = %s FROM t WHERE r.id = t.id AND r.vector_seq > %s"
+            ).format(t=self.table),
+            (top, top, top),
+        )
+        self.conn.execute(
+            sql.SQL(
+                "UPDATE {} SET rows = (SELECT count(*) FROM {} WHERE {}) WHERE collection_pk = %s AND hi = %s"
+            ).format(
+                sql.Identifier(self.schema, "vector_segments"),
+                self.table,
+                segment_condition(*current.segments[-1]),
+            ),
+            (self.pk, top),
+        )
 
     @staticmethod
     def open_segments(segments: list) -> list:
@@ -227,16 +252,20 @@ class Folder:
         if now == float("inf") and self.retired:
             time.sleep(max(0.0, max(when for when, _ in self.retired) - time.monotonic()))
         for name in due:
-            self.conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                sql.Identifier(self.schema, name)))
+            self.conn.execute(
+                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, name))
+            )
         self.retired = [(when, name) for when, name in self.retired if name not in due]
 
 
 def connect_folder(dsn: str, schema: str) -> psycopg.Connection:
     conn = psycopg.connect(dsn, autocommit=True, application_name="mempalace-pg folder")
-    conn.execute("SELECT set_config('search_path', concat_ws(', ', quote_ident(%s), "
-                 "(SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
-                 " WHERE e.extname = 'vector')), false)", (schema,))
+    conn.execute(
+        "SELECT set_config('search_path', concat_ws(', ', quote_ident(%s), "
+        "(SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        " WHERE e.extname = 'vector')), false)",
+        (schema,),
+    )
     build_session(conn)
     return conn
 

@@ -154,13 +154,20 @@ def half_type(dim: int) -> sql.Composable:
     return sql.SQL("halfvec({})").format(sql.Literal(int(dim)))
 
 
-def segment_ddl(index: str, table: sql.Composable, dim: int, lo: int, hi: int, *,
-                concurrently: bool) -> sql.Composable:
+def segment_ddl(
+    index: str, table: sql.Composable, dim: int, lo: int, hi: int, *, concurrently: bool
+) -> sql.Composable:
     return sql.SQL(
         "CREATE INDEX {how} {name} ON {table} USING hnsw ((embedding::{ht}) halfvec_cosine_ops) "
-        "WITH ({opts}) WHERE {cond}").format(
-        how=sql.SQL("CONCURRENTLY" if concurrently else ""), name=sql.Identifier(index), table=table,
-        ht=half_type(dim), opts=HNSW_OPTIONS, cond=segment_condition(lo, hi))
+        "WITH ({opts}) WHERE {cond}"
+    ).format(
+        how=sql.SQL("CONCURRENTLY" if concurrently else ""),
+        name=sql.Identifier(index),
+        table=table,
+        ht=half_type(dim),
+        opts=HNSW_OPTIONS,
+        cond=segment_condition(lo, hi),
+    )
 
 
 def segment_name(pk: int, hi: int) -> str:
@@ -186,13 +193,21 @@ def _key(part: "Partition") -> tuple:
 
 def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
     """The collection's layout, read now (one statement)."""
-    row = conn.execute(sql.SQL(
-        "SELECT (SELECT COALESCE(array_agg(ARRAY[lo, hi, rows] ORDER BY lo), '{{}}') FROM {segs} "
-        "WHERE collection_pk = %s), (SELECT max(vector_seq) FROM {table})").format(
-        segs=sql.Identifier(schema, "vector_segments"), table=sql.Identifier(schema, f"records_c{int(pk)}")),
-        (pk,)).fetchone()
-    return Layout(tuple((int(lo), int(hi)) for lo, hi, _ in row[0]), -1 if row[1] is None else int(row[1]),
-                  largest_share(r for _, _, r in row[0]))
+    row = conn.execute(
+        sql.SQL(
+            "SELECT (SELECT COALESCE(array_agg(ARRAY[lo, hi, rows] ORDER BY lo), '{{}}') FROM {segs} "
+            "WHERE collection_pk = %s), (SELECT max(vector_seq) FROM {table})"
+        ).format(
+            segs=sql.Identifier(schema, "vector_segments"),
+            table=sql.Identifier(schema, f"records_c{int(pk)}"),
+        ),
+        (pk,),
+    ).fetchone()
+    return Layout(
+        tuple((int(lo), int(hi)) for lo, hi, _ in row[0]),
+        -1 if row[1] is None else int(row[1]),
+        largest_share(r for _, _, r in row[0]),
+    )
 
 
 def layout(part: "Partition", *, fresh: bool = False) -> Layout:
@@ -215,7 +230,8 @@ def layout(part: "Partition", *, fresh: bool = False) -> Layout:
 
 
 def after_write(part: "Partition") -> None:
-    """Rows of the partition were written (their vector_seq is above every segment): see that they get folded."""
+    """Rows of the partition were written (their vector_seq is above every segment): see that they get
+    folded."""
     ensure_folder(part)
 
 
@@ -256,8 +272,14 @@ def ensure_folder(part: "Partition") -> None:
         env[DSN_VARIABLE] = db.settings.dsn
         child = subprocess.Popen(
             [sys.executable, "-m", "mempalace_pg.store.folder", db.schema, str(part.pk)],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True, cwd="/")
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+        )
     except Exception as exc:  # noqa: BLE001 - rows stay searchable exactly; the next write tries again
         log.warning("mempalace-pg: could not start the vector index folder of %s: %s", part, exc)
         return
@@ -301,25 +323,42 @@ def settle(part: "Partition", *, timeout: float = 120.0, single: bool = False) -
         time.sleep(0.1)
 
 
-# ----------------------------------------------------------------------------- building (folder, reindex, bulk)
+# -------------------------------------------------------------------------- building (folder, reindex, bulk)
 def build_session(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> None:
     """Session settings of a connection that builds segments (a folder's, or a pooled one for a while)."""
-    conn.execute("SELECT set_config('maintenance_work_mem', %s, false), "
-                 "set_config('max_parallel_maintenance_workers', %s, false), "
-                 "set_config('statement_timeout', '0', false)", (BUILD_MEMORY, str(int(workers))))
+    conn.execute(
+        "SELECT set_config('maintenance_work_mem', %s, false), "
+        "set_config('max_parallel_maintenance_workers', %s, false), "
+        "set_config('statement_timeout', '0', false)",
+        (BUILD_MEMORY, str(int(workers))),
+    )
 
 
-def register(conn: psycopg.Connection, schema: str, pk: int, index: str, lo: int, hi: int, seconds: float,
-             replaced: list[str]) -> None:
+def register(
+    conn: psycopg.Connection,
+    schema: str,
+    pk: int,
+    index: str,
+    lo: int,
+    hi: int,
+    seconds: float,
+    replaced: list[str],
+) -> None:
     """Make a built index a segment and retire the ones it replaces, in one transaction."""
     segs = sql.Identifier(schema, "vector_segments")
     table = sql.Identifier(schema, f"records_c{int(pk)}")
     with conn.transaction():
-        rows = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, segment_condition(lo, hi))
-                            ).fetchone()[0]
+        rows = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, segment_condition(lo, hi))
+        ).fetchone()[0]
         conn.execute(sql.SQL("DELETE FROM {} WHERE index_name = ANY(%s)").format(segs), (replaced,))
-        conn.execute(sql.SQL("INSERT INTO {} (collection_pk, index_name, lo, hi, rows, build_seconds) "
-                             "VALUES (%s, %s, %s, %s, %s, %s)").format(segs), (pk, index, lo, hi, rows, seconds))
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (collection_pk, index_name, lo, hi, rows, build_seconds) "
+                "VALUES (%s, %s, %s, %s, %s, %s)"
+            ).format(segs),
+            (pk, index, lo, hi, rows, seconds),
+        )
 
 
 def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> Optional[str]:
@@ -331,9 +370,15 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> Optiona
     table = sql.Identifier(schema, f"records_c{int(pk)}")
     conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (changes,))
     try:
-        old = [name for (name,) in conn.execute(sql.SQL(
-            "SELECT index_name FROM {} WHERE collection_pk = %s").format(sql.Identifier(schema, "vector_segments")),
-            (pk,))]
+        old = [
+            name
+            for (name,) in conn.execute(
+                sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
+                    sql.Identifier(schema, "vector_segments")
+                ),
+                (pk,),
+            )
+        ]
         hi = conn.execute(sql.SQL("SELECT COALESCE(max(vector_seq), 0) FROM {}").format(table)).fetchone()[0]
         name = segment_name(pk, hi)
         t0 = time.perf_counter()
@@ -348,9 +393,15 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> Optiona
 
 def orphan_indexes(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
     """Segment indexes of the collection that no segment lists (a build or switch was interrupted)."""
-    return [name for (name,) in conn.execute(sql.SQL(
-        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = %s AND c.relname LIKE %s "
-        "AND c.relname NOT IN (SELECT index_name FROM {} WHERE collection_pk = %s)").format(
-        sql.Identifier(schema, "vector_segments")), (schema, f"records\\_c{int(pk)}\\_vec\\_%", pk))]
+    return [
+        name
+        for (name,) in conn.execute(
+            sql.SQL(
+                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relname LIKE %s "
+                "AND c.relname NOT IN (SELECT index_name FROM {} WHERE collection_pk = %s)"
+            ).format(sql.Identifier(schema, "vector_segments")),
+            (schema, f"records\\_c{int(pk)}\\_vec\\_%", pk),
+        )
+    ]

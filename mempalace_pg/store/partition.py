@@ -37,8 +37,9 @@ class Partition:
     ``dimension`` is the collection's vector width as this process knows it (None until the first
     write fixes it); ``read_only`` says whether this process may write."""
 
-    def __init__(self, db: "Database", pk: int, name: str, *, dimension: Optional[int] = None,
-                 read_only: bool = False):
+    def __init__(
+        self, db: "Database", pk: int, name: str, *, dimension: Optional[int] = None, read_only: bool = False
+    ):
         self.db = db
         self.pk = pk
         self.name = name
@@ -68,7 +69,8 @@ class Partition:
     def fetch_dimension(self) -> Optional[int]:
         """The width another process may have fixed since this handle was opened."""
         query = sql.SQL("SELECT dimension FROM {} WHERE collection_pk = %(pk)s").format(
-            self.db.ident("collections"))
+            self.db.ident("collections")
+        )
         row = self.db.run(lambda conn: conn.execute(query, {"pk": self.pk}).fetchone())
         self.dimension = row[0] if row else None
         return self.dimension
@@ -95,8 +97,10 @@ class Partition:
         stored = self.dimension
         if stored is None:
             stored = conn.execute(
-                sql.SQL("UPDATE {} SET dimension = COALESCE(dimension, %(dim)s) WHERE collection_pk = %(pk)s "
-                        "RETURNING dimension").format(self.db.ident("collections")),
+                sql.SQL(
+                    "UPDATE {} SET dimension = COALESCE(dimension, %(dim)s) WHERE collection_pk = %(pk)s "
+                    "RETURNING dimension"
+                ).format(self.db.ident("collections")),
                 {"dim": dim, "pk": self.pk},
             ).fetchone()[0]
         if stored != dim:
@@ -143,50 +147,81 @@ class Partition:
         finally:
             conn.execute("RESET maintenance_work_mem")
             conn.execute("RESET max_parallel_maintenance_workers")
-            conn.execute("SELECT set_config('statement_timeout', %s, false)",
-                         (str(self.db.settings.statement_timeout_ms),))
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, false)",
+                (str(self.db.settings.statement_timeout_ms),),
+            )
 
     def gin_indexes(self, conn: psycopg.Connection) -> list[str]:
         """The names of this collection's GIN indexes (full text, metadata): its partition's own."""
-        return [name for (name,) in conn.execute(
-            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-            "JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = %s::regclass AND a.amname = 'gin' "
-            "ORDER BY 1", (self.relname,))]
+        return [
+            name
+            for (name,) in conn.execute(
+                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = %s::regclass AND a.amname = 'gin' "
+                "ORDER BY 1",
+                (self.relname,),
+            )
+        ]
 
     # -- writes ------------------------------------------------------------------------------------
-    def write_rows(self, conn: psycopg.Connection, ids: list, documents: list, metas: list,
-                   matrix: np.ndarray, *, replace: bool) -> None:
+    def write_rows(
+        self,
+        conn: psycopg.Connection,
+        ids: list,
+        documents: list,
+        metas: list,
+        matrix: np.ndarray,
+        *,
+        replace: bool,
+    ) -> None:
         """Write validated rows on ``conn``: one INSERT, or for large batches a COPY into a staging table
         and one INSERT from it (then ``conn`` must be in a transaction)."""
         # add: a plain INSERT, so an existing id fails the whole statement (UniqueViolation);
         # upsert: replace document, metadata and embedding in place.
         conflict = (
-            sql.SQL("ON CONFLICT (collection_pk, {}(id)) DO UPDATE SET document = EXCLUDED.document, "
-                    "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding, written_at = now(), "
-                    "vector_seq = DEFAULT").format(self.db.ident("text_key"))
-            if replace else sql.SQL("")
+            sql.SQL(
+                "ON CONFLICT (collection_pk, {}(id)) DO UPDATE SET document = EXCLUDED.document, "
+                "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding, written_at = now(), "
+                "vector_seq = DEFAULT"
+            ).format(self.db.ident("text_key"))
+            if replace
+            else sql.SQL("")
         )
         if len(ids) >= COPY_THRESHOLD:
             stage = sql.Identifier(f"mempalace_pg_stage_{self.pk}")
-            conn.execute(sql.SQL(
-                "CREATE TEMP TABLE IF NOT EXISTS {} (id text, document text, metadata jsonb, embedding vector) "
-                "ON COMMIT DELETE ROWS").format(stage))
+            conn.execute(
+                sql.SQL(
+                    "CREATE TEMP TABLE IF NOT EXISTS {} (id text, document text, metadata jsonb, embedding "
+                    "vector) "
+                    "ON COMMIT DELETE ROWS"
+                ).format(stage)
+            )
             self._copy(conn, stage, ids, documents, metas, matrix, with_pk=False)
             source = sql.SQL("SELECT %(pk)s, id, document, metadata, embedding FROM {}").format(stage)
             params: dict = {"pk": self.pk}
         else:
             source = sql.SQL(
                 "SELECT %(pk)s, u.id, u.document, u.metadata, u.embedding "
-                "FROM unnest(%(ids)b::text[], %(documents)b::text[], %(metas)b::jsonb[], %(vectors)b::vector[]) "
-                "AS u(id, document, metadata, embedding)")
-            params = {"pk": self.pk, "ids": ids, "documents": documents, "metas": [Jsonb(m) for m in metas],
-                      "vectors": list(matrix)}
-        query = sql.SQL("INSERT INTO {} (collection_pk, id, document, metadata, embedding) {} {} "
-                        ).format(self.table, source, conflict)
+                "FROM unnest(%(ids)b::text[], %(documents)b::text[], %(metas)b::jsonb[], "
+                "%(vectors)b::vector[]) "
+                "AS u(id, document, metadata, embedding)"
+            )
+            params = {
+                "pk": self.pk,
+                "ids": ids,
+                "documents": documents,
+                "metas": [Jsonb(m) for m in metas],
+                "vectors": list(matrix),
+            }
+        query = sql.SQL("INSERT INTO {} (collection_pk, id, document, metadata, embedding) {} {} ").format(
+            self.table, source, conflict
+        )
         conn.execute(query, params)
 
-    def copy_rows(self, conn: psycopg.Connection, ids: list, documents: list, metas: list,
-                  matrix: np.ndarray) -> None:
+    def copy_rows(
+        self, conn: psycopg.Connection, ids: list, documents: list, metas: list, matrix: np.ndarray
+    ) -> None:
         """Binary COPY of validated rows straight into the partition (the bulk loader's path)."""
         self._copy(conn, self.table, ids, documents, metas, matrix, with_pk=True)
 
@@ -196,7 +231,8 @@ class Partition:
         types = (["int4"] if with_pk else []) + ["text", "text", "jsonb", "vector"]
         prefix = (self.pk,) if with_pk else ()
         statement = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(
-            table, sql.SQL(", ").join(map(sql.Identifier, cols)))
+            table, sql.SQL(", ").join(map(sql.Identifier, cols))
+        )
         with conn.cursor().copy(statement) as copy:
             copy.set_types(types)
             for i in range(len(ids)):
@@ -219,9 +255,10 @@ class Partition:
             params = {**params, "ids": ids}
         query = sql.SQL("DELETE FROM {} WHERE {}").format(self.table, sql.SQL(" AND ").join(parts))
         if self.name == DRAWERS_COLLECTION:
-            query = sql.SQL("WITH gone AS ({} RETURNING id) SELECT {}((SELECT palace_pk FROM {} "
-                            "WHERE collection_pk = %(pk)s), array_agg(id)) FROM gone").format(
-                query, self.db.ident("kg_mark_drawers_deleted"), self.db.ident("collections"))
+            query = sql.SQL(
+                "WITH gone AS ({} RETURNING id) SELECT {}((SELECT palace_pk FROM {} "
+                "WHERE collection_pk = %(pk)s), array_agg(id)) FROM gone"
+            ).format(query, self.db.ident("kg_mark_drawers_deleted"), self.db.ident("collections"))
             params = {**params, "pk": self.pk}
         return query, params
 
@@ -230,7 +267,9 @@ class Partition:
     def facet_key_filter(keys: dict) -> tuple[sql.Composable, dict]:
         """``AND wing = ... AND room = ...`` over facet_counts for wing/room string equalities (their
         parameters named ``key_wing``, ``key_room``)."""
-        parts = [sql.SQL("AND {} = {}::jsonb").format(sql.Identifier(k), sql.Placeholder(f"key_{k}")) for k in keys]
+        parts = [
+            sql.SQL("AND {} = {}::jsonb").format(sql.Identifier(k), sql.Placeholder(f"key_{k}")) for k in keys
+        ]
         return sql.SQL(" ").join(parts), {f"key_{k}": json.dumps(v) for k, v in keys.items()}
 
     def wing_room_gate(self, keys: Optional[dict]) -> Optional[tuple[sql.Composable, dict]]:
@@ -238,8 +277,12 @@ class Partition:
         if not keys:
             return None
         key_filter, key_params = self.facet_key_filter(keys)
-        return (sql.SQL("SELECT COALESCE(sum(n), 0) AS n FROM {} WHERE collection_pk = %(pk)s {}").format(
-            self.db.ident("facet_counts"), key_filter), {"pk": self.pk, **key_params})
+        return (
+            sql.SQL("SELECT COALESCE(sum(n), 0) AS n FROM {} WHERE collection_pk = %(pk)s {}").format(
+                self.db.ident("facet_counts"), key_filter
+            ),
+            {"pk": self.pk, **key_params},
+        )
 
 
 __all__ = ["COPY_THRESHOLD", "DRAWERS_COLLECTION", "Partition"]

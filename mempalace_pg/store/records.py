@@ -49,8 +49,12 @@ def clean_id(value: Any) -> str:
 def clean_document(value: Any, record_id: Any) -> str:
     """A record's document as stored: a string, made storable."""
     if not isinstance(value, str):
-        raise _bad(record_id, "document", f"is {_kind(value)}, not text",
-                   "pass each document as a str ('' for an empty one)")
+        raise _bad(
+            record_id,
+            "document",
+            f"is {_kind(value)}, not text",
+            "pass each document as a str ('' for an empty one)",
+        )
     return storable(value)
 
 
@@ -74,8 +78,12 @@ def _json_value(value: Any, record_id: Any, path: str) -> Any:
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise _bad(record_id, path, f"is {value!r}, and JSON has no NaN or infinity",
-                       "store a finite number, a string, or leave the field out")
+            raise _bad(
+                record_id,
+                path,
+                f"is {value!r}, and JSON has no NaN or infinity",
+                "store a finite number, a string, or leave the field out",
+            )
         return value
     if isinstance(value, dict):
         out: dict = {}
@@ -85,8 +93,12 @@ def _json_value(value: Any, record_id: Any, path: str) -> Any:
         return out
     if isinstance(value, (list, tuple)):
         return [_json_value(item, record_id, f"{path}[{i}]") for i, item in enumerate(value)]
-    raise _bad(record_id, path, f"is {_kind(value)}, which has no JSON form",
-               "use str, int, float, bool, None, list or dict")
+    raise _bad(
+        record_id,
+        path,
+        f"is {_kind(value)}, which has no JSON form",
+        "use str, int, float, bool, None, list or dict",
+    )
 
 
 def clean_metadata(value: Any, record_id: Any) -> dict:
@@ -107,7 +119,8 @@ def as_matrix(embeddings: Any, ids: Sequence, *, what: str = "embedding") -> np.
         if len(widths) > 1:
             raise DimensionMismatchError(
                 f"{what}s in one batch have different widths {widths}; every vector of a collection "
-                f"must have the same dimension ({_NOTHING_WRITTEN})") from None
+                f"must have the same dimension ({_NOTHING_WRITTEN})"
+            ) from None
         raise InvalidRecordError(f"each {what} must be a list of numbers ({_NOTHING_WRITTEN})") from None
     if matrix.ndim != 2 or matrix.shape[1] == 0:
         raise InvalidRecordError(f"each {what} must be a non-empty list of numbers ({_NOTHING_WRITTEN})")
@@ -118,7 +131,8 @@ def as_matrix(embeddings: Any, ids: Sequence, *, what: str = "embedding") -> np.
         bad = [ids[i] for i in np.flatnonzero(~finite)[:5]]
         raise InvalidRecordError(
             f"{what} of record(s) {bad} contain NaN or infinity (or a number too large for a 32-bit "
-            f"float); embed the text again ({_NOTHING_WRITTEN})")
+            f"float); embed the text again ({_NOTHING_WRITTEN})"
+        )
     return matrix
 
 
@@ -132,11 +146,13 @@ def unique_ids(raw: Sequence[str], cleaned: Sequence[str]) -> None:
             other = first[clean]
             if other == original:
                 raise InvalidRecordError(
-                    f"ids must be unique within a batch; repeated: [{original!r}] ({_NOTHING_WRITTEN})")
+                    f"ids must be unique within a batch; repeated: [{original!r}] ({_NOTHING_WRITTEN})"
+                )
             raise InvalidRecordError(
                 f"ids {other!r} and {original!r} are the same id {clean!r} once NUL characters are removed "
                 f"and lone surrogates replaced (PostgreSQL can store neither); give them distinct ids "
-                f"({_NOTHING_WRITTEN})")
+                f"({_NOTHING_WRITTEN})"
+            )
         first[clean] = original
 
 
@@ -183,5 +199,13 @@ def clean_lookup_ids(ids: Any) -> Optional[list]:
     return [storable(i) if isinstance(i, str) else i for i in ids]
 
 
-__all__ = ["Batch", "clean_batch", "clean_id", "clean_document", "clean_metadata", "as_matrix",
-           "unique_ids", "clean_lookup_ids"]
+__all__ = [
+    "Batch",
+    "clean_batch",
+    "clean_id",
+    "clean_document",
+    "clean_metadata",
+    "as_matrix",
+    "unique_ids",
+    "clean_lookup_ids",
+]

@@ -32,9 +32,18 @@ LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
 
 
-def nearest_sql(part: Partition, columns: sql.Composable, condition: sql.Composable, cparams: dict, n: int,
-                dim: int, *, filtered: bool, gate: Optional[tuple[sql.Composable, dict]] = None,
-                layout: Optional[indexing.Layout] = None) -> tuple[sql.Composable, dict]:
+def nearest_sql(
+    part: Partition,
+    columns: sql.Composable,
+    condition: sql.Composable,
+    cparams: dict,
+    n: int,
+    dim: int,
+    *,
+    filtered: bool,
+    gate: Optional[tuple[sql.Composable, dict]] = None,
+    layout: Optional[indexing.Layout] = None,
+) -> tuple[sql.Composable, dict]:
     """The statement (also usable as a subquery) of the ``n`` records nearest to the query vector
     (the parameter ``q``, which the caller adds) that meet ``condition`` (whose parameters are
     ``cparams``): ``columns`` plus ``distance``, nearest first. Returns the statement and its
@@ -53,11 +62,18 @@ def nearest_sql(part: Partition, columns: sql.Composable, condition: sql.Composa
     that PostgreSQL plans it once, matches each arm to its partial index, and reuses the plan.
     """
     layout = layout or part.layout()
-    fmt = dict(cols=columns, vt=part.vector_type(dim), ht=part.half_type(dim), t=part.table,
-               cond=condition, n=row_count(n))
+    fmt = dict(
+        cols=columns,
+        vt=part.vector_type(dim),
+        ht=part.half_type(dim),
+        t=part.table,
+        cond=condition,
+        n=row_count(n),
+    )
     # each segment holds a share of the matches: it oversamples by that share (at least n)
-    candidates = row_count(min(MAX_ROW_COUNT, max(n, math.ceil(FILTERED_OVERSAMPLE * n * layout.largest)))
-                           if filtered else n)
+    candidates = row_count(
+        min(MAX_ROW_COUNT, max(n, math.ceil(FILTERED_OVERSAMPLE * n * layout.largest))) if filtered else n
+    )
     parts, params, arms = [], dict(cparams), []
     gate_ann = sql.SQL("")
     if gate is not None:
@@ -65,55 +81,93 @@ def nearest_sql(part: Partition, columns: sql.Composable, condition: sql.Composa
         params.update(count_params)
         gate_ann = sql.SQL(" AND (SELECT n FROM matching) > {}").format(sql.Literal(EXACT_SCAN_MAX))
         parts.append(sql.SQL("matching AS MATERIALIZED ({})").format(count_sql))
-        parts.append(sql.SQL(
-            "exact AS MATERIALIZED ("
-            " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
-            " WHERE {cond} AND (SELECT n FROM matching) <= {max} ORDER BY distance, id LIMIT {n})"
-        ).format(max=sql.Literal(EXACT_SCAN_MAX), **fmt))
+        parts.append(
+            sql.SQL(
+                "exact AS MATERIALIZED ("
+                " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
+                " WHERE {cond} AND (SELECT n FROM matching) <= {max} ORDER BY distance, id LIMIT {n})"
+            ).format(max=sql.Literal(EXACT_SCAN_MAX), **fmt)
+        )
         arms.append("exact")
     for i, (lo, hi) in enumerate(layout.segments):
         arm = f"segment_{i}"
-        parts.append(sql.SQL(
-            "{arm} AS MATERIALIZED ("
-            " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
-            " WHERE {seg} AND {cond}{gate} ORDER BY embedding::{ht} <=> %(q)s::{ht} LIMIT {k})"
-        ).format(arm=sql.Identifier(arm), seg=indexing.segment_condition(lo, hi), gate=gate_ann,
-                 k=candidates, **fmt))
+        parts.append(
+            sql.SQL(
+                "{arm} AS MATERIALIZED ("
+                " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
+                " WHERE {seg} AND {cond}{gate} ORDER BY embedding::{ht} <=> %(q)s::{ht} LIMIT {k})"
+            ).format(
+                arm=sql.Identifier(arm),
+                seg=indexing.segment_condition(lo, hi),
+                gate=gate_ann,
+                k=candidates,
+                **fmt,
+            )
+        )
         arms.append(arm)
-    parts.append(sql.SQL(
-        "tail AS MATERIALIZED ("
-        " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
-        " WHERE {tail} AND {cond}{gate} ORDER BY distance LIMIT {n})").format(
-        tail=indexing.tail_condition(layout), gate=gate_ann, **fmt))
+    parts.append(
+        sql.SQL(
+            "tail AS MATERIALIZED ("
+            " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
+            " WHERE {tail} AND {cond}{gate} ORDER BY distance LIMIT {n})"
+        ).format(tail=indexing.tail_condition(layout), gate=gate_ann, **fmt)
+    )
     arms.append("tail")
     union = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT * FROM {}").format(sql.Identifier(a)) for a in arms)
     query = sql.SQL("WITH {} SELECT * FROM ({}) AS hits ORDER BY distance + 0, id LIMIT {}").format(
-        sql.SQL(", ").join(parts), union, row_count(n))
+        sql.SQL(", ").join(parts), union, row_count(n)
+    )
     return query, params
 
 
-def nearest_statement(part: Partition, cache: StatementCache, spec: _IncludeSpec, columns: sql.Composable,
-                      condition: sql.Composable, fparams: dict, where, where_document, n: int, dim: int) -> list:
+def nearest_statement(
+    part: Partition,
+    cache: StatementCache,
+    spec: _IncludeSpec,
+    columns: sql.Composable,
+    condition: sql.Composable,
+    fparams: dict,
+    where,
+    where_document,
+    n: int,
+    dim: int,
+) -> list:
     """query()'s statement and parameters (all but ``q``), kept per filter, shape and vector index layout."""
     layout = part.layout()
     try:
-        key = (json.dumps([where, where_document], sort_keys=True, allow_nan=False),
-               spec.documents, spec.metadatas, spec.embeddings, n, dim, layout)
+        key = (
+            json.dumps([where, where_document], sort_keys=True, allow_nan=False),
+            spec.documents,
+            spec.metadatas,
+            spec.embeddings,
+            n,
+            dim,
+            layout,
+        )
     except (TypeError, ValueError):
         key = None  # a filter value JSON cannot spell exactly: build it, don't keep it
 
     def build():
         keys = wing_room_equalities(where) if not where_document else None
-        query, params = nearest_sql(part, columns, condition, fparams, n, dim,
-                                    filtered=bool(where or where_document),
-                                    gate=part.wing_room_gate(keys), layout=layout)
+        query, params = nearest_sql(
+            part,
+            columns,
+            condition,
+            fparams,
+            n,
+            dim,
+            filtered=bool(where or where_document),
+            gate=part.wing_room_gate(keys),
+            layout=layout,
+        )
         return query, params, indexing.search_breadth(layout, part.db.settings.ef_search)
 
     return cache.get(key, build)
 
 
-def lexical_sql(part: Partition, condition: sql.Composable, cparams: dict, n: int, *,
-                rows: bool = True) -> tuple[sql.Composable, dict]:
+def lexical_sql(
+    part: Partition, condition: sql.Composable, cparams: dict, n: int, *, rows: bool = True
+) -> tuple[sql.Composable, dict]:
     """The statement (also usable as a subquery) ranking records that meet ``condition`` (whose
     parameters are ``cparams``) by the words of the query text (the parameter ``text``, which the
     caller adds): id, document, metadata, score, best first (``rows=False``: id and score only).
@@ -149,13 +203,15 @@ def lexical_sql(part: Partition, condition: sql.Composable, cparams: dict, n: in
         "  UNION ALL"
         "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ("
         "    SELECT id, document_tsv AS tsv FROM {t}"
-        "    WHERE weighted.df >= %(df_cap)s AND document_tsv @@ weighted.q AND {cond} LIMIT %(per_word)s) AS c),"
+        "    WHERE weighted.df >= %(df_cap)s AND document_tsv @@ weighted.q AND {cond} LIMIT %(per_word)s) "
+        "AS c),"
         " scored AS ("
         "  SELECT d.id, (SELECT sum(w.idf * ts_rank(d.tsv, w.q, 1)) FROM weighted AS w) AS score"
-        "  FROM (SELECT DISTINCT ON (id COLLATE \"C\") id, tsv FROM candidates ORDER BY id COLLATE \"C\") AS d"
+        '  FROM (SELECT DISTINCT ON (id COLLATE "C") id, tsv FROM candidates ORDER BY id COLLATE "C") AS d'
         "  ORDER BY score DESC, d.id LIMIT %(lexical_n)s)"
-    ).format(t=part.table, counts=db.ident("facet_counts"), cond=condition,
-             lexical_text=db.ident("lexical_text"))
+    ).format(
+        t=part.table, counts=db.ident("facet_counts"), cond=condition, lexical_text=db.ident("lexical_text")
+    )
     per_word = max(LEXICAL_CANDIDATES, 4 * n)
     args = {**cparams, "pk": part.pk, "df_cap": LEXICAL_DF_CAP, "per_word": per_word, "lexical_n": n}
     if not rows:
@@ -163,8 +219,16 @@ def lexical_sql(part: Partition, condition: sql.Composable, cparams: dict, n: in
     return stmt + sql.SQL(
         " SELECT r.id, r.document, r.metadata, s.score"
         " FROM scored AS s JOIN {t} AS r ON r.collection_pk = %(pk)s AND r.id = s.id"
-        " ORDER BY s.score DESC, r.id").format(t=part.table), args
+        " ORDER BY s.score DESC, r.id"
+    ).format(t=part.table), args
 
 
-__all__ = ["EXACT_SCAN_MAX", "FILTERED_OVERSAMPLE", "LEXICAL_CANDIDATES", "LEXICAL_DF_CAP",
-           "lexical_sql", "nearest_sql", "nearest_statement"]
+__all__ = [
+    "EXACT_SCAN_MAX",
+    "FILTERED_OVERSAMPLE",
+    "LEXICAL_CANDIDATES",
+    "LEXICAL_DF_CAP",
+    "lexical_sql",
+    "nearest_sql",
+    "nearest_statement",
+]

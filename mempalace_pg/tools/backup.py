@@ -38,8 +38,14 @@ CATALOG_MARK = "mempalace-pg AGE label catalog (used by mempalace-pg restore): "
 
 def _libpq_env(dsn: str) -> dict:
     params = conninfo_to_dict(dsn)
-    mapping = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "password": "PGPASSWORD",
-               "dbname": "PGDATABASE", "sslmode": "PGSSLMODE"}
+    mapping = {
+        "host": "PGHOST",
+        "port": "PGPORT",
+        "user": "PGUSER",
+        "password": "PGPASSWORD",
+        "dbname": "PGDATABASE",
+        "sslmode": "PGSSLMODE",
+    }
     env = dict(os.environ)
     for key, var in mapping.items():
         if params.get(key):
@@ -50,34 +56,50 @@ def _libpq_env(dsn: str) -> dict:
 def _run(command: str, args: list[str], settings: Settings, *, stdin=None, stdout=None) -> None:
     argv = shlex.split(command) + args
     try:
-        proc = subprocess.run(argv, env=_libpq_env(settings.dsn), stdin=stdin, stdout=stdout,
-                              stderr=subprocess.PIPE, check=False)
+        proc = subprocess.run(
+            argv,
+            env=_libpq_env(settings.dsn),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
     except FileNotFoundError:
-        raise ConfigError(f"{argv[0]!r} not found: install the PostgreSQL client of the server's version, "
-                          "or pass the command to run with --pg-dump / --pg-restore") from None
+        raise ConfigError(
+            f"{argv[0]!r} not found: install the PostgreSQL client of the server's version, "
+            "or pass the command to run with --pg-dump / --pg-restore"
+        ) from None
     if proc.returncode != 0:
         message = proc.stderr.decode("utf-8", "replace").strip()
         message = scrub_password(message, settings.dsn)
-        hint = (" (pg_dump must be the server's major version or newer: pass --pg-dump)"
-                if "version mismatch" in message else "")
+        hint = (
+            " (pg_dump must be the server's major version or newer: pass --pg-dump)"
+            if "version mismatch" in message
+            else ""
+        )
         raise ConfigError(f"{argv[0]} failed: {message[-800:]}{hint}")
 
 
 def _label_catalog(conn: psycopg.Connection, graph: str) -> list[dict]:
-    rows = conn.execute("""
+    rows = conn.execute(
+        """
         SELECT l.name, l.id, l.kind, l.seq_name
         FROM ag_catalog.ag_label l
         JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
         WHERE g.name = %(graph)s
         ORDER BY l.id
-    """, {"graph": graph}).fetchall()
+    """,
+        {"graph": graph},
+    ).fetchall()
     return [{"name": n, "id": i, "kind": k, "seq_name": s} for n, i, k, s in rows]
 
 
 def _names(settings: Settings) -> tuple[str, str]:
     """The schema and graph names, checked (they are used as identifiers and in pg_dump's arguments)."""
-    return (validate_identifier(settings.schema, "schema"),
-            validate_identifier(settings.graph, "graph", longest=63))
+    return (
+        validate_identifier(settings.schema, "schema"),
+        validate_identifier(settings.graph, "graph", longest=63),
+    )
 
 
 def backup(path: str, settings: Settings, *, pg_dump: str = "pg_dump") -> dict:
@@ -91,14 +113,26 @@ def backup(path: str, settings: Settings, *, pg_dump: str = "pg_dump") -> dict:
             raise ConfigError(f"no AGE graph {graph!r} in this database: nothing to back up (wrong schema?)")
         catalog = {"graph": graph, "schema": schema, "labels": labels}
         # COMMENT takes no bound parameters: the text is a literal
-        conn.execute(sql.SQL("COMMENT ON SCHEMA {graph} IS {comment}").format(
-            graph=sql.Identifier(graph), comment=sql.Literal(CATALOG_MARK + json.dumps(catalog))))
+        conn.execute(
+            sql.SQL("COMMENT ON SCHEMA {graph} IS {comment}").format(
+                graph=sql.Identifier(graph), comment=sql.Literal(CATALOG_MARK + json.dumps(catalog))
+            )
+        )
     # a failed dump never leaves a file that looks complete
     with write_atomically(path, binary=True) as out:
-        _run(pg_dump, ["--format=custom", "--no-password", f"--schema={schema}", f"--schema={graph}"],
-             settings, stdout=out)
-    return {"file": path, "bytes": os.path.getsize(path), "schema": schema, "graph": graph,
-            "labels": len(labels)}
+        _run(
+            pg_dump,
+            ["--format=custom", "--no-password", f"--schema={schema}", f"--schema={graph}"],
+            settings,
+            stdout=out,
+        )
+    return {
+        "file": path,
+        "bytes": os.path.getsize(path),
+        "schema": schema,
+        "graph": graph,
+        "labels": len(labels),
+    }
 
 
 def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore") -> dict:
@@ -112,14 +146,23 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore") ->
         _check_restorable(conn, schema, graph)
     dbname = conninfo_to_dict(settings.dsn).get("dbname") or "postgres"
     with open(path, "rb") as f:
-        _run(pg_restore, ["--no-password", "--no-owner", "--exit-on-error", "--single-transaction",
-                          f"--dbname={dbname}"], settings, stdin=f)
+        _run(
+            pg_restore,
+            ["--no-password", "--no-owner", "--exit-on-error", "--single-transaction", f"--dbname={dbname}"],
+            settings,
+            stdin=f,
+        )
     with connect(settings, autocommit=True) as conn, conn.transaction():
         catalog = _register_graph(conn, graph)
     with connect(settings, autocommit=True) as conn:
         edges = _count_facts(conn, graph)
-    return {"file": path, "schema": schema, "graph": graph, "labels": len(catalog["labels"]),
-            "facts_seen_by_cypher": edges}
+    return {
+        "file": path,
+        "schema": schema,
+        "graph": graph,
+        "labels": len(catalog["labels"]),
+        "facts_seen_by_cypher": edges,
+    }
 
 
 def _check_restorable(conn: psycopg.Connection, schema: str, graph: str) -> None:
@@ -127,37 +170,63 @@ def _check_restorable(conn: psycopg.Connection, schema: str, graph: str) -> None
     have = {r[0] for r in conn.execute("SELECT extname FROM pg_extension")}
     missing = {"vector", "age"} - have
     if missing:
-        raise ConfigError(f"the database lacks the extension(s) {', '.join(sorted(missing))}: run "
-                          "`mempalace-pg db bootstrap` as a superuser first")
-    taken = [n for n in (schema, graph) if conn.execute(
-        "SELECT 1 FROM pg_namespace WHERE nspname = %(name)s", {"name": n}).fetchone()]
-    if taken or conn.execute("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %(graph)s",
-                             {"graph": graph}).fetchone():
-        raise ConfigError(f"schema(s) {', '.join(taken) or graph} already exist in this database: restore "
-                          "into a database without them (or another MEMPALACE_PG_SCHEMA)")
+        raise ConfigError(
+            f"the database lacks the extension(s) {', '.join(sorted(missing))}: run "
+            "`mempalace-pg db bootstrap` as a superuser first"
+        )
+    taken = [
+        n
+        for n in (schema, graph)
+        if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %(name)s", {"name": n}).fetchone()
+    ]
+    if (
+        taken
+        or conn.execute(
+            "SELECT 1 FROM ag_catalog.ag_graph WHERE name = %(graph)s", {"graph": graph}
+        ).fetchone()
+    ):
+        raise ConfigError(
+            f"schema(s) {', '.join(taken) or graph} already exist in this database: restore "
+            "into a database without them (or another MEMPALACE_PG_SCHEMA)"
+        )
 
 
 def _register_graph(conn: psycopg.Connection, graph: str) -> dict:
     """Enter the restored graph and its labels into AGE's catalog, with their new OIDs, from the label
     catalog the backup left in the graph schema's comment; that catalog."""
-    comment = conn.execute("SELECT obj_description(%(graph)s::regnamespace, 'pg_namespace')",
-                           {"graph": graph}).fetchone()[0]
+    comment = conn.execute(
+        "SELECT obj_description(%(graph)s::regnamespace, 'pg_namespace')", {"graph": graph}
+    ).fetchone()[0]
     if not comment or not comment.startswith(CATALOG_MARK):
-        raise ConfigError(f"the backup has no AGE label catalog for {graph!r} (not made by mempalace-pg "
-                          "backup, or made for another schema)")
-    catalog = json.loads(comment[len(CATALOG_MARK):])
-    conn.execute("""
+        raise ConfigError(
+            f"the backup has no AGE label catalog for {graph!r} (not made by mempalace-pg "
+            "backup, or made for another schema)"
+        )
+    catalog = json.loads(comment[len(CATALOG_MARK) :])
+    conn.execute(
+        """
         INSERT INTO ag_catalog.ag_graph (graphid, name, namespace)
         VALUES (%(graph)s::regnamespace::oid, %(graph)s, %(graph)s::regnamespace)
-    """, {"graph": graph})
+    """,
+        {"graph": graph},
+    )
     for label in catalog["labels"]:
         relation = sql.Identifier(graph, label["name"]).as_string(conn)
-        conn.execute("""
+        conn.execute(
+            """
             INSERT INTO ag_catalog.ag_label (name, graph, id, kind, relation, seq_name)
             VALUES (%(name)s, %(graph)s::regnamespace::oid, %(id)s, %(kind)s, %(relation)s::regclass,
                     %(seq_name)s)
-        """, {"name": label["name"], "graph": graph, "id": label["id"], "kind": label["kind"],
-              "relation": relation, "seq_name": label["seq_name"]})
+        """,
+            {
+                "name": label["name"],
+                "graph": graph,
+                "id": label["id"],
+                "kind": label["kind"],
+                "relation": relation,
+                "seq_name": label["seq_name"],
+            },
+        )
     return catalog
 
 
@@ -170,11 +239,16 @@ def _count_facts(conn: psycopg.Connection, graph: str) -> int:
         _load_age_plugin(conn)
     conn.execute("SET search_path = ag_catalog, public")
     # cypher() takes the graph name as a constant, not a parameter; the name is validated
-    edges = conn.execute(sql.SQL(
-        "SELECT * FROM cypher({graph}, $$ MATCH ()-[f:Fact]->() RETURN count(f) $$) AS (n agtype)"
-    ).format(graph=sql.Literal(graph))).fetchone()[0]
-    conn.execute(sql.SQL("ANALYZE {entity}, {fact}").format(entity=sql.Identifier(graph, "Entity"),
-                                                            fact=sql.Identifier(graph, "Fact")))
+    edges = conn.execute(
+        sql.SQL(
+            "SELECT * FROM cypher({graph}, $$ MATCH ()-[f:Fact]->() RETURN count(f) $$) AS (n agtype)"
+        ).format(graph=sql.Literal(graph))
+    ).fetchone()[0]
+    conn.execute(
+        sql.SQL("ANALYZE {entity}, {fact}").format(
+            entity=sql.Identifier(graph, "Entity"), fact=sql.Identifier(graph, "Fact")
+        )
+    )
     return int(str(edges))
 
 

@@ -46,8 +46,9 @@ class ChromaFormatError(Exception):
 
 class _PlainUnpickler(pickle.Unpickler):
     def find_class(self, module, name):  # dicts, lists, ints and strings need no class lookup
-        raise ChromaFormatError(f"index_metadata.pickle holds a {module}.{name} object "
-                                "(an older Chroma layout)")
+        raise ChromaFormatError(
+            f"index_metadata.pickle holds a {module}.{name} object (an older Chroma layout)"
+        )
 
 
 def _connect(palace_dir: str) -> sqlite3.Connection:
@@ -87,7 +88,11 @@ class ChromaPalaceFiles:
 
     def embedder_identity(self, name: str):
         """The embedder identity MemPalace recorded for collection ``name`` (its sidecar file), or None."""
-        from mempalace.backends._sidecar import EMBEDDER_SIDECAR_FILENAME, read_embedder_sidecar
+        # MemPalace's reader of its own sidecar file: the one definition of that format
+        from mempalace.backends._sidecar import (  # noqa: PLC2701
+            EMBEDDER_SIDECAR_FILENAME,
+            read_embedder_sidecar,
+        )
 
         return read_embedder_sidecar(os.path.join(self.palace_dir, EMBEDDER_SIDECAR_FILENAME), name)
 
@@ -109,19 +114,28 @@ class ChromaCollectionFiles:
         self.name = name
         self.db = palace.db
         self._palace = palace
-        segments = dict(self.db.execute("SELECT scope, id FROM segments WHERE collection = ?",
-                                        (collection_id,)))
+        segments = dict(
+            self.db.execute("SELECT scope, id FROM segments WHERE collection = ?", (collection_id,))
+        )
         if "METADATA" not in segments or "VECTOR" not in segments:
-            raise ChromaFormatError(f"collection {name!r}: segments {sorted(segments)}, "
-                                    "expected METADATA and VECTOR")
+            raise ChromaFormatError(
+                f"collection {name!r}: segments {sorted(segments)}, expected METADATA and VECTOR"
+            )
         self.metadata_segment, self.vector_segment = segments["METADATA"], segments["VECTOR"]
-        seqs = dict(self.db.execute("SELECT segment_id, seq_id FROM max_seq_id WHERE segment_id IN (?, ?)",
-                                    (self.metadata_segment, self.vector_segment)))
+        seqs = dict(
+            self.db.execute(
+                "SELECT segment_id, seq_id FROM max_seq_id WHERE segment_id IN (?, ?)",
+                (self.metadata_segment, self.vector_segment),
+            )
+        )
         self.metadata_seq = int(seqs.get(self.metadata_segment) or 0)
         self.vector_seq = int(seqs.get(self.vector_segment) or 0)
-        self.has_arrays = self.db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'embedding_metadata_array'"
-        ).fetchone() is not None
+        self.has_arrays = (
+            self.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'embedding_metadata_array'"
+            ).fetchone()
+            is not None
+        )
         self.dimension = dimension
         self._log_vectors, self._log_deleted = self._read_log(collection_id)
         self._index = _VectorIndex(os.path.join(palace.palace_dir, self.vector_segment), dimension)
@@ -129,20 +143,28 @@ class ChromaCollectionFiles:
     # -- the write-ahead log ----------------------------------------------------------------------
     def _read_log(self, collection_id: str) -> tuple[dict, set]:
         """Vectors the log holds beyond what the vector segment took in (by record id), and deletions."""
-        topics = [t for (t,) in self.db.execute("SELECT DISTINCT topic FROM embeddings_queue")
-                  if t.rsplit("/", 1)[-1] == collection_id]
+        topics = [
+            t
+            for (t,) in self.db.execute("SELECT DISTINCT topic FROM embeddings_queue")
+            if t.rsplit("/", 1)[-1] == collection_id
+        ]
         vectors: dict = {}
         deleted: set = set()
         for topic in topics:
             pending_metadata = self.db.execute(
                 "SELECT count(*) FROM embeddings_queue WHERE topic = ? AND seq_id > ?",
-                (topic, self.metadata_seq)).fetchone()[0]
+                (topic, self.metadata_seq),
+            ).fetchone()[0]
             if pending_metadata:
-                raise ChromaFormatError(f"collection {self.name!r}: {pending_metadata} log entries not yet "
-                                        "in the metadata segment (Chroma was stopped mid-write)")
+                raise ChromaFormatError(
+                    f"collection {self.name!r}: {pending_metadata} log entries not yet "
+                    "in the metadata segment (Chroma was stopped mid-write)"
+                )
             rows = self.db.execute(
                 "SELECT operation, id, vector, encoding FROM embeddings_queue WHERE topic = ? AND seq_id > ? "
-                "ORDER BY seq_id", (topic, self.vector_seq))
+                "ORDER BY seq_id",
+                (topic, self.vector_seq),
+            )
             for op, rid, blob, encoding in rows:
                 if op == _OP_DELETE:
                     vectors.pop(rid, None)
@@ -164,8 +186,9 @@ class ChromaCollectionFiles:
         return self._palace.embedder_identity(self.name)
 
     def count(self) -> int:
-        return self.db.execute("SELECT count(*) FROM embeddings WHERE segment_id = ?",
-                               (self.metadata_segment,)).fetchone()[0]
+        return self.db.execute(
+            "SELECT count(*) FROM embeddings WHERE segment_id = ?", (self.metadata_segment,)
+        ).fetchone()[0]
 
     def pages(self, page: int = 1000) -> Iterator[tuple[list, list, list, np.ndarray]]:
         """Every record as pages of ``(ids, documents, metadatas, embeddings)``, in the order written."""
@@ -173,7 +196,8 @@ class ChromaCollectionFiles:
         while True:
             rows = self.db.execute(
                 "SELECT id, embedding_id FROM embeddings WHERE segment_id = ? AND id > ? ORDER BY id LIMIT ?",
-                (self.metadata_segment, after, int(page))).fetchall()
+                (self.metadata_segment, after, int(page)),
+            ).fetchall()
             if not rows:
                 return
             after = rows[-1][0]
@@ -183,11 +207,13 @@ class ChromaCollectionFiles:
         """The records with these ids (those that exist), as one page."""
         rows = []
         for start in range(0, len(ids), 500):
-            part = list(ids[start:start + 500])
+            part = list(ids[start : start + 500])
             marks = ",".join("?" * len(part))
             rows += self.db.execute(
                 f"SELECT id, embedding_id FROM embeddings WHERE segment_id = ? AND embedding_id IN ({marks}) "
-                "ORDER BY id", (self.metadata_segment, *part)).fetchall()
+                "ORDER BY id",
+                (self.metadata_segment, *part),
+            ).fetchall()
         return self._load(rows)
 
     def _load(self, rows: list) -> tuple[list, list, list, np.ndarray]:
@@ -197,8 +223,10 @@ class ChromaCollectionFiles:
         docs: dict = {}
         marks = ",".join("?" * len(keys))
         for key_id, key, s, i, f, b in self.db.execute(
-                f"SELECT id, key, string_value, int_value, float_value, bool_value FROM embedding_metadata "
-                f"WHERE id IN ({marks})", keys):
+            f"SELECT id, key, string_value, int_value, float_value, bool_value FROM embedding_metadata "
+            f"WHERE id IN ({marks})",
+            keys,
+        ):
             value = _value(s, i, f, b)
             if key == _DOCUMENT_KEY:
                 docs[key_id] = value
@@ -206,8 +234,10 @@ class ChromaCollectionFiles:
                 metas[key_id][key] = value
         if self.has_arrays:
             for key_id, key, s, i, f, b in self.db.execute(
-                    "SELECT id, key, string_value, int_value, float_value, bool_value "
-                    f"FROM embedding_metadata_array WHERE id IN ({marks}) ORDER BY rowid", keys):
+                "SELECT id, key, string_value, int_value, float_value, bool_value "
+                f"FROM embedding_metadata_array WHERE id IN ({marks}) ORDER BY rowid",
+                keys,
+            ):
                 metas[key_id].setdefault(key, []).append(_value(s, i, f, b))
         vectors = self._vectors(ids)
         return (ids, [docs.get(k) for k in keys], [metas[k] or None for k in keys], vectors)
@@ -220,8 +250,9 @@ class ChromaCollectionFiles:
             if vec is not None:
                 out[row] = vec
             elif rid in self._log_deleted:
-                raise ChromaFormatError(f"record {rid!r} is deleted in the log but present in the "
-                                        "metadata segment")
+                raise ChromaFormatError(
+                    f"record {rid!r} is deleted in the log but present in the metadata segment"
+                )
             else:
                 from_index.append((row, rid))
         if from_index:
@@ -265,8 +296,9 @@ class _VectorIndex:
             raw = f.read()
         if len(raw) != _HEADER.size:
             raise ChromaFormatError(f"{header_path}: {len(raw)} bytes, expected {_HEADER.size}")
-        (version, offset_level0, _max, count, self.size, label_offset, self.offset_data,
-         *_rest) = _HEADER.unpack(raw)
+        (version, offset_level0, _max, count, self.size, label_offset, self.offset_data, *_rest) = (
+            _HEADER.unpack(raw)
+        )
         if version != 1 or offset_level0 != 0:
             raise ChromaFormatError(f"{header_path}: format version {version}, expected 1")
         self.count = int(count)
@@ -274,18 +306,22 @@ class _VectorIndex:
             return
         width = (label_offset - self.offset_data) // 4
         if dimension is not None and width != dimension:
-            raise ChromaFormatError(f"{header_path}: vectors of {width} dimensions, "
-                                    f"the collection says {dimension}")
+            raise ChromaFormatError(
+                f"{header_path}: vectors of {width} dimensions, the collection says {dimension}"
+            )
         if label_offset + 8 != self.size:
             raise ChromaFormatError(f"{header_path}: element layout not as expected")
         self.dimension = width
         self.label_offset = label_offset
         self.data_path = os.path.join(directory, "data_level0.bin")
         lengths_path = os.path.join(directory, "length.bin")
-        if (os.path.getsize(self.data_path) < self.count * self.size
-                or os.path.getsize(lengths_path) < 4 * self.count):
-            raise ChromaFormatError(f"{directory}: data files shorter than the header's "
-                                    f"{self.count} elements")
+        if (
+            os.path.getsize(self.data_path) < self.count * self.size
+            or os.path.getsize(lengths_path) < 4 * self.count
+        ):
+            raise ChromaFormatError(
+                f"{directory}: data files shorter than the header's {self.count} elements"
+            )
         with open(lengths_path, "rb") as f:
             self.lengths = np.frombuffer(f.read(4 * self.count), dtype="<f4")
         self.labels = self._map_labels()
@@ -299,9 +335,9 @@ class _VectorIndex:
             for start in range(0, self.count, _CHUNK):
                 n = min(_CHUNK, self.count - start)
                 block = np.frombuffer(f.read(n * self.size), dtype=np.uint8).reshape(n, self.size)
-                label_bytes = block[:, self.label_offset:self.label_offset + 8]
-                labels[start:start + n] = label_bytes.copy().view("<u8").ravel()
-                live[start:start + n] = (block[:, 2] & 1) == 0  # hnswlib's delete mark
+                label_bytes = block[:, self.label_offset : self.label_offset + 8]
+                labels[start : start + n] = label_bytes.copy().view("<u8").ravel()
+                live[start : start + n] = (block[:, 2] & 1) == 0  # hnswlib's delete mark
         elements = np.flatnonzero(live)
         order = np.argsort(labels[elements], kind="stable")
         return labels[elements][order], elements[order]

@@ -23,10 +23,10 @@ from mempalace_pg.store.indexing import HNSW_MAX_DIM
 #: Versions with known problems that matter here (the code works around them; say so).
 KNOWN_ISSUES = {
     ("age", "1.5.0"): "AGE 1.5.0 lacks MERGE ... ON CREATE SET, agtype_to_json, and loses a SET after a "
-                      "non-leading MERGE; mempalace-pg writes through SQL functions and is not affected, but "
-                      "your own Cypher is",
+    "non-leading MERGE; mempalace-pg writes through SQL functions and is not affected, but "
+    "your own Cypher is",
     ("age", "1.8.0"): "a release candidate in Debian sid (1.8.0~rc0): fine for testing, prefer a release in "
-                      "production",
+    "production",
 }
 
 
@@ -68,24 +68,41 @@ def run_checks(settings: Settings, *, palace_path: Optional[str] = None) -> Repo
 
     report = Report(target=settings.redacted_dsn)
     try:
-        conn = psycopg.connect(settings.dsn, autocommit=True, connect_timeout=settings.connect_timeout_s,
-                               application_name="mempalace-pg doctor")
+        conn = psycopg.connect(
+            settings.dsn,
+            autocommit=True,
+            connect_timeout=settings.connect_timeout_s,
+            application_name="mempalace-pg doctor",
+        )
     except psycopg.OperationalError as exc:
-        report.add("connect", "fail", " ".join(str(describe_connect_error(settings, exc)).split()),
-                   "start the server, or point MEMPALACE_PG_DSN (config.json: postgres_dsn) at it")
+        report.add(
+            "connect",
+            "fail",
+            " ".join(str(describe_connect_error(settings, exc)).split()),
+            "start the server, or point MEMPALACE_PG_DSN (config.json: postgres_dsn) at it",
+        )
         _check_palace(report, settings, palace_path)
         return report
     with conn:
         info = conn.info
         report.add("connect", "ok", f"connected to {info.host}:{info.port}/{info.dbname} as {info.user}")
-        for name, check in (("postgresql", _check_server), ("extensions", _check_extensions),
-                            ("age load", _check_age_load), ("schema", _check_schema),
-                            ("indexes", _check_indexes), ("pool", _check_pool)):
+        for name, check in (
+            ("postgresql", _check_server),
+            ("extensions", _check_extensions),
+            ("age load", _check_age_load),
+            ("schema", _check_schema),
+            ("indexes", _check_indexes),
+            ("pool", _check_pool),
+        ):
             try:
                 check(report, conn, settings)
             except psycopg.Error as exc:  # a check this role may not run says so instead of stopping
-                report.add(name, "warn", f"could not check: {' '.join(str(exc).split())}",
-                           "run `mempalace-pg doctor` as the database owner or a superuser for this check")
+                report.add(
+                    name,
+                    "warn",
+                    f"could not check: {' '.join(str(exc).split())}",
+                    "run `mempalace-pg doctor` as the database owner or a superuser for this check",
+                )
     _check_palace(report, settings, palace_path)
     return report
 
@@ -96,8 +113,12 @@ def _check_server(report: Report, conn: psycopg.Connection, settings: Settings =
     major = conn.info.server_version // 10000
     version = conn.execute("SHOW server_version").fetchone()[0]
     if major < MIN_POSTGRES:
-        report.add("postgresql", "fail", f"PostgreSQL {version}: mempalace-pg needs {MIN_POSTGRES} or newer",
-                   "upgrade the server (e.g. pg_upgradecluster)")
+        report.add(
+            "postgresql",
+            "fail",
+            f"PostgreSQL {version}: mempalace-pg needs {MIN_POSTGRES} or newer",
+            "upgrade the server (e.g. pg_upgradecluster)",
+        )
     else:
         report.add("postgresql", "ok", f"PostgreSQL {version}")
 
@@ -108,32 +129,50 @@ def _check_extensions(report: Report, conn: psycopg.Connection, settings: Settin
     major = conn.info.server_version // 10000
     rows = conn.execute(
         "SELECT a.name, a.default_version, e.extversion FROM pg_available_extensions a "
-        "LEFT JOIN pg_extension e ON e.extname = a.name WHERE a.name IN ('vector', 'age')").fetchall()
+        "LEFT JOIN pg_extension e ON e.extname = a.name WHERE a.name IN ('vector', 'age')"
+    ).fetchall()
     found = {name: (available, installed) for name, available, installed in rows}
-    for name, label, package in (("vector", "pgvector", f"postgresql-{major}-pgvector"),
-                                 ("age", "Apache AGE", f"postgresql-{major}-age")):
+    for name, label, package in (
+        ("vector", "pgvector", f"postgresql-{major}-pgvector"),
+        ("age", "Apache AGE", f"postgresql-{major}-age"),
+    ):
         available, installed = found.get(name, (None, None))
         if available is None:
-            report.add(name, "fail", f"{label} is not installed on the server",
-                       f"install the package {package} on the database server (Debian/PGDG naming), then "
-                       "`mempalace-pg db upgrade`")
+            report.add(
+                name,
+                "fail",
+                f"{label} is not installed on the server",
+                f"install the package {package} on the database server (Debian/PGDG naming), then "
+                "`mempalace-pg db upgrade`",
+            )
             continue
         if installed is None:
-            report.add(name, "fail", f"{label} {available} is available but not created in database "
-                                     f"{conn.info.dbname!r}",
-                       f"as a superuser: psql -d {conn.info.dbname} -c 'CREATE EXTENSION {name};' "
-                       "(or `mempalace-pg db upgrade` as a superuser)")
+            report.add(
+                name,
+                "fail",
+                f"{label} {available} is available but not created in database {conn.info.dbname!r}",
+                f"as a superuser: psql -d {conn.info.dbname} -c 'CREATE EXTENSION {name};' "
+                "(or `mempalace-pg db upgrade` as a superuser)",
+            )
             continue
         if name == "vector" and _version(installed) < MIN_PGVECTOR:
-            report.add(name, "fail", f"pgvector {installed}: mempalace-pg needs "
-                                     f"{'.'.join(map(str, MIN_PGVECTOR))} or newer (iterative index scans)",
-                       f"install a newer {package}, then `ALTER EXTENSION vector UPDATE;`")
+            report.add(
+                name,
+                "fail",
+                f"pgvector {installed}: mempalace-pg needs "
+                f"{'.'.join(map(str, MIN_PGVECTOR))} or newer (iterative index scans)",
+                f"install a newer {package}, then `ALTER EXTENSION vector UPDATE;`",
+            )
             continue
         note = KNOWN_ISSUES.get((name, ".".join(str(p) for p in _version(installed)[:3])))
         status = "warn" if note else "ok"
         finding = f"{label} {installed}" + (f" (server has {available})" if available != installed else "")
-        report.add(name, status, finding + (f": {note}" if note else ""),
-                   "upgrade the package when a fixed release is available" if note else None)
+        report.add(
+            name,
+            status,
+            finding + (f": {note}" if note else ""),
+            "upgrade the package when a fixed release is available" if note else None,
+        )
 
 
 def _check_age_load(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
@@ -141,9 +180,13 @@ def _check_age_load(report: Report, conn: psycopg.Connection, settings: Settings
     if not conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'age'").fetchone():
         return
     # shared_preload_libraries is readable only with pg_read_all_settings; pg_settings then just omits it
-    preload = conn.execute(
-        "SELECT string_agg(setting, ' ') FROM pg_settings "
-        "WHERE name IN ('shared_preload_libraries', 'session_preload_libraries')").fetchone()[0] or ""
+    preload = (
+        conn.execute(
+            "SELECT string_agg(setting, ' ') FROM pg_settings "
+            "WHERE name IN ('shared_preload_libraries', 'session_preload_libraries')"
+        ).fetchone()[0]
+        or ""
+    )
     if "age" in preload:
         report.add("age load", "ok", "AGE is preloaded (shared/session_preload_libraries)")
         return
@@ -157,10 +200,14 @@ def _check_age_load(report: Report, conn: psycopg.Connection, settings: Settings
             return
         except psycopg.Error:
             continue
-    report.add("age load", "warn", f"role {conn.info.user!r} cannot LOAD AGE, so Cypher (cypher()) fails "
-                                   "for it; mempalace-pg itself does not need it",
-               "as root on the server: ln -s ../age.so \"$(pg_config --pkglibdir)/plugins/age.so\" "
-               "(then LOAD '$libdir/plugins/age'), or add age to session_preload_libraries")
+    report.add(
+        "age load",
+        "warn",
+        f"role {conn.info.user!r} cannot LOAD AGE, so Cypher (cypher()) fails "
+        "for it; mempalace-pg itself does not need it",
+        'as root on the server: ln -s ../age.so "$(pg_config --pkglibdir)/plugins/age.so" '
+        "(then LOAD '$libdir/plugins/age'), or add age to session_preload_libraries",
+    )
 
 
 class _RollBack(Exception):
@@ -173,45 +220,68 @@ def _check_schema(report: Report, conn: psycopg.Connection, settings: Settings) 
     current, head = current_revision(conn, settings.schema), head_revision()
     if current is None and conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'age'").fetchone():
         # A graph left behind by a dropped schema makes the next schema creation fail half way.
-        leftover = conn.execute("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %(graph)s",
-                                {"graph": settings.graph}).fetchone()
+        leftover = conn.execute(
+            "SELECT 1 FROM ag_catalog.ag_graph WHERE name = %(graph)s", {"graph": settings.graph}
+        ).fetchone()
         if leftover:
-            report.add("schema", "fail", f"schema {settings.schema!r} is gone but its AGE graph "
-                                         f"{settings.graph!r} is still there: creating the schema again "
-                                         "would fail",
-                       f"psql -c \"SELECT ag_catalog.drop_graph('{settings.graph}', true);\" (it only holds "
-                       "the old palace's graph), or restore the schema from a backup")
+            report.add(
+                "schema",
+                "fail",
+                f"schema {settings.schema!r} is gone but its AGE graph "
+                f"{settings.graph!r} is still there: creating the schema again "
+                "would fail",
+                f"psql -c \"SELECT ag_catalog.drop_graph('{settings.graph}', true);\" (it only holds "
+                "the old palace's graph), or restore the schema from a backup",
+            )
             return
     if current == head:
         report.add("schema", "ok", f"schema {settings.schema!r} at revision {head}")
     elif current is None:
-        report.add("schema", "warn", f"schema {settings.schema!r} not created yet (made on first use)",
-                   "mempalace-pg db upgrade")
+        report.add(
+            "schema",
+            "warn",
+            f"schema {settings.schema!r} not created yet (made on first use)",
+            "mempalace-pg db upgrade",
+        )
     elif current not in known_revisions():
-        report.add("schema", "fail", f"schema {settings.schema!r} is at {current}, newer than this code "
-                                     f"({head})",
-                   "upgrade mempalace-pg (pip install -U mempalace-pg)")
+        report.add(
+            "schema",
+            "fail",
+            f"schema {settings.schema!r} is at {current}, newer than this code ({head})",
+            "upgrade mempalace-pg (pip install -U mempalace-pg)",
+        )
     else:
-        report.add("schema", "fail", f"schema {settings.schema!r} is at {current}; this code needs {head}",
-                   "mempalace-pg db upgrade")
+        report.add(
+            "schema",
+            "fail",
+            f"schema {settings.schema!r} is at {current}; this code needs {head}",
+            "mempalace-pg db upgrade",
+        )
 
 
 def _check_indexes(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
     schemas = [settings.schema, settings.graph]
     # A vector segment is listed once its build is done: one still building is invalid until then,
     # and a folder drops what an interrupted build left; so segments are not reported here.
-    invalid = conn.execute("""
+    invalid = conn.execute(
+        """
         SELECT n.nspname || '.' || c.relname
         FROM pg_index i
         JOIN pg_class c ON c.oid = i.indexrelid
         JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = ANY(%(schemas)s) AND NOT i.indisvalid
           AND c.relname NOT LIKE 'records\\_c%%\\_vec\\_%%'
-    """, {"schemas": schemas}).fetchall()
+    """,
+        {"schemas": schemas},
+    ).fetchall()
     if invalid:
         names = ", ".join(r[0] for r in invalid)
-        report.add("indexes", "fail", f"invalid indexes (an interrupted build): {names}",
-                   "; ".join(f"REINDEX INDEX {r[0]}" for r in invalid))
+        report.add(
+            "indexes",
+            "fail",
+            f"invalid indexes (an interrupted build): {names}",
+            "; ".join(f"REINDEX INDEX {r[0]}" for r in invalid),
+        )
     else:
         report.add("indexes", "ok", "all indexes valid")
     segments_table = f"{settings.schema}.vector_segments"
@@ -222,7 +292,8 @@ def _check_indexes(report: Report, conn: psycopg.Connection, settings: Settings)
 def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
     """Per collection: its vector index segments, the rows waiting for one (searched exactly meanwhile),
     and what its folder process last did."""
-    rows = conn.execute(sql.SQL("""
+    rows = conn.execute(
+        sql.SQL("""
         SELECT c.collection_pk, c.name, p.palace_key, c.dimension,
                (SELECT count(*) FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk),
                (SELECT COALESCE(sum(pg_relation_size(
@@ -237,25 +308,45 @@ def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: S
         WHERE c.dimension IS NOT NULL
         ORDER BY c.collection_pk
     """).format(s=sql.Identifier(settings.schema), schema=sql.Placeholder("schema")),
-        {"schema": settings.schema}).fetchall()
-    for pk, name, palace, dim, segments, size, top, activity, updated, error, age in rows:
+        {"schema": settings.schema},
+    ).fetchall()
+    for pk, name, palace, dim, segments, size, top, activity, _updated, error, age in rows:
         table = sql.Identifier(settings.schema, f"records_c{pk}")
-        waiting = conn.execute(sql.SQL("SELECT count(*) FROM {records} WHERE vector_seq > {top}").format(
-            records=table, top=sql.Placeholder("top")), {"top": top}).fetchone()[0]
-        what = (f"{palace} {name}: {segments} HNSW segment(s), {float(size) / 1e6:.1f} MB, "
-                f"{waiting} rows waiting for the index")
-        folder = (f"; folder: {activity} ({age.total_seconds():.0f} s ago)" if activity
-                  else "; no folder has run")
+        waiting = conn.execute(
+            sql.SQL("SELECT count(*) FROM {records} WHERE vector_seq > {top}").format(
+                records=table, top=sql.Placeholder("top")
+            ),
+            {"top": top},
+        ).fetchone()[0]
+        what = (
+            f"{palace} {name}: {segments} HNSW segment(s), {float(size) / 1e6:.1f} MB, "
+            f"{waiting} rows waiting for the index"
+        )
+        folder = (
+            f"; folder: {activity} ({age.total_seconds():.0f} s ago)" if activity else "; no folder has run"
+        )
         if error:
-            report.add("vector index", "warn", what + folder + f"; its last error: {error}",
-                       "the rows stay searchable exactly; check the server log, then write once or run "
-                       "MemPalace's maintenance (`run_maintenance('reindex')`)")
+            report.add(
+                "vector index",
+                "warn",
+                what + folder + f"; its last error: {error}",
+                "the rows stay searchable exactly; check the server log, then write once or run "
+                "MemPalace's maintenance (`run_maintenance('reindex')`)",
+            )
         elif dim > HNSW_MAX_DIM:
-            report.add("vector index", "ok", f"{palace} {name}: {dim}-dimension vectors are searched exactly "
-                                             f"(pgvector's HNSW indexes at most {HNSW_MAX_DIM})")
+            report.add(
+                "vector index",
+                "ok",
+                f"{palace} {name}: {dim}-dimension vectors are searched exactly "
+                f"(pgvector's HNSW indexes at most {HNSW_MAX_DIM})",
+            )
         elif waiting and (activity in (None, "exited") or age.total_seconds() > 60):
-            report.add("vector index", "warn", what + folder,
-                       "the next write or search starts a folder; or run `run_maintenance('reindex')`")
+            report.add(
+                "vector index",
+                "warn",
+                what + folder,
+                "the next write or search starts a folder; or run `run_maintenance('reindex')`",
+            )
         else:
             report.add("vector index", "ok", what + folder)
 
@@ -263,44 +354,62 @@ def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: S
 def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
     max_conn = int(conn.execute("SHOW max_connections").fetchone()[0])
     used = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").fetchone()[0]
-    finding = (f"pool {settings.pool_min_size}-{settings.pool_max_size} connections per process, "
-               f"statement timeout {settings.statement_timeout_ms} ms, ef_search {settings.ef_search}; "
-               f"server max_connections {max_conn}, {used} in use")
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+    ).fetchone()[0]
+    finding = (
+        f"pool {settings.pool_min_size}-{settings.pool_max_size} connections per process, "
+        f"statement timeout {settings.statement_timeout_ms} ms, ef_search {settings.ef_search}; "
+        f"server max_connections {max_conn}, {used} in use"
+    )
     if settings.pool_max_size * 4 > max_conn - used:
-        report.add("pool", "warn", finding + ": four processes at their pool maximum would not fit",
-                   "lower MEMPALACE_PG_POOL_MAX_SIZE or raise max_connections on the server")
+        report.add(
+            "pool",
+            "warn",
+            finding + ": four processes at their pool maximum would not fit",
+            "lower MEMPALACE_PG_POOL_MAX_SIZE or raise max_connections on the server",
+        )
     else:
         report.add("pool", "ok", finding)
 
 
 def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]) -> None:
     """What MemPalace will use for its configured palace (or --palace)."""
+    from mempalace_pg.graph.routing import configured_palace
     from mempalace_pg.store.backend import check_marker_target
     from mempalace_pg.store.marker import MARKER_FILENAME
-    from mempalace_pg.graph.routing import configured_palace
 
     palace = os.path.realpath(os.path.expanduser(palace_path)) if palace_path else configured_palace()
     if not palace:
-        report.add("palace", "warn", "no MemPalace palace configured",
-                   "mempalace init <dir> --backend postgres")
+        report.add(
+            "palace", "warn", "no MemPalace palace configured", "mempalace init <dir> --backend postgres"
+        )
         return
     marker = os.path.join(palace, MARKER_FILENAME)
     if not os.path.isfile(marker):
         kind = "does not exist yet" if not os.path.exists(palace) else "is not a postgres palace (no marker)"
-        report.add("palace", "warn", f"MemPalace's palace {palace} {kind}: MemPalace will use its default "
-                                     "backend there",
-                   "mempalace --backend postgres mine <dir>  "
-                   "(or: mempalace-pg migrate --from <it> --to <new dir>)")
+        report.add(
+            "palace",
+            "warn",
+            f"MemPalace's palace {palace} {kind}: MemPalace will use its default backend there",
+            "mempalace --backend postgres mine <dir>  (or: mempalace-pg migrate --from <it> --to <new dir>)",
+        )
         return
     try:
         namespace, key = check_marker_target(palace, settings)
     except Exception as exc:  # noqa: BLE001 - reported as the finding
-        report.add("palace", "fail", f"palace {palace}: {exc}",
-                   "point MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA at the database its marker names")
+        report.add(
+            "palace",
+            "fail",
+            f"palace {palace}: {exc}",
+            "point MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA at the database its marker names",
+        )
         return
-    report.add("palace", "ok", f"MemPalace's palace {palace} uses the postgres backend here "
-                               f"(key {key!r}, namespace {namespace!r}); its knowledge graph is in AGE")
+    report.add(
+        "palace",
+        "ok",
+        f"MemPalace's palace {palace} uses the postgres backend here "
+        f"(key {key!r}, namespace {namespace!r}); its knowledge graph is in AGE",
+    )
 
 
 def render(report: Report) -> str:

@@ -53,7 +53,7 @@ class MigrationReport:
     source_backend: str
     target: str
     dry_run: bool = False
-    collections: dict = field(default_factory=dict)   # name -> {source, skipped, written, target}
+    collections: dict = field(default_factory=dict)  # name -> {source, skipped, written, target}
     graph: Optional[dict] = None
     sampled: int = 0
     mismatches: list = field(default_factory=list)
@@ -63,19 +63,38 @@ class MigrationReport:
 
     @property
     def ok(self) -> bool:
-        counts_ok = (all(c.get("target") == c["source"] for c in self.collections.values())
-                     if not self.dry_run else True)
+        counts_ok = (
+            all(c.get("target") == c["source"] for c in self.collections.values())
+            if not self.dry_run
+            else True
+        )
         return counts_ok and not self.mismatches and (self.graph is None or self.graph.get("ok", True))
 
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "source": self.source, "source_backend": self.source_backend,
-                "target": self.target, "dry_run": self.dry_run, "collections": self.collections,
-                "graph": self.graph, "sampled": self.sampled, "mismatches": self.mismatches[:20],
-                "reader": self.reader, "seconds": round(self.seconds, 1)}
+        return {
+            "ok": self.ok,
+            "source": self.source,
+            "source_backend": self.source_backend,
+            "target": self.target,
+            "dry_run": self.dry_run,
+            "collections": self.collections,
+            "graph": self.graph,
+            "sampled": self.sampled,
+            "mismatches": self.mismatches[:20],
+            "reader": self.reader,
+            "seconds": round(self.seconds, 1),
+        }
 
 
-def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dry_run: bool = False,
-            page: int = PAGE, progress: Optional[Progress] = None) -> MigrationReport:
+def migrate(
+    source: str,
+    target: str,
+    *,
+    settings: Optional[Settings] = None,
+    dry_run: bool = False,
+    page: int = PAGE,
+    progress: Optional[Progress] = None,
+) -> MigrationReport:
     """Copy the palace at ``source`` into a postgres palace at ``target`` (see the module doc).
 
     ``progress(collection, records read, records in the source, seconds so far)`` is called after
@@ -108,13 +127,15 @@ def migrate(source: str, target: str, *, settings: Optional[Settings] = None, dr
 
 # -- the source --------------------------------------------------------------------------------------
 
+
 def _source_backend(path: str) -> str:
     from mempalace.backends.registry import detect_backends_for_path
 
     found = [b for b in detect_backends_for_path(path) if b != "postgres"]
     if not found:
-        raise ConfigError(f"{path}: no MemPalace palace found there "
-                          "(no Chroma, sqlite_exact or pgvector palace)")
+        raise ConfigError(
+            f"{path}: no MemPalace palace found there (no Chroma, sqlite_exact or pgvector palace)"
+        )
     return found[0]
 
 
@@ -123,8 +144,8 @@ class _Snapshot:
     """The temporary copy migrate reads from (removed at the end)."""
 
     directory: str
-    palace: str      # where the collections are read: the copy of a file-based palace, else the source
-    graph: str       # the copy of the graph file
+    palace: str  # where the collections are read: the copy of a file-based palace, else the source
+    graph: str  # the copy of the graph file
     has_graph: bool  # whether the source has a graph file
 
 
@@ -136,14 +157,21 @@ def _take_snapshot(source: str, backend_name: str) -> _Snapshot:
     kg_path = os.path.join(source, GRAPH_FILE)
     directory = tempfile.mkdtemp(prefix="mempalace-pg-migrate-")
     if backend_name in FILE_BACKENDS:
-        shutil.copytree(source, os.path.join(directory, "palace"), dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns(GRAPH_FILE + "*"))
+        shutil.copytree(
+            source,
+            os.path.join(directory, "palace"),
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(GRAPH_FILE + "*"),
+        )
     for suffix in ("", "-wal", "-shm"):
         if os.path.isfile(kg_path + suffix):
             shutil.copy2(kg_path + suffix, os.path.join(directory, GRAPH_FILE + suffix))
-    return _Snapshot(directory=directory,
-                     palace=os.path.join(directory, "palace") if backend_name in FILE_BACKENDS else source,
-                     graph=os.path.join(directory, GRAPH_FILE), has_graph=os.path.isfile(kg_path))
+    return _Snapshot(
+        directory=directory,
+        palace=os.path.join(directory, "palace") if backend_name in FILE_BACKENDS else source,
+        graph=os.path.join(directory, GRAPH_FILE),
+        has_graph=os.path.isfile(kg_path),
+    )
 
 
 @dataclass
@@ -151,9 +179,9 @@ class _SourceReader:
     """The source palace's collections, read from Chroma's files or through its MemPalace backend."""
 
     backend_name: str
-    collections: dict                 # name -> collection
-    files: Any = None                 # the ChromaPalaceFiles they are read from, if so
-    backend: Any = None               # else the MemPalace backend they are read through
+    collections: dict  # name -> collection
+    files: Any = None  # the ChromaPalaceFiles they are read from, if so
+    backend: Any = None  # else the MemPalace backend they are read through
     why_not_files: Optional[str] = None
 
     @classmethod
@@ -171,8 +199,11 @@ class _SourceReader:
         """``(the pages of src_col, how they are read as the report says it)``."""
         if self.files is not None:
             return src_col.pages(page), "files"
-        how = (f"{self.backend_name} (its files: {self.why_not_files})" if self.why_not_files
-               else self.backend_name)
+        how = (
+            f"{self.backend_name} (its files: {self.why_not_files})"
+            if self.why_not_files
+            else self.backend_name
+        )
         return _pages_through_backend(src_col, page), how
 
     def close(self) -> None:
@@ -198,8 +229,8 @@ def _open_source(path: str, backend_name: str):
 def _open_chroma_files(palace_dir: str):
     """A Chroma palace's collections read from its files: ``(palace files, {name: collection}, None)``,
     or ``(None, None, why not)`` when a file is in a layout :mod:`.chroma_files` does not know."""
-    from mempalace_pg.tools.chroma_files import ChromaFormatError, ChromaPalaceFiles
     from mempalace_pg.store.collection import COLLECTIONS
+    from mempalace_pg.tools.chroma_files import ChromaFormatError, ChromaPalaceFiles
 
     files = None
     try:
@@ -239,6 +270,7 @@ def _count_source(report: MigrationReport, reader: _SourceReader, snapshot: _Sna
 
 # -- the target --------------------------------------------------------------------------------------
 
+
 @dataclass
 class _TargetPalace:
     """The postgres palace written to, and the source it is migrated from."""
@@ -246,8 +278,8 @@ class _TargetPalace:
     path: str
     source: str
     settings: Settings
-    backend: Any      # PostgresBackend
-    ref: Any          # its PalaceRef
+    backend: Any  # PostgresBackend
+    ref: Any  # its PalaceRef
     options: dict
 
     @classmethod
@@ -256,9 +288,14 @@ class _TargetPalace:
 
         from mempalace_pg.store.backend import PostgresBackend
 
-        return cls(path=path, source=source, settings=settings, backend=PostgresBackend(),
-                   ref=PalaceRef(id=path, local_path=path),
-                   options={"dsn": settings.dsn, "schema": settings.schema})
+        return cls(
+            path=path,
+            source=source,
+            settings=settings,
+            backend=PostgresBackend(),
+            ref=PalaceRef(id=path, local_path=path),
+            options={"dsn": settings.dsn, "schema": settings.schema},
+        )
 
 
 def _check_target(palace: _TargetPalace) -> None:
@@ -272,9 +309,11 @@ def _check_target(palace: _TargetPalace) -> None:
         held = sum(c.count() for c in existing.values())
         origin = _provenance(target)
         if held and (origin or {}).get("path") != source:
-            raise ConfigError(f"the target palace {target} already holds {held} records that were not "
-                              f"migrated from {source}: refusing to mix palaces "
-                              "(choose a new --to directory)")
+            raise ConfigError(
+                f"the target palace {target} already holds {held} records that were not "
+                f"migrated from {source}: refusing to mix palaces "
+                "(choose a new --to directory)"
+            )
     elif os.path.exists(target) and os.listdir(target):
         raise ConfigError(f"{target} exists and is not empty: --to must be a new (or empty) directory")
 
@@ -303,8 +342,16 @@ def _record_provenance(target_dir: str, source: str, backend_name: str) -> None:
 
 # -- copying -----------------------------------------------------------------------------------------
 
-def _copy_collection(report: MigrationReport, reader: _SourceReader, name: str, src_col,
-                     palace: _TargetPalace, page: int, progress: Optional[Progress]) -> None:
+
+def _copy_collection(
+    report: MigrationReport,
+    reader: _SourceReader,
+    name: str,
+    src_col,
+    palace: _TargetPalace,
+    page: int,
+    progress: Optional[Progress],
+) -> None:
     """Copy one collection (what the target holds already is skipped), then compare a sample."""
     col = _target_collection(palace, name, src_col, reader.backend_name)
     stats = report.collections[name]
@@ -328,14 +375,18 @@ def _copy_collection(report: MigrationReport, reader: _SourceReader, name: str, 
 def _target_collection(palace: _TargetPalace, name: str, src_col, backend_name: str):
     """The target's collection ``name`` (created), refused when another embedder wrote it; the
     provenance and the source's embedder identity recorded."""
-    identity = (src_col.get_stored_embedder_identity()
-                if hasattr(src_col, "get_stored_embedder_identity") else None)
-    col = palace.backend.get_collection(palace=palace.ref, collection_name=name, create=True,
-                                        options=palace.options)
+    identity = (
+        src_col.get_stored_embedder_identity() if hasattr(src_col, "get_stored_embedder_identity") else None
+    )
+    col = palace.backend.get_collection(
+        palace=palace.ref, collection_name=name, create=True, options=palace.options
+    )
     stored = col.get_stored_embedder_identity()
     if identity and stored and stored.model_name != identity.model_name:
-        raise ConfigError(f"target collection {name} was written by embedder {stored.model_name!r}, the "
-                          f"source by {identity.model_name!r}: refusing to mix")
+        raise ConfigError(
+            f"target collection {name} was written by embedder {stored.model_name!r}, the "
+            f"source by {identity.model_name!r}: refusing to mix"
+        )
     _record_provenance(palace.path, palace.source, backend_name)
     if identity and not stored:
         col.set_embedder_identity(identity)
@@ -349,8 +400,12 @@ def _load_missing(col, load, stats: dict, ids: list, documents: list, metadatas:
     stats["skipped"] += len(ids) - len(keep)
     if keep:
         emb = np.asarray(embeddings, dtype=np.float32)[keep]
-        load(ids=[ids[i] for i in keep], documents=[documents[i] or "" for i in keep],
-             metadatas=[(metadatas[i] or {}) for i in keep], embeddings=emb)
+        load(
+            ids=[ids[i] for i in keep],
+            documents=[documents[i] or "" for i in keep],
+            metadatas=[(metadatas[i] or {}) for i in keep],
+            embeddings=emb,
+        )
         stats["written"] += len(keep)
 
 
@@ -379,8 +434,9 @@ def _copy_graph(report: MigrationReport, graph_file: str, palace: _TargetPalace)
 
     kg = AgeKnowledgeGraph(palace_path=palace.path, settings=palace.settings)
     result = import_sqlite(graph_file, kg)
-    report.graph.update(ok=result.ok, written=result.written, verified=result.verified,
-                        seconds=round(result.seconds, 1))
+    report.graph.update(
+        ok=result.ok, written=result.written, verified=result.verified, seconds=round(result.seconds, 1)
+    )
 
 
 def _compare(report: MigrationReport, name: str, src_col, col, sample: list) -> None:

@@ -62,8 +62,9 @@ class PalaceImportReport:
         return {"ok": self.ok, "written": self.written, "expected": self.expected, "found": self.found}
 
 
-def export_palace(out: IO[str], drawers_collection, kg, *,
-                  progress: Optional[Callable[[str, int], None]] = None) -> dict:
+def export_palace(
+    out: IO[str], drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
+) -> dict:
     """Write the palace of ``drawers_collection`` (all its collections) and its graph ``kg`` to ``out``."""
     backend, ref = drawers_collection._backend, drawers_collection._palace
     cols = list(existing_collections(backend, ref).values())
@@ -87,15 +88,26 @@ def export_palace(out: IO[str], drawers_collection, kg, *,
 def _header(kg, cols: list) -> dict:
     from mempalace_pg.db.schema import head_revision
 
-    header = {"kind": "header", "format": FORMAT, "version": VERSION, "palace_key": kg.palace_key,
-              "namespace": kg.namespace,
-              "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "schema_revision": head_revision(), "collections": []}
+    header = {
+        "kind": "header",
+        "format": FORMAT,
+        "version": VERSION,
+        "palace_key": kg.palace_key,
+        "namespace": kg.namespace,
+        "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "schema_revision": head_revision(),
+        "collections": [],
+    }
     for col in cols:
         identity = col.get_stored_embedder_identity()
-        header["collections"].append({"name": col.name, "dimension": col.partition.known_dimension(),
-                                      "embedder_model": identity.model_name if identity else None,
-                                      "embedder_dimension": identity.dimension if identity else None})
+        header["collections"].append(
+            {
+                "name": col.name,
+                "dimension": col.partition.known_dimension(),
+                "embedder_model": identity.model_name if identity else None,
+                "embedder_dimension": identity.dimension if identity else None,
+            }
+        )
     return header
 
 
@@ -114,8 +126,14 @@ def _export_records(out: IO[str], db, col, progress: Optional[Callable[[str, int
             cur.itersize = 2000
             cur.execute(query, {"collection_pk": col.partition.pk})
             for rid, document, metadata, embedding in cur:
-                record = {"kind": "record", "collection": col.name, "id": rid, "document": document,
-                          "metadata": metadata, "embedding": embedding}
+                record = {
+                    "kind": "record",
+                    "collection": col.name,
+                    "id": rid,
+                    "document": document,
+                    "metadata": metadata,
+                    "embedding": embedding,
+                }
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 n += 1
                 if progress and n % 5000 == 0:
@@ -161,8 +179,9 @@ def _checked_header(path: str, number: int, obj, kind: Optional[str]) -> dict:
     if kind != "header" or obj.get("format") != FORMAT:
         raise ExportFormatError(f"{path}:{number}: not a {FORMAT} file (no header line)")
     if obj.get("version") != VERSION:
-        raise ExportFormatError(f"{path}: format version {obj.get('version')}; "
-                                f"this mempalace-pg reads {VERSION}")
+        raise ExportFormatError(
+            f"{path}: format version {obj.get('version')}; this mempalace-pg reads {VERSION}"
+        )
     return obj
 
 
@@ -183,12 +202,17 @@ def _is_record(obj: dict, header: dict) -> bool:
     """A record of a collection the header names, with a string id and a list of finite numbers."""
     names = {c["name"] for c in header["collections"]}
     emb = obj.get("embedding")
-    return (obj.get("collection") in names and isinstance(obj.get("id"), str) and isinstance(emb, list)
-            and all(isinstance(x, (int, float)) and math.isfinite(x) for x in emb))
+    return (
+        obj.get("collection") in names
+        and isinstance(obj.get("id"), str)
+        and isinstance(emb, list)
+        and all(isinstance(x, (int, float)) and math.isfinite(x) for x in emb)
+    )
 
 
-def import_palace(path: str, drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
-                  ) -> PalaceImportReport:
+def import_palace(
+    path: str, drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
+) -> PalaceImportReport:
     """Load an export into the palace of ``drawers_collection`` / ``kg`` (idempotent; see the module doc)."""
     header, footer = check_file(path)
     report = PalaceImportReport(expected={k: v for k, v in footer.items() if v})
@@ -215,16 +239,23 @@ def _target_collections(header: dict, drawers_collection) -> dict:
         col = backend.get_collection(palace=ref, collection_name=spec["name"], create=True)
         stored = col.get_stored_embedder_identity()
         if stored and spec.get("embedder_model") and stored.model_name != spec["embedder_model"]:
-            raise ExportFormatError(f"collection {spec['name']} of the target palace was written by embedder "
-                                    f"{stored.model_name!r}; the export by {spec['embedder_model']!r}: "
-                                    "refusing to mix")
+            raise ExportFormatError(
+                f"collection {spec['name']} of the target palace was written by embedder "
+                f"{stored.model_name!r}; the export by {spec['embedder_model']!r}: "
+                "refusing to mix"
+            )
         dim = col.partition.known_dimension()
         if dim and spec.get("dimension") and dim != spec["dimension"]:
-            raise ExportFormatError(f"collection {spec['name']} of the target palace holds {dim}-d vectors; "
-                                    f"the export {spec['dimension']}-d: refusing to mix")
+            raise ExportFormatError(
+                f"collection {spec['name']} of the target palace holds {dim}-d vectors; "
+                f"the export {spec['dimension']}-d: refusing to mix"
+            )
         if not stored and spec.get("embedder_model"):
-            col.set_embedder_identity(EmbedderIdentity(model_name=spec["embedder_model"],
-                                                       dimension=int(spec.get("embedder_dimension") or 0)))
+            col.set_embedder_identity(
+                EmbedderIdentity(
+                    model_name=spec["embedder_model"], dimension=int(spec.get("embedder_dimension") or 0)
+                )
+            )
         targets[spec["name"]] = col
     return targets
 
@@ -233,8 +264,9 @@ class _Batches:
     """An export's data lines gathered into batches (records per collection, graph rows per table),
     each written, and committed, when it is full; :meth:`flush_all` writes what is left."""
 
-    def __init__(self, targets: dict, kg, report: PalaceImportReport,
-                 progress: Optional[Callable[[str, int], None]]):
+    def __init__(
+        self, targets: dict, kg, report: PalaceImportReport, progress: Optional[Callable[[str, int], None]]
+    ):
         self.targets, self.kg, self.report, self.progress = targets, kg, report, progress
         self.records: dict = {}
         self.graph_rows: dict = {"entities": [], "triples": []}
@@ -254,9 +286,12 @@ class _Batches:
     def flush_records(self, name: str) -> None:
         batch = self.records.pop(name, [])
         if batch:
-            self.targets[name].upsert(ids=[r["id"] for r in batch], documents=[r["document"] for r in batch],
-                                      metadatas=[r.get("metadata") or {} for r in batch],
-                                      embeddings=[r["embedding"] for r in batch])
+            self.targets[name].upsert(
+                ids=[r["id"] for r in batch],
+                documents=[r["document"] for r in batch],
+                metadatas=[r.get("metadata") or {} for r in batch],
+                embeddings=[r["embedding"] for r in batch],
+            )
             written = self.report.written
             written[name] = written.get(name, 0) + len(batch)
             if self.progress:
@@ -275,5 +310,11 @@ class _Batches:
         self.flush_graph("triples")
 
 
-__all__ = ["export_palace", "import_palace", "check_file", "ExportFormatError", "PalaceImportReport",
-           "FORMAT"]
+__all__ = [
+    "export_palace",
+    "import_palace",
+    "check_file",
+    "ExportFormatError",
+    "PalaceImportReport",
+    "FORMAT",
+]

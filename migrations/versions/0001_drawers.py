@@ -4,6 +4,7 @@ Revision ID: 0001_drawers
 Revises:
 Create Date: 2026-11-30
 """
+
 from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0001_drawers"

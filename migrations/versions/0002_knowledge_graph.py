@@ -1,9 +1,11 @@
-"""MemPalace's knowledge graph as an Apache AGE graph, its indexes and write functions: sql/0002_knowledge_graph.sql
+"""MemPalace's knowledge graph as an Apache AGE graph, its indexes and write functions:
+sql/0002_knowledge_graph.sql
 
 Revision ID: 0002_knowledge_graph
 Revises: 0001_drawers
 Create Date: 2026-11-30
 """
+
 from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0002_knowledge_graph"

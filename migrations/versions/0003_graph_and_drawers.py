@@ -1,9 +1,11 @@
-"""The knowledge graph joined with the drawers: source-drawer index, neighbourhood and delete-rule functions, views: sql/0003_graph_and_drawers.sql
+"""The knowledge graph joined with the drawers: source-drawer index, neighbourhood and delete-rule functions,
+views: sql/0003_graph_and_drawers.sql
 
 Revision ID: 0003_graph_and_drawers
 Revises: 0002_knowledge_graph
 Create Date: 2026-11-30
 """
+
 from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0003_graph_and_drawers"

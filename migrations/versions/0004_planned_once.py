@@ -4,6 +4,7 @@ Revision ID: 0004_planned_once
 Revises: 0003_graph_and_drawers
 Create Date: 2026-11-30
 """
+
 from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0004_planned_once"

@@ -4,6 +4,7 @@ Revision ID: 0007_vector_segments
 Revises: 0006_words_and_order
 Create Date: 2026-12-01
 """
+
 from mempalace_pg.db.schema import apply_sql_file
 
 revision = "0007_vector_segments"
