@@ -475,6 +475,7 @@ def cmd_doctor(args) -> int:
     return 0 if report.ok else 1
 
 
+# Long on purpose: one flat declaration of every subcommand and its options, read top to bottom.
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mempalace-pg", description=__doc__.split("\n")[0])
     parser.add_argument("--dsn", help="PostgreSQL DSN (default: MEMPALACE_PG_DSN, config.json postgres_dsn)")

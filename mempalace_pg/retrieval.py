@@ -180,6 +180,7 @@ class PalaceSearch:
             " 'source_drawer_deleted_at', {t}({f}.properties, 'source_drawer_deleted_at'))"
         ).format(t=t, f=f)
 
+    # Long because its statement is written out as one SQL block (a clause a line), not by branching.
     def _walk(self, palace: int, hops: int) -> tuple[sql.Composable, dict]:
         """CTEs of the neighbourhood of the entity ``%(entity)s`` valid at ``%(as_of)s`` (both the caller's
         per-call parameters), unrolled hop by hop (the statement is prepared once per ``hops``):
@@ -246,6 +247,7 @@ class PalaceSearch:
         return sql.SQL("WITH ") + sql.SQL(", ").join(parts), {"palace": palace}
 
     # -- 1. search around an entity -------------------------------------------------------------
+    # Long because its statement is written out as one SQL block (a clause a line), not by branching.
     def around_entity(
         self,
         entity: str,
@@ -379,6 +381,7 @@ class PalaceSearch:
         return ranked, {**p_evidence, **p_all}
 
     # -- 2. facts with evidence -------------------------------------------------------------------
+    # Long because its statement is written out as one SQL block (a clause a line), not by branching.
     def facts_with_evidence(
         self,
         entity: str,
@@ -494,6 +497,7 @@ class PalaceSearch:
         )
 
     # -- 3. entities related to a query -------------------------------------------------------------
+    # Long because its statement is written out as one SQL block (a clause a line), not by branching.
     def entities_for_query(
         self,
         query_embedding: Sequence[float],
@@ -581,6 +585,7 @@ class PalaceSearch:
         return _load(row[0])
 
     # -- 4. hybrid search -------------------------------------------------------------------------------
+    # Long because its statement is written out as one SQL block (a clause a line), not by branching.
     def hybrid(
         self,
         query_text: str,

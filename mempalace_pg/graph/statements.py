@@ -211,6 +211,7 @@ class Statements:
             "skip_unchanged",
         )
 
+    # Long because its statement is written out as one SQL block (a clause a line), not by branching.
     def _lookups(self, p: _Parts) -> None:
         """A fact's subject, whether an entity exists, and the fuzzy candidates for a name."""
         self.subject_of = _render(
@@ -399,6 +400,7 @@ class Statements:
             )
         )
 
+    # Long because its statement is written out as one SQL block (a clause a line), not by branching.
     def _summaries(self, p: _Parts) -> None:
         """stats, the open facts (kg normalize) and their predicates (audit), an import's check."""
         predicate, valid_from = p.prop("f", "predicate"), p.prop("f", "valid_from")

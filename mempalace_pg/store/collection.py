@@ -380,6 +380,7 @@ class PostgresCollection(BaseCollection):
         keys = wing_room_equalities(where)
         return None if keys is None else Partition.facet_key_filter(keys)
 
+    # Long because MemPalace's query() checks and shapes its arguments before the one statement runs.
     def query(
         self,
         *,

@@ -27,11 +27,12 @@ EXACT_SCAN_MAX = 3000
 #: Lexical search: a word in at least LEXICAL_DF_CAP documents is common: its documents are not
 #: counted further, and LEXICAL_CANDIDATES of them (or 4 x n_results) are sampled as candidates; every
 #: document of a rarer word is scored. The cap trades agreement with exact BM25 for speed (see the
-#: lexical section of benchmarks/RESULTS.md); tests/test_contract.py checks the agreement.
+#: lexical section of benchmarks/RESULTS.md); tests/integration/test_contract.py checks the agreement.
 LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
 
 
+# Long because its SQL is written out clause by clause; its arms are built in one loop.
 def nearest_sql(
     part: Partition,
     columns: sql.Composable,
