@@ -85,7 +85,7 @@ def _palace_target(args) -> dict:
     import os
 
     from mempalace_pg.graph.routing import configured_palace
-    from mempalace_pg.store.marker import has_marker
+    from mempalace_pg.marker import has_marker
 
     settings = _settings(args)
     if getattr(args, "palace_key", None):
@@ -331,7 +331,7 @@ def _palace_handles(args, *, create: bool):
     import os
 
     from mempalace_pg.atomic import open_drawers
-    from mempalace_pg.store.marker import has_marker
+    from mempalace_pg.marker import has_marker
 
     settings = _settings(args)
     if create and getattr(args, "palace", None) and not has_marker(os.path.expanduser(args.palace)):
@@ -357,7 +357,7 @@ def _palace_handles(args, *, create: bool):
 
 
 def cmd_export(args) -> int:
-    from mempalace_pg.store.marker import write_atomically
+    from mempalace_pg.marker import write_atomically
     from mempalace_pg.tools.portable import export_palace
 
     drawers, kg = _palace_handles(args, create=False)

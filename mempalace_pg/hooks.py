@@ -53,8 +53,8 @@ import sys
 import threading
 from typing import Callable, Optional
 
-from mempalace_pg.store.marker import BACKEND_NAME, MARKER_FILENAME
-from mempalace_pg.store.marker import has_marker as _is_postgres_palace
+from mempalace_pg.marker import BACKEND_NAME, MARKER_FILENAME
+from mempalace_pg.marker import has_marker as _is_postgres_palace
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ _lock = threading.RLock()
 
 def _palace_key(palace_path: str) -> str:
     """The palace key this palace's marker records (what the backend knows it by)."""
-    from mempalace_pg.store.backend import read_marker
+    from mempalace_pg.marker import read_marker
 
     marker = read_marker(os.path.expanduser(palace_path)) or {}
     return str((marker.get("postgres") or {}).get("palace_key") or palace_path)

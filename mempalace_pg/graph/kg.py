@@ -202,7 +202,7 @@ class AgeKnowledgeGraph:
         self.palace_path = palace_path
         self._settings = settings or Settings.load()
         if palace_path is not None:
-            from mempalace_pg.store.backend import check_marker_target
+            from mempalace_pg.marker import check_marker_target
 
             namespace, palace_key = check_marker_target(palace_path, self._settings)
         if not palace_key:

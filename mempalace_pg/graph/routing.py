@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Optional
 
-from mempalace_pg.store.marker import has_marker
+from mempalace_pg.marker import has_marker
 
 _SQLITE_CLASS = None
 

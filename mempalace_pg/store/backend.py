@@ -33,48 +33,11 @@ from psycopg import sql
 
 from mempalace_pg.config import Settings, dsn_target
 from mempalace_pg.hooks import apply_pending
+from mempalace_pg.marker import BACKEND_NAME, MARKER_FILENAME, marker_path, read_marker, write_atomically
 from mempalace_pg.store.collection import COLLECTIONS, PostgresCollection
-from mempalace_pg.store.marker import BACKEND_NAME, MARKER_FILENAME, marker_path, write_atomically
 from mempalace_pg.text import storable
 
 MARKER_FORMAT = 1
-
-
-def read_marker(palace_dir: str) -> Optional[dict]:
-    """The palace's marker, None when there is none; BackendMismatchError when it is unreadable."""
-    path = marker_path(palace_dir)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            marker = json.load(f)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BackendMismatchError(f"the mempalace-pg marker {path} is unreadable: {exc}") from None
-    if not isinstance(marker, dict) or marker.get("backend") != BACKEND_NAME:
-        raise BackendMismatchError(f"{path} does not identify a palace of the postgres backend")
-    return marker
-
-
-def check_marker_target(palace_dir: str, settings: Settings) -> tuple[str, str]:
-    """(namespace, palace key) recorded in a palace's marker, after checking that the marker names
-    the database the current settings point at (BackendMismatchError otherwise)."""
-    marker = read_marker(palace_dir)
-    if marker is None:
-        raise BackendMismatchError(f"{palace_dir} is not a mempalace-pg palace (no {MARKER_FILENAME})")
-    recorded = marker.get("postgres")
-    if not isinstance(recorded, dict) or not recorded.get("palace_key"):
-        raise BackendMismatchError(f"{marker_path(palace_dir)} has no target section")
-    target = dsn_target(settings.dsn)
-    target["schema"] = settings.schema
-    differing = [k for k in ("host", "port", "dbname", "schema") if recorded.get(k) != target.get(k)]
-    if differing:
-        was = ", ".join(f"{k}={recorded.get(k)!r}" for k in differing)
-        now = ", ".join(f"{k}={target.get(k)!r}" for k in differing)
-        raise BackendMismatchError(
-            f"palace {palace_dir} lives in PostgreSQL at {was}, but the current settings point at {now}. "
-            "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA (or the postgres_* keys in config.json) back."
-        )
-    return str(recorded.get("namespace") or ""), str(recorded["palace_key"])
 
 
 def _storable_ref(palace: PalaceRef) -> PalaceRef:

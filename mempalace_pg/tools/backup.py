@@ -31,7 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from mempalace_pg.config import ConfigError, Settings, validate_identifier
 from mempalace_pg.db.connect import scrub_password
-from mempalace_pg.store.marker import write_atomically
+from mempalace_pg.marker import write_atomically
 
 CATALOG_MARK = "mempalace-pg AGE label catalog (used by mempalace-pg restore): "
 

@@ -375,8 +375,7 @@ def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) ->
 def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]) -> None:
     """What MemPalace will use for its configured palace (or --palace)."""
     from mempalace_pg.graph.routing import configured_palace
-    from mempalace_pg.store.backend import check_marker_target
-    from mempalace_pg.store.marker import MARKER_FILENAME
+    from mempalace_pg.marker import MARKER_FILENAME, check_marker_target
 
     palace = os.path.realpath(os.path.expanduser(palace_path)) if palace_path else configured_palace()
     if not palace:

@@ -300,8 +300,8 @@ class _TargetPalace:
 
 def _check_target(palace: _TargetPalace) -> None:
     """Refuse a target that holds records not migrated from this source, or a non-empty directory."""
+    from mempalace_pg.marker import marker_path
     from mempalace_pg.store.backend import existing_collections
-    from mempalace_pg.store.marker import marker_path
 
     target, source = palace.path, palace.source
     if os.path.isfile(marker_path(target)):
@@ -319,7 +319,7 @@ def _check_target(palace: _TargetPalace) -> None:
 
 
 def _provenance(target_dir: str) -> Optional[dict]:
-    from mempalace_pg.store.marker import marker_path
+    from mempalace_pg.marker import marker_path
 
     try:
         with open(marker_path(target_dir), encoding="utf-8") as f:
@@ -329,7 +329,7 @@ def _provenance(target_dir: str) -> Optional[dict]:
 
 
 def _record_provenance(target_dir: str, source: str, backend_name: str) -> None:
-    from mempalace_pg.store.marker import marker_path, write_atomically
+    from mempalace_pg.marker import marker_path, write_atomically
 
     path = marker_path(target_dir)
     with open(path, encoding="utf-8") as f:

@@ -18,9 +18,9 @@ from mempalace.backends import (
 )
 from mempalace.backends.base import EmbedderIdentity, UnsupportedMaintenanceKindError
 
+from mempalace_pg.marker import MARKER_FILENAME
 from mempalace_pg.store import bulk, indexing
 from mempalace_pg.store.backend import PostgresBackend
-from mempalace_pg.store.marker import MARKER_FILENAME
 
 from _backend_conformance import assert_partition_isolation  # noqa: PLC2701 - MemPalace's file, kept under its name
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mempalace.backends.registry import get_backend_class
 
+from mempalace_pg.marker import MARKER_FILENAME
 from mempalace_pg.store.backend import PostgresBackend
-from mempalace_pg.store.marker import MARKER_FILENAME
 
 
 def test_registered_as_mempalace_backend():
