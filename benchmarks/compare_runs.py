@@ -5,15 +5,16 @@
 
 Each directory holds the JSON of ``bench_backends.py --json``, ``bench_kg.py`` (its
 ``benchmarks/out/bench_kg.json``) and ``bench_retrieval.py --json`` from one checkout. Runs are listed in
-the order given (so an A-B-A order shows the machine's drift), every figure a p50 in ms (rates in rows/s),
-and the last column is the last run over the first. The section "Before and after" of RESULTS.md is
-replaced unless ``--no-write``.
+the order given (so an A-B-A-B order shows the machine's drift), every figure a p50 in ms (rates in
+rows/s); the last column is the median of the runs named ``after*`` over the median of those named
+``before*``. The section "Before and after" of RESULTS.md is replaced unless ``--no-write``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,16 +53,18 @@ def render(runs: list[tuple[str, dict]], label: str, command: str) -> str:
         f"## Before and after: {label} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
         "",
         f"The same benchmarks from each checkout, one after the other on this machine: {command}. "
-        "p50 ms unless the row says otherwise; the last column is the last run over the first (for "
-        "rates, above 1 is faster; for times, below 1 is faster).",
+        "p50 ms unless the row says otherwise; the last column is the median of the after runs over the "
+        "median of the before runs (for rates, above 1 is faster; for times, below 1 is faster).",
         "",
-        "| | " + " | ".join(names) + f" | {names[-1]} / {names[0]} |",
+        "| | " + " | ".join(names) + " | after / before |",
         "|---|" + "---|" * (len(names) + 1),
     ]
     for row in rows:
         values = [figures_of.get(row) for _, figures_of in runs]
         cells = ["" if v is None else (f"{v:,.0f}" if v >= 100 else f"{v:.2f}") for v in values]
-        ratio = values[-1] / values[0] if values[0] and values[-1] is not None else None
+        before = [v for (name, _), v in zip(runs, values) if name.startswith("before") and v is not None]
+        after = [v for (name, _), v in zip(runs, values) if name.startswith("after") and v is not None]
+        ratio = statistics.median(after) / statistics.median(before) if before and after else None
         lines.append(f"| {row} | " + " | ".join(cells) + f" | {'' if ratio is None else f'{ratio:.2f}'} |")
     return "\n".join(lines) + "\n"
 
