@@ -36,33 +36,13 @@ import psycopg
 from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import clamped_row_count
 from mempalace_pg.errors import DatabaseUnavailableError
-from mempalace_pg.graph.statements import statements
+from mempalace_pg.graph.statements import REPLICATION_COLUMNS, statements
 from mempalace_pg.text import storable
 
 #: Raised by the kg_* SQL functions for bad input (an interval that would end before it starts).
 _BAD_INPUT_SQLSTATE = "MPKG1"
 
 _MIN_ENTITY_CANDIDATE_LEN = 3
-#: The columns of MemPalace's SQLite ``entities`` and ``triples`` tables, in its order: what replication
-#: (dump_rows/apply_row), the SQLite snapshot of :meth:`AgeKnowledgeGraph._conn` and kg import carry.
-REPLICATION_COLUMNS = {
-    "entities": ("id", "name", "type", "properties", "created_at"),
-    "triples": (
-        "id",
-        "subject",
-        "predicate",
-        "object",
-        "valid_from",
-        "valid_to",
-        "confidence",
-        "source_closet",
-        "source_file",
-        "source_drawer_id",
-        "adapter_name",
-        "extracted_at",
-    ),
-}
-
 # palace identity -> palace_pk, shared by every instance in the process (MemPalace's Hermes
 # integration builds a KnowledgeGraph per call; that must stay cheap).
 _PALACE_PKS: dict[tuple, int] = {}

@@ -20,7 +20,8 @@ from typing import Callable, Optional
 
 from psycopg import sql
 
-from mempalace_pg.graph.kg import REPLICATION_COLUMNS, AgeKnowledgeGraph
+from mempalace_pg.graph.kg import AgeKnowledgeGraph
+from mempalace_pg.graph.statements import REPLICATION_COLUMNS
 from mempalace_pg.text import storable
 
 #: The SQLite graph's tables, in the order they are copied.

@@ -14,6 +14,26 @@ from psycopg import sql
 from mempalace_pg.config import validate_identifier
 from mempalace_pg.db.sqlkit import STATEMENT_CACHE_SIZE, row_count
 
+#: The columns of MemPalace's SQLite ``entities`` and ``triples`` tables, in its order: what replication
+#: (dump_rows/apply_row), the SQLite snapshot of :meth:`AgeKnowledgeGraph._conn` and kg import carry.
+REPLICATION_COLUMNS = {
+    "entities": ("id", "name", "type", "properties", "created_at"),
+    "triples": (
+        "id",
+        "subject",
+        "predicate",
+        "object",
+        "valid_from",
+        "valid_to",
+        "confidence",
+        "source_closet",
+        "source_file",
+        "source_drawer_id",
+        "adapter_name",
+        "extracted_at",
+    ),
+}
+
 
 def _compose(template: str, **parts: sql.Composable) -> sql.Composed:
     """``template`` (dedented and trimmed, so statements can be written as indented blocks) with each
@@ -191,25 +211,9 @@ class Statements:
         self.rewrite = call(
             "kg_rewrite", "old_triple_id", "pred", "obj", "obj_name", "at", "triple_id", "source_file"
         )
-        self.apply_entity = call(
-            "kg_apply_entity", "id", "name", "type", "properties", "created_at", "skip_unchanged"
-        )
-        self.apply_triple = call(
-            "kg_apply_triple",
-            "id",
-            "subject",
-            "predicate",
-            "object",
-            "valid_from",
-            "valid_to",
-            "confidence",
-            "source_closet",
-            "source_file",
-            "source_drawer_id",
-            "adapter_name",
-            "extracted_at",
-            "skip_unchanged",
-        )
+        # kg_apply_entity / kg_apply_triple take a row's columns in MemPalace's order, then the flag
+        self.apply_entity = call("kg_apply_entity", *REPLICATION_COLUMNS["entities"], "skip_unchanged")
+        self.apply_triple = call("kg_apply_triple", *REPLICATION_COLUMNS["triples"], "skip_unchanged")
 
     # Long because its statement is written out as one SQL block (a clause a line), not by branching.
     def _lookups(self, p: _Parts) -> None:
