@@ -82,10 +82,7 @@ class Partition:
     def check_dimension(self, dim: int) -> None:
         """Raise DimensionMismatchError if ``dim`` is not the width this process knows (if it knows one)."""
         if self.dimension is not None and self.dimension != dim:
-            raise DimensionMismatchError(
-                f"collection {self.name!r} holds {self.dimension}-dimension vectors; this batch has {dim}. "
-                "Use the embedder the palace was built with (see `mempalace palace set-embedder`)."
-            )
+            raise self._width_mismatch(self.dimension, dim)
 
     def claim_width(self, conn: psycopg.Connection, dim: int) -> int:
         """The width for a batch of ``dim``-wide vectors, on ``conn``: the known one, or fixed now (first
@@ -104,11 +101,14 @@ class Partition:
                 {"dim": dim, "pk": self.pk},
             ).fetchone()[0]
         if stored != dim:
-            raise DimensionMismatchError(
-                f"collection {self.name!r} holds {stored}-dimension vectors; this batch has {dim}. "
-                "Use the embedder the palace was built with (see `mempalace palace set-embedder`)."
-            )
+            raise self._width_mismatch(stored, dim)
         return stored
+
+    def _width_mismatch(self, stored: int, dim: int) -> DimensionMismatchError:
+        return DimensionMismatchError(
+            f"collection {self.name!r} holds {stored}-dimension vectors; this batch has {dim}. "
+            "Use the embedder the palace was built with (see `mempalace palace set-embedder`)."
+        )
 
     def vector_type(self, dim: int) -> sql.Composable:
         return sql.SQL("vector({})").format(sql.Literal(int(dim)))
