@@ -71,6 +71,32 @@ def read_marker(palace_dir: str) -> Optional[dict]:
     return marker
 
 
+def recorded_target(marker: dict, palace_dir: str, *, require_key: bool = False) -> dict:
+    """The marker's ``postgres`` section, the database it names (BackendMismatchError when it has none,
+    or, with ``require_key``, none with a palace key)."""
+    from mempalace.backends.base import BackendMismatchError
+
+    recorded = marker.get("postgres")
+    if not isinstance(recorded, dict) or (require_key and not recorded.get("palace_key")):
+        raise BackendMismatchError(f"{marker_path(palace_dir)} has no target section")
+    return recorded
+
+
+def check_same_target(palace_dir: str, recorded: dict, target: dict, keys: tuple, fix: str) -> None:
+    """BackendMismatchError naming each of ``keys`` on which the marker's ``recorded`` target and the
+    current settings' ``target`` differ, and ``fix``."""
+    from mempalace.backends.base import BackendMismatchError
+
+    differing = [k for k in keys if recorded.get(k) != target.get(k)]
+    if differing:
+        was = ", ".join(f"{k}={recorded.get(k)!r}" for k in differing)
+        now = ", ".join(f"{k}={target.get(k)!r}" for k in differing)
+        raise BackendMismatchError(
+            f"palace {palace_dir} lives in PostgreSQL at {was}, "
+            f"but the current settings point at {now}. {fix}"
+        )
+
+
 def check_marker_target(palace_dir: str, settings: Settings) -> tuple[str, str]:
     """(namespace, palace key) recorded in a palace's marker, after checking that the marker names
     the database the current settings point at (BackendMismatchError otherwise)."""
@@ -79,20 +105,27 @@ def check_marker_target(palace_dir: str, settings: Settings) -> tuple[str, str]:
     marker = read_marker(palace_dir)
     if marker is None:
         raise BackendMismatchError(f"{palace_dir} is not a mempalace-pg palace (no {MARKER_FILENAME})")
-    recorded = marker.get("postgres")
-    if not isinstance(recorded, dict) or not recorded.get("palace_key"):
-        raise BackendMismatchError(f"{marker_path(palace_dir)} has no target section")
+    recorded = recorded_target(marker, palace_dir, require_key=True)
     target = dsn_target(settings.dsn)
     target["schema"] = settings.schema
-    differing = [k for k in ("host", "port", "dbname", "schema") if recorded.get(k) != target.get(k)]
-    if differing:
-        was = ", ".join(f"{k}={recorded.get(k)!r}" for k in differing)
-        now = ", ".join(f"{k}={target.get(k)!r}" for k in differing)
-        raise BackendMismatchError(
-            f"palace {palace_dir} lives in PostgreSQL at {was}, but the current settings point at {now}. "
-            "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA (or the postgres_* keys in config.json) back."
-        )
+    check_same_target(
+        palace_dir,
+        recorded,
+        target,
+        ("host", "port", "dbname", "schema"),
+        "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA (or the postgres_* keys in config.json) back.",
+    )
     return str(recorded.get("namespace") or ""), str(recorded["palace_key"])
 
 
-__all__ = ["MARKER_FILENAME", "BACKEND_NAME", "marker_path", "has_marker", "write_atomically"]
+__all__ = [
+    "BACKEND_NAME",
+    "MARKER_FILENAME",
+    "check_marker_target",
+    "check_same_target",
+    "has_marker",
+    "marker_path",
+    "read_marker",
+    "recorded_target",
+    "write_atomically",
+]

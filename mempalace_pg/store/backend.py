@@ -22,7 +22,6 @@ from typing import Optional
 
 from mempalace.backends.base import (
     BackendClosedError,
-    BackendMismatchError,
     BaseBackend,
     CollectionNotInitializedError,
     HealthStatus,
@@ -33,7 +32,15 @@ from psycopg import sql
 
 from mempalace_pg.config import Settings, dsn_target
 from mempalace_pg.hooks import apply_pending
-from mempalace_pg.marker import BACKEND_NAME, MARKER_FILENAME, marker_path, read_marker, write_atomically
+from mempalace_pg.marker import (
+    BACKEND_NAME,
+    MARKER_FILENAME,
+    check_same_target,
+    marker_path,
+    read_marker,
+    recorded_target,
+    write_atomically,
+)
 from mempalace_pg.store.collection import COLLECTIONS, PostgresCollection
 from mempalace_pg.text import storable
 
@@ -192,22 +199,14 @@ class PostgresBackend(BaseBackend):
 
     @staticmethod
     def _check_marker(marker: dict, target: dict, palace: PalaceRef) -> None:
-        recorded = marker.get("postgres")
-        if not isinstance(recorded, dict):
-            raise BackendMismatchError(f"{marker_path(palace.local_path)} has no target section")
-        differing = [
-            k
-            for k in ("host", "port", "dbname", "schema", "namespace", "palace_key")
-            if recorded.get(k) != target.get(k)
-        ]
-        if differing:
-            was = ", ".join(f"{k}={recorded.get(k)!r}" for k in differing)
-            now = ", ".join(f"{k}={target.get(k)!r}" for k in differing)
-            raise BackendMismatchError(
-                f"palace {palace.local_path} lives in PostgreSQL at {was}, but the current settings "
-                f"point at {now}. Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA / MEMPALACE_PG_NAMESPACE "
-                "(or the postgres_* keys in config.json) back, or use a fresh palace directory."
-            )
+        check_same_target(
+            palace.local_path,
+            recorded_target(marker, palace.local_path),
+            target,
+            ("host", "port", "dbname", "schema", "namespace", "palace_key"),
+            "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA / MEMPALACE_PG_NAMESPACE "
+            "(or the postgres_* keys in config.json) back, or use a fresh palace directory.",
+        )
 
     @staticmethod
     def _write_marker(palace_dir: str, target: dict) -> None:
