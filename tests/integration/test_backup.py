@@ -14,6 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from run_cli import run_cli
 
 
 def server_tool(dsn: str, tool: str) -> str:
@@ -32,14 +33,7 @@ def server_tool(dsn: str, tool: str) -> str:
 
 
 def cli(*args, env):
-    proc = subprocess.run(
-        [sys.executable, "-m", "mempalace_pg.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **env},
-    )
-    return proc
+    return run_cli(*args, env={**os.environ, **env}, timeout=600)
 
 
 def answers(env: dict, palace: str) -> dict:

@@ -7,11 +7,11 @@ import multiprocessing
 import os
 import shlex
 import subprocess
-import sys
 
 import psycopg
 import pytest
 from mempalace.backends import PalaceRef
+from run_cli import run_cli
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db import pool
@@ -180,13 +180,7 @@ def test_cli_db_upgrade_and_current(pg_dsn, scratch_schema):
     env = dict(os.environ)
 
     def run(*a):
-        return subprocess.run(
-            [sys.executable, "-m", "mempalace_pg.cli", *a],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return run_cli(*a, env=env)
 
     before = run("db", "current", "--json")
     assert before.returncode == 1 and json.loads(before.stdout)["current"] is None

@@ -11,16 +11,11 @@ import uuid
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from run_cli import run_cli
 
 
 def doctor(*args, env=None):
-    proc = subprocess.run(
-        [sys.executable, "-m", "mempalace_pg.cli", "doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
+    proc = run_cli("doctor", *args, env={**os.environ, **(env or {})})
     return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 
 import numpy as np
 import pytest
+from run_cli import run_cli
 
 from mempalace_pg.atomic import open_drawers
 from mempalace_pg.tools.portable import ExportFormatError, check_file, export_palace, import_palace
 
 
 def cli(*args):
-    proc = subprocess.run(
-        [sys.executable, "-m", "mempalace_pg.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ),
-    )
+    proc = run_cli(*args, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import psycopg
 import pytest
 import yaml
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from run_cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -42,13 +42,7 @@ def test_bootstrap_then_normal_work_as_the_app_role(fresh_database, tmp_path, mo
     env = {**os.environ, "MEMPALACE_PG_DSN": fresh_database, "MEMPALACE_APP_PASSWORD": password}
 
     def run(*a):
-        return subprocess.run(
-            [sys.executable, "-m", "mempalace_pg.cli", *a],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return run_cli(*a, env=env)
 
     try:
         for _ in range(2):  # idempotent
@@ -115,13 +109,7 @@ def test_bootstrap_refuses_bad_input(fresh_database):
     env.pop("MEMPALACE_APP_PASSWORD", None)
 
     def run(*a):
-        return subprocess.run(
-            [sys.executable, "-m", "mempalace_pg.cli", *a],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return run_cli(*a, env=env)
 
     proc = run("db", "bootstrap", "--app-role", "mempalace_x")
     assert proc.returncode == 2 and "MEMPALACE_APP_PASSWORD" in proc.stderr
