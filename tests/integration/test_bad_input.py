@@ -117,7 +117,10 @@ def test_missing_extension_names_the_package(pg_dsn):
 
 def test_current_server_accepted(pg_dsn):
     # the version parsing it relies on: tests/unit/db/test_schema.py
-    from mempalace_pg.db.schema import check_server
+    from mempalace_pg.db.schema import MIN_PGVECTOR, MIN_POSTGRES, check_server, server_major, version_tuple
 
     with psycopg.connect(pg_dsn) as conn:
-        check_server(conn)  # the test servers (PG 17/18, pgvector 0.8.x) are new enough
+        assert check_server(conn) is None  # the test servers (PG 17/18, pgvector 0.8.x) are new enough
+        assert server_major(conn) >= MIN_POSTGRES
+        pgvector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        assert pgvector is not None and version_tuple(pgvector[0]) >= MIN_PGVECTOR
