@@ -75,6 +75,13 @@ class UnitOfWork:
             ) from None
         self._written += len(ids)
 
+    def has_drawer(self, drawer_id: str) -> bool:
+        """Whether the palace holds a drawer with this id, as this transaction sees it."""
+        found = self.connection.execute(
+            self._exists, {"pk": self.drawers.partition.pk, "id": storable(drawer_id)}
+        ).fetchone()[0]
+        return bool(found)
+
     def delete_drawers(self, ids) -> None:
         """Delete drawers by id; facts drawn from them are kept and stamped (see the module doc)."""
         statement = self.drawers.partition.delete_sql(ids=ids)
@@ -87,10 +94,7 @@ class UnitOfWork:
             return
         if not isinstance(source_drawer_id, str):
             raise ValueError("source_drawer_id must be a string")
-        found = self.connection.execute(
-            self._exists, {"pk": self.drawers.partition.pk, "id": storable(source_drawer_id)}
-        ).fetchone()[0]
-        if not found:
+        if not self.has_drawer(source_drawer_id):
             raise ValueError(
                 f"source_drawer_id {source_drawer_id!r} is not a drawer of this palace; "
                 "add the drawer first (in this unit of work or before it)"

@@ -14,6 +14,7 @@
     mempalace-pg export FILE    one palace to portable JSON lines;  mempalace-pg import FILE: and back
     mempalace-pg backup FILE    pg_dump of schema + graph;  mempalace-pg restore FILE: pg_restore + the AGE
     fix-up
+    mempalace-pg mcp            the palace's graph-aware tools for an AI client (an MCP server on stdio)
     mempalace-pg doctor         what is wrong with this installation, and how to fix it (exit 1 if anything)
 
 Settings come from the same places as the plugin's (MEMPALACE_PG_* / config.json postgres_*),
@@ -467,6 +468,12 @@ def cmd_restore(args) -> int:
     return 0
 
 
+def cmd_mcp(args) -> int:
+    from mempalace_pg.mcp_tools.server import main as serve
+
+    return serve(_palace_target(args)["palace_path"])
+
+
 def cmd_doctor(args) -> int:
     from mempalace_pg.tools.doctor import render, run_checks
 
@@ -569,6 +576,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doc.add_argument("--json", action="store_true", help="machine-readable output")
     doc.set_defaults(func=cmd_doctor)
+
+    mcp = sub.add_parser("mcp", help="serve the palace's graph-aware tools to an AI client (MCP over stdio)")
+    mcp.add_argument(
+        "--palace", help="the postgres palace directory (default: MemPalace's configured palace)"
+    )
+    mcp.set_defaults(func=cmd_mcp)
 
     search = sub.add_parser(
         "search", help="the knowledge graph joined with the drawers, one SQL statement each"

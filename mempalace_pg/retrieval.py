@@ -63,6 +63,26 @@ def embed_query(text: str) -> list[float]:
     return vector.tolist() if hasattr(vector, "tolist") else [float(x) for x in vector]
 
 
+def embed_documents(texts: Sequence[str], metadatas: Optional[Sequence[dict]] = None) -> list[list[float]]:
+    """Embed drawer documents with MemPalace's configured embedder, as MemPalace's own writes do: its
+    ``embed_documents`` (given the metadatas when it takes them: some embedders use a drawer's title),
+    else the embedder itself."""
+    import inspect
+
+    from mempalace.embedding import configured_embedding_function
+
+    ef = configured_embedding_function()
+    method = getattr(ef, "embed_documents", None)
+    if callable(method):
+        takes_metadatas = "metadatas" in inspect.signature(method).parameters
+        vectors = (
+            method(input=list(texts), metadatas=metadatas) if takes_metadatas else method(input=list(texts))
+        )
+    else:
+        vectors = ef(input=list(texts))
+    return [v.tolist() if hasattr(v, "tolist") else [float(x) for x in v] for v in vectors]
+
+
 class PalaceSearch:
     """Graph-and-vector retrieval over one postgres palace (its drawers and its AGE graph).
 
