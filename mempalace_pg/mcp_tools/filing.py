@@ -9,13 +9,13 @@ Order of work, and why:
 
 1. every argument is checked (nothing is embedded for a call that cannot succeed);
 2. the drawer's text is embedded, *before* the transaction opens, so a slow embedder holds no lock;
-3. one :func:`~mempalace_pg.atomic.unit_of_work`: the drawer is written unless the palace already holds
-   it, then each fact is added; any error rolls all of it back, and the caller is told which fact
+3. one :func:`~mempalace_pg.atomic.unit_of_work`: the drawer is inserted unless the palace already
+   holds it (a drawer is never rewritten: its id is a hash of its wing, room and content), then each fact is added; any error rolls all of it back, and the caller is told which fact
    failed and that nothing was filed.
 
-Concurrent callers are safe: the drawer is written by upsert (two callers filing the same content
-write one drawer, the second rewriting identical text), and identical open facts are serialised by
-the graph's per-fact lock into one.
+Concurrent callers are safe: of two callers filing the same content, the second waits for the
+first's drawer insert, finds the drawer there and reports ``already_exists``; identical open facts
+are serialised by the graph's per-fact lock into one.
 """
 
 from __future__ import annotations
@@ -140,12 +140,10 @@ def file(memory: Memory, *, palace_path: str, settings: Optional[Settings] = Non
     embeddings = embed_documents(documents, metadatas)
     filed = []
     with unit_of_work(palace_path, settings=settings) as uow:
-        # the last id stands for the whole memory: its drawers are written in one statement
-        existed = uow.has_drawer(ids[-1])
-        if not existed:
-            uow.add_drawers(
-                ids=ids, documents=documents, embeddings=embeddings, metadatas=metadatas, replace=True
-            )
+        # all of a memory's drawers are written in one statement, so all exist or none does
+        existed = not uow.add_drawers(
+            ids=ids, documents=documents, embeddings=embeddings, metadatas=metadatas, if_absent=True
+        )
         for i, fact in enumerate(memory.facts):
             try:
                 triple_id = uow.add_triple(

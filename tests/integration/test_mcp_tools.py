@@ -151,3 +151,224 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
         for r in got["hybrid_wing"]["results"]
     )
     search.close()
+
+
+def test_bad_arguments_come_back_as_tool_errors(mined):
+    """Each bad argument is an MCP tool error naming the argument, never a traceback."""
+
+    async def session():
+        async with stdio_session(pg_server(mined.path), mined.env) as pg:
+            around = "pg_search_around_entity"
+            return {
+                "hops": await pg.error(around, entity="Alice", query="x", hops=9),
+                "mode": await pg.error(around, entity="Alice", query="x", mode="sideways"),
+                "as_of": await pg.error(around, entity="Alice", query="x", as_of="2026-13-45"),
+                "entity": await pg.error(around, entity="  ", query="x"),
+                "query": await pg.error(around, entity="Alice", query=""),
+                "wing": await pg.error("pg_hybrid_search", query="x", wing="../etc"),
+                "limit": await pg.error("pg_hybrid_search", query="x", limit="many"),
+                "direction": await pg.error("pg_entity_facts", entity="Alice", direction="up"),
+                "missing": await pg.error("pg_entity_facts"),
+                "content": await pg.error("pg_file_memory", wing="w", room="r", content=" "),
+                "fact_shape": await pg.error(
+                    "pg_file_memory", wing="w", room="r", content="c", facts=[{"subject": "A", "object": "B"}]
+                ),
+                "fact_field": await pg.error(
+                    "pg_file_memory",
+                    wing="w",
+                    room="r",
+                    content="c",
+                    facts=[{"subject": "A", "predicate": "p", "object": "B", "since": "2020"}],
+                ),
+                "fact_date": await pg.error(
+                    "pg_file_memory",
+                    wing="w",
+                    room="r",
+                    content="c",
+                    facts=[{"subject": "A", "predicate": "p", "object": "B", "valid_from": "May 2020"}],
+                ),
+                # still answering after all of that
+                "after": await pg.call("pg_hybrid_search", query="basil", limit=1),
+            }
+
+    got = anyio.run(session)
+    after = got.pop("after")
+    assert len(after["results"]) == 1
+    for message in got.values():
+        assert "Traceback" not in message and 'File "' not in message, message
+    expected = {
+        "hops": "hops",
+        "mode": "mode",
+        "as_of": "as_of",
+        "entity": "entity must be a non-empty string",
+        "query": "query must be a non-empty string",
+        "wing": "wing contains invalid path characters",
+        "limit": "limit",
+        "direction": "direction",
+        "missing": "entity",
+        "content": "content must be a non-empty string",
+        "fact_shape": "facts[0].predicate",
+        "fact_field": "facts[0] has unknown field(s) since",
+        "fact_date": "facts[0].valid_from",
+    }
+    for argument, needle in expected.items():
+        assert needle in got[argument], (argument, got[argument])
+
+
+def _stored(palace_path: Path, drawer_ids: list, entity: str) -> tuple[list, list]:
+    """(the drawer ids of ``drawer_ids`` the palace holds, the facts about ``entity``), read afresh."""
+    from mempalace_pg.atomic import open_drawers
+
+    drawers, kg = open_drawers(str(palace_path), create=False)
+    try:
+        return drawers.get(ids=list(drawer_ids), include=[]).ids, kg.query_entity(entity)
+    finally:
+        kg.close()
+
+
+MEMORY = {
+    "wing": "team",
+    "room": "decisions",
+    "content": "Carol chose Tallinn for the 2027 offsite; Dave books the venue by March.",
+    "facts": [
+        {"subject": "Carol", "predicate": "chose", "object": "Tallinn offsite", "valid_from": "2026-11-30"},
+        {"subject": "Dave", "predicate": "books", "object": "Offsite venue"},
+    ],
+}
+
+
+def test_file_memory_is_one_transaction(mined, pg_dsn, pg_schema):
+    """A drawer and its facts are filed together or not at all: a fact that fails after the drawer
+    and an earlier fact were written, and a connection lost in the middle, both leave nothing."""
+    import psycopg
+
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph, entity_id_of
+
+    bad_second = {
+        **MEMORY,
+        "facts": [
+            MEMORY["facts"][0],
+            {**MEMORY["facts"][1], "valid_from": "2026-05-01", "valid_to": "2026-01-01"},
+        ],
+    }
+    kg = AgeKnowledgeGraph(palace_path=str(mined.path))
+    palace_pk = kg.palace_pk()
+    kg.close()
+
+    async def session():
+        async with stdio_session(pg_server(mined.path), mined.env) as pg:
+            # 1. the second fact's interval is inverted: add_triple refuses it inside the transaction
+            failed = await pg.error("pg_file_memory", **bad_second)
+            after_failure = _stored(mined.path, [_drawer_id(MEMORY)], "Carol")
+
+            # 2. the connection dies while the unit waits on the second fact's lock
+            holder = psycopg.connect(pg_dsn)
+            holder.execute(
+                f'SELECT "{pg_schema}".kg_lock_fact(%s, %s, %s, %s)',
+                (palace_pk, entity_id_of("Dave"), "books", entity_id_of("Offsite venue")),
+            )
+            async with anyio.create_task_group() as tg:
+                outcome = {}
+
+                async def file_it():
+                    outcome["message"] = await pg.error("pg_file_memory", **MEMORY)
+
+                tg.start_soon(file_it)
+                pid = await _backend_waiting_on_advisory_lock(pg_dsn)
+                with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                    # it has written (the drawer, Carol's fact): its transaction has an id
+                    wrote = admin.execute(
+                        "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = %s", (pid,)
+                    ).fetchone()[0]
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            holder.rollback()
+            holder.close()
+            after_kill = _stored(mined.path, [_drawer_id(MEMORY)], "Carol")
+
+            # 3. the same server files it whole once nothing is in the way, and a second time is a no-op
+            first = await pg.call("pg_file_memory", **MEMORY)
+            again = await pg.call("pg_file_memory", **MEMORY)
+            facts = await pg.call("pg_entity_facts", entity="Carol")
+            return failed, after_failure, wrote, outcome["message"], after_kill, first, again, facts
+
+    failed, after_failure, wrote, killed, after_kill, first, again, facts = anyio.run(session)
+    assert wrote
+    assert "facts[1]" in failed and "nothing was filed" in failed, failed
+    assert after_failure == ([], [])
+    assert "nothing was written" in killed and "Traceback" not in killed, killed
+    assert after_kill == ([], [])
+    assert first["drawer"] == "filed" and first["drawer_id"] == _drawer_id(MEMORY) and first["chunks"] == 1
+    assert [f["predicate"] for f in first["facts"]] == ["chose", "books"]
+    assert again["drawer"] == "already_exists"
+    assert [f["triple_id"] for f in again["facts"]] == [f["triple_id"] for f in first["facts"]]
+    drawers, carol = _stored(mined.path, [first["drawer_id"]], "Carol")
+    assert drawers == [first["drawer_id"]] and len(carol) == 1
+    assert facts["facts"][0]["source_drawer_id"] == first["drawer_id"]
+    assert facts["facts"][0]["document"] == MEMORY["content"] and facts["facts"][0]["evidence"] == "present"
+
+
+def _drawer_id(memory: dict) -> str:
+    from mempalace.ids import make_drawer_id_from_content
+
+    return make_drawer_id_from_content(memory["wing"], memory["room"], memory["content"])
+
+
+async def _backend_waiting_on_advisory_lock(dsn: str, timeout: float = 60) -> int:
+    import psycopg
+
+    with anyio.fail_after(timeout):
+        while True:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                    "WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = 'mempalace-pg'"
+                ).fetchone()
+            if row:
+                return row[0]
+            await anyio.sleep(0.05)
+
+
+def test_file_memory_concurrent_callers(mined):
+    """Six clients (six server processes) file at once: four memories about one team, and the same
+    memory twice. Every call succeeds; each drawer and each fact is stored once."""
+    memories = [
+        {
+            "wing": "team",
+            "room": "people",
+            "content": f"{who} joined the platform team in {month} and works with Erin.",
+            "facts": [
+                {"subject": who, "predicate": "member_of", "object": "Platform team"},
+                {"subject": who, "predicate": "works_with", "object": "Erin"},
+            ],
+        }
+        for who, month in (("Frank", "May"), ("Grace", "June"), ("Heidi", "July"), ("Ivan", "August"))
+    ]
+    memories += [MEMORY, MEMORY]
+
+    async def session():
+        answers = [None] * len(memories)
+
+        async def one(i):
+            async with stdio_session(pg_server(mined.path), mined.env) as pg:
+                answers[i] = await pg.call("pg_file_memory", **memories[i])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(memories)):
+                tg.start_soon(one, i)
+        async with stdio_session(pg_server(mined.path), mined.env) as pg:
+            team = await pg.call("pg_entity_facts", entity="Platform team", direction="incoming")
+            erin = await pg.call("pg_entity_facts", entity="Erin")
+        return answers, team, erin
+
+    answers, team, erin = anyio.run(session)
+    assert all(a["success"] for a in answers)
+    assert sorted(a["drawer"] for a in answers[-2:]) == ["already_exists", "filed"]
+    assert answers[-1]["drawer_id"] == answers[-2]["drawer_id"]
+    ids = [a["drawer_id"] for a in answers]
+    stored, carol = _stored(mined.path, ids, "Carol")
+    assert sorted(stored) == sorted(set(ids)) and len(set(ids)) == 5
+    assert len(carol) == 1
+    assert sorted(f["subject"] for f in team["facts"]) == ["Frank", "Grace", "Heidi", "Ivan"]
+    assert sorted(f["subject"] for f in erin["facts"]) == ["Frank", "Grace", "Heidi", "Ivan"]
+    by_subject = {a["facts"][0]["subject"]: a["drawer_id"] for a in answers[:4]}
+    assert all(f["source_drawer_id"] == by_subject[f["subject"]] for f in team["facts"])
