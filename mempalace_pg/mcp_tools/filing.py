@@ -10,8 +10,9 @@ Order of work, and why:
 1. every argument is checked (nothing is embedded for a call that cannot succeed);
 2. the drawer's text is embedded, *before* the transaction opens, so a slow embedder holds no lock;
 3. one :func:`~mempalace_pg.atomic.unit_of_work`: the drawer is inserted unless the palace already
-   holds it (a drawer is never rewritten: its id is a hash of its wing, room and content), then each fact is added; any error rolls all of it back, and the caller is told which fact
-   failed and that nothing was filed.
+   holds it (a drawer is never rewritten: its id is a hash of its wing, room and content), then each
+   fact is added; any error rolls all of it back, and the caller is told which fact failed and that
+   nothing was filed.
 
 Concurrent callers are safe: of two callers filing the same content, the second waits for the
 first's drawer insert, finds the drawer there and reports ``already_exists``; identical open facts

@@ -372,3 +372,120 @@ def test_file_memory_concurrent_callers(mined):
     assert sorted(f["subject"] for f in erin["facts"]) == ["Frank", "Grace", "Heidi", "Ivan"]
     by_subject = {a["facts"][0]["subject"]: a["drawer_id"] for a in answers[:4]}
     assert all(f["source_drawer_id"] == by_subject[f["subject"]] for f in team["facts"])
+
+
+def _serve(palace, env: dict, *extra) -> tuple:
+    """``mempalace serve`` (MemPalace's HTTP team server) on a free loopback port, with a token;
+    (process, url, token) once it answers its health check."""
+    import secrets
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    from palace_pair import MEMPALACE
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_hex(16)
+    proc = subprocess.Popen(
+        [
+            MEMPALACE,
+            "serve",
+            "--palace",
+            str(palace),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--token",
+            token,
+        ]
+        + list(extra),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).read()
+            return proc, f"http://127.0.0.1:{port}/mcp", token
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise AssertionError(f"mempalace serve did not start: {proc.stderr.read()[-3000:]}") from None
+            time.sleep(0.2)
+
+
+async def _refusal(call) -> str:
+    """The message of a call the server refuses at the protocol level (a JSON-RPC error)."""
+    from mcp import MCPError
+
+    try:
+        await call
+    except MCPError as exc:
+        return str(exc)
+    raise AssertionError("the call was not refused")
+
+
+def test_tools_over_mempalace_serve(mined):
+    """With MEMPALACE_PG_MCP_TOOLS=1 MemPalace's own HTTP team server carries the pg_* tools (token and
+    all); its --read-only mode leaves pg_file_memory out; without the variable nothing changes."""
+    from mcp_client import http_session
+
+    question = "what keeps the NAS running when the power goes out"
+    on = {**mined.env, "MEMPALACE_PG_MCP_TOOLS": "1"}
+    memory = {**MEMORY, "content": "Over HTTP: Carol moved the offsite to May.", "room": "http"}
+
+    async def over(calls, env, *extra):
+        proc, url, token = _serve(mined.path, env, *extra)
+        try:
+            async with http_session(url, token) as client:
+                return await calls(client)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+    async def team(client):
+        return (
+            await client.tool_names(),
+            await client.call(
+                "pg_search_around_entity", entity="Homelab NAS", query=question, hops=2, limit=3
+            ),
+            await client.call("pg_file_memory", **memory),
+            await client.call("pg_search_around_entity", entity="Alice", query="x", as_of="2026-13-45"),
+        )
+
+    async def read_only(client):
+        return (
+            await client.tool_names(),
+            await client.call("pg_hybrid_search", query="pg_dump restore", limit=1),
+            await _refusal(client.result("pg_file_memory", **memory)),
+        )
+
+    async def plain(client):
+        return await client.tool_names()
+
+    async def stdio_answer():
+        async with stdio_session(pg_server(mined.path), mined.env) as pg:
+            return await pg.call(
+                "pg_search_around_entity", entity="Homelab NAS", query=question, hops=2, limit=3
+            )
+
+    names, around, filed, bad_date = anyio.run(over, team, on)
+    assert PG_TOOLS | {"pg_file_memory", "mempalace_search", "mempalace_kg_add"} <= set(names)
+    assert around == anyio.run(stdio_answer)
+    assert filed["success"] is True and filed["drawer"] == "filed"
+    assert bad_date["success"] is False and "as_of" in bad_date["error"]
+    stored, _ = _stored(mined.path, [filed["drawer_id"]], "Carol")
+    assert stored == [filed["drawer_id"]]
+
+    names, hybrid, refused = anyio.run(over, read_only, on, "--read-only")
+    assert PG_TOOLS <= set(names) and "pg_file_memory" not in names and "mempalace_add_drawer" not in names
+    assert len(hybrid["results"]) == 1
+    assert "Unknown tool: pg_file_memory" in refused
+
+    assert not {n for n in anyio.run(over, plain, mined.env) if n.startswith("pg_")}
