@@ -9,6 +9,7 @@ answer is checked against :class:`~mempalace_pg.retrieval.PalaceSearch` called d
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import pytest
 from mcp_client import mempalace_server, pg_server, stdio_session
 from palace_pair import Palace
 
-CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "examples" / "corpus"
 
 #: (subject, predicate, object, valid_from, source file): facts a person would draw from the corpus.
 FACTS = [
@@ -489,3 +491,44 @@ def test_tools_over_mempalace_serve(mined):
     assert "Unknown tool: pg_file_memory" in refused
 
     assert not {n for n in anyio.run(over, plain, mined.env) if n.startswith("pg_")}
+
+
+def _readme_servers() -> dict:
+    """The ``mcpServers`` table of the README's client configuration, as a user copies it."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Client configuration") :]
+    start = section.index("```json\n") + len("```json\n")
+    return json.loads(section[start : section.index("```", start)])["mcpServers"]
+
+
+def test_a_client_configured_from_the_readme(mined, pg_dsn):
+    """Both servers of the README's snippet, started as a client starts them (the palace path and the
+    DSN put in for the placeholders), together give MemPalace's tools and ours, and both answer."""
+    from mcp_client import BIN
+
+    servers = _readme_servers()
+    assert set(servers) == {"mempalace", "mempalace-pg"}
+    placeholder = "/home/you/.mempalace/palace"
+
+    async def session():
+        names, answers = set(), {}
+        for name, entry in servers.items():
+            command = shutil.which(entry["command"], path=str(BIN))
+            assert command, f"{entry['command']} is not installed next to this Python"
+            args = [str(mined.path) if a == placeholder else a for a in entry["args"]]
+            assert str(mined.path) in args and set(entry["env"]) == {"MEMPALACE_PG_DSN"}
+            env = {**mined.env, **entry["env"], "MEMPALACE_PG_DSN": pg_dsn}
+            async with stdio_session([command, *args], env) as client:
+                names |= set(await client.tool_names())
+                if name == "mempalace-pg":
+                    answers[name] = await client.call(
+                        "pg_search_around_entity", entity="Homelab NAS", query="power cut", hops=2
+                    )
+                else:
+                    answers[name] = await client.call("mempalace_kg_query", entity="Homelab NAS")
+        return names, answers
+
+    names, answers = anyio.run(session)
+    assert PG_TOOLS | {"pg_file_memory", "mempalace_search", "mempalace_kg_add", "mempalace_status"} <= names
+    assert answers["mempalace-pg"]["hits"] and answers["mempalace-pg"]["entity_found"] is True
+    assert answers["mempalace"]["count"] == 4  # the NAS's three facts and Alice's
