@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 from mempalace_pg.config import Settings
 from mempalace_pg.mcp_tools.arguments import ToolInputError, date, entity_name, name
+from mempalace_pg.mcp_tools.embedding import document_vectors
 
 #: A memory filed in one call carries at most this many facts (one transaction; an AI that has more
 #: files them in several memories).
@@ -135,10 +136,9 @@ def drawers_of(memory: Memory) -> tuple[str, list[str], list[str], list[dict]]:
 def file(memory: Memory, *, palace_path: str, settings: Optional[Settings] = None) -> dict:
     """File ``memory`` in the palace at ``palace_path``: all of it, or (raising) nothing."""
     from mempalace_pg.atomic import unit_of_work
-    from mempalace_pg.retrieval import embed_documents
 
     drawer_id, ids, documents, metadatas = drawers_of(memory)
-    embeddings = embed_documents(documents, metadatas)
+    embeddings = document_vectors(documents, metadatas)
     filed = []
     with unit_of_work(palace_path, settings=settings) as uow:
         # all of a memory's drawers are written in one statement, so all exist or none does

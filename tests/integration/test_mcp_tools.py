@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_client import mempalace_server, pg_server, stdio_session
+from mcp_client import mempalace_server, pg_server, stdio_session, text_of
 from palace_pair import Palace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +105,9 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
             assert tools["pg_search_around_entity"].annotations.read_only_hint is True
             assert tools["pg_file_memory"].annotations.read_only_hint is False
             assert tools["pg_search_around_entity"].input_schema["required"] == ["entity", "query"]
+            # answers come as structured content, and the same JSON as text for clients without it
+            raw = await pg.result("pg_hybrid_search", query="basil", limit=2)
+            assert raw.structured_content["results"] and json.loads(text_of(raw)) == raw.structured_content
             return {
                 "around": await pg.call(
                     "pg_search_around_entity", entity="Homelab NAS", query=question, hops=2, limit=3
@@ -193,6 +196,18 @@ def test_bad_arguments_come_back_as_tool_errors(mined):
                 "after": await pg.call("pg_hybrid_search", query="basil", limit=1),
             }
 
+    async def no_embedder():
+        # an openai-compat endpoint that is down: the tool says so, and files nothing
+        env = {**mined.env, "MEMPALACE_EMBEDDING_API_URL": "http://127.0.0.1:9"}
+        async with stdio_session(pg_server(mined.path), env) as pg:
+            return (
+                await pg.error("pg_hybrid_search", query="basil"),
+                await pg.error("pg_file_memory", wing="w", room="r", content="never filed"),
+            )
+
+    query_failed, filing_failed = anyio.run(no_embedder)
+    assert "could not embed the query with MemPalace's configured embedder" in query_failed, query_failed
+    assert "could not embed the memory" in filing_failed and "nothing was written" in filing_failed
     got = anyio.run(session)
     after = got.pop("after")
     assert len(after["results"]) == 1
