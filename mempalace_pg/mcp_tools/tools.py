@@ -229,12 +229,13 @@ class PalaceTools:
 def _check_embedder(palace_path: str) -> None:
     """MemPalace's own check that its configured embedder is the one the palace's vectors came from
     (RFC 001): a query embedded by another model would be compared with the wrong vectors."""
+    from mempalace.backends.base import DimensionMismatchError, EmbedderIdentityMismatchError
     from mempalace.palace import get_collection
 
     try:
         get_collection(palace_path, create=False, read_only=True)
-    except ValueError as exc:  # DimensionMismatchError, an identity mismatch: what MemPalace says
-        raise ToolInputError(str(exc)) from None
+    except (EmbedderIdentityMismatchError, DimensionMismatchError, ValueError) as exc:
+        raise ToolInputError(str(exc)) from None  # what MemPalace says, with its remedy
     except Exception:  # noqa: BLE001 - anything else (no drawers yet): the tools themselves report it
         pass
 
