@@ -54,14 +54,18 @@ class UnitOfWork:
         ).format(drawers.partition.table)
 
     # -- drawers -----------------------------------------------------------------------------------
-    def add_drawers(self, *, ids, documents, embeddings, metadatas=None, replace: bool = False) -> None:
-        """Write drawers (validated first: nothing of a bad batch is written). ``replace=False`` is
-        ``add`` (an existing id fails the unit), ``replace=True`` is ``upsert``."""
+    def add_drawers(
+        self, *, ids, documents, embeddings, metadatas=None, replace: bool = False, if_absent: bool = False
+    ) -> int:
+        """Write drawers (validated first: nothing of a bad batch is written) and return how many were
+        written. ``replace=False`` is ``add``: an existing id fails the unit, or with ``if_absent``
+        writes nothing of the batch and returns 0 (a concurrent unit adding the same ids is waited
+        for); ``replace=True`` is ``upsert``."""
         part = self.drawers.partition
         batch = clean_batch(ids, documents, metadatas, embeddings)
         ids, documents, metas, matrix = batch.ids, batch.documents, batch.metadatas, batch.matrix
         if not ids:
-            return
+            return 0
         dim = batch.dimension
         part.check_dimension(dim)
         part.dimension = part.claim_width(self.connection, dim)
@@ -69,11 +73,14 @@ class UnitOfWork:
             with self.connection.transaction():  # a savepoint: the error below leaves the unit usable
                 part.write_rows(self.connection, ids, documents, metas, matrix, replace=replace)
         except psycopg.errors.UniqueViolation:
+            if if_absent:
+                return 0
             raise ValueError(
                 f"drawer ids already exist in this palace ({ids[:5]}...); nothing of this "
                 "batch was written (use replace=True to overwrite)"
             ) from None
         self._written += len(ids)
+        return len(ids)
 
     def has_drawer(self, drawer_id: str) -> bool:
         """Whether the palace holds a drawer with this id, as this transaction sees it."""

@@ -28,6 +28,8 @@ facts)
 _sqlite_graph_stats)                   graph_stats count wings and rooms from Chroma's tables;
                                        here from the counts PostgreSQL keeps, so drawers
                                        without a wing show as ``unknown`` exactly as on Chroma
+``mcp_server`` (TOOLS), only with      the pg_* tools (:mod:`mempalace_pg.mcp_tools`) in
+``MEMPALACE_PG_MCP_TOOLS=1``           MemPalace's own server, so over ``mempalace serve``
 ``backends.chroma``                    ``mempalace status`` tallies wings and rooms with Chroma's
 (_sqlite_wing_room_counts)             reader whatever the backend; for a postgres palace, from
                                        the counts PostgreSQL keeps (no scan of the drawers)
@@ -240,7 +242,11 @@ def _patch_kg_normalize(module) -> None:
 
 
 def _patch_mcp_server(module) -> None:
+    from mempalace_pg.mcp_tools import in_mempalace
+
     _patch_knowledge_graph(module)
+    if in_mempalace.enabled():
+        in_mempalace.register(module)
     for name, replacement in (("_sqlite_taxonomy", _mcp_taxonomy), ("_sqlite_graph_stats", _mcp_graph_stats)):
         original = getattr(module, name, None)
         if original is not None:

@@ -99,3 +99,34 @@ echo "   (drawers that facts within 2 hops of the NAS were drawn from, ranked by
 "$bin/mempalace-pg" search around "Homelab NAS" "what happens when the power goes out" --hops 2 -n 3 --palace "$work/palace"
 echo; echo "== mempalace-pg search hybrid \"pg_dump restore\"   (vector + full-text ranks fused)"
 "$bin/mempalace-pg" search hybrid "pg_dump restore" -n 3 --palace "$work/palace"
+echo; echo "== an AI client over MCP: mempalace-pg mcp, started and spoken to by the official MCP SDK's client"
+echo "   (files a memory and its fact in one transaction, then finds it around the NAS, which it never names:"
+echo "    the graph links the NAS to the UPS, and the new fact is about the UPS)"
+PALACE="$work/palace" "$py" - <<'PY'
+import os, sys
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    server = StdioServerParameters(command=os.path.join(os.path.dirname(sys.executable), "mempalace-pg"),
+                                   args=["mcp", "--palace", os.environ["PALACE"]], env=dict(os.environ))
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        print("tools:", ", ".join(t.name for t in (await client.list_tools()).tools))
+        filed = (await client.call_tool("pg_file_memory", {
+            "wing": "corpus", "room": "homelab",
+            "content": "New batteries went into the UPS on 28 November; a test run held the rack for 65 minutes.",
+            "facts": [{"subject": "UPS", "predicate": "battery_replaced", "object": "New UPS batteries",
+                       "valid_from": "2026-11-28"}]})).structured_content
+        print(f"pg_file_memory: drawer {filed['drawer']}, {len(filed['facts'])} fact")
+        found = (await client.call_tool("pg_search_around_entity", {
+            "entity": "Homelab NAS", "query": "how long does the NAS run on battery now", "hops": 2,
+            "limit": 2})).structured_content
+        for hit in found["hits"]:
+            facts = "; ".join(f"{f['subject']} —{f['predicate']}→ {f['object']}" for f in hit["facts"])
+            text = " ".join(hit["document"].split())
+            print(f"  similarity {hit['similarity']:.3f}  {text[:58]}…\n      {facts}")
+
+anyio.run(main)
+PY

@@ -9,13 +9,14 @@ Order of work, and why:
 
 1. every argument is checked (nothing is embedded for a call that cannot succeed);
 2. the drawer's text is embedded, *before* the transaction opens, so a slow embedder holds no lock;
-3. one :func:`~mempalace_pg.atomic.unit_of_work`: the drawer is written unless the palace already holds
-   it, then each fact is added; any error rolls all of it back, and the caller is told which fact
-   failed and that nothing was filed.
+3. one :func:`~mempalace_pg.atomic.unit_of_work`: the drawer is inserted unless the palace already
+   holds it (a drawer is never rewritten: its id is a hash of its wing, room and content), then each
+   fact is added; any error rolls all of it back, and the caller is told which fact failed and that
+   nothing was filed.
 
-Concurrent callers are safe: the drawer is written by upsert (two callers filing the same content
-write one drawer, the second rewriting identical text), and identical open facts are serialised by
-the graph's per-fact lock into one.
+Concurrent callers are safe: of two callers filing the same content, the second waits for the
+first's drawer insert, finds the drawer there and reports ``already_exists``; identical open facts
+are serialised by the graph's per-fact lock into one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Optional
 
 from mempalace_pg.config import Settings
 from mempalace_pg.mcp_tools.arguments import ToolInputError, date, entity_name, name
+from mempalace_pg.mcp_tools.embedding import document_vectors
 
 #: A memory filed in one call carries at most this many facts (one transaction; an AI that has more
 #: files them in several memories).
@@ -134,18 +136,15 @@ def drawers_of(memory: Memory) -> tuple[str, list[str], list[str], list[dict]]:
 def file(memory: Memory, *, palace_path: str, settings: Optional[Settings] = None) -> dict:
     """File ``memory`` in the palace at ``palace_path``: all of it, or (raising) nothing."""
     from mempalace_pg.atomic import unit_of_work
-    from mempalace_pg.retrieval import embed_documents
 
     drawer_id, ids, documents, metadatas = drawers_of(memory)
-    embeddings = embed_documents(documents, metadatas)
+    embeddings = document_vectors(documents, metadatas)
     filed = []
     with unit_of_work(palace_path, settings=settings) as uow:
-        # the last id stands for the whole memory: its drawers are written in one statement
-        existed = uow.has_drawer(ids[-1])
-        if not existed:
-            uow.add_drawers(
-                ids=ids, documents=documents, embeddings=embeddings, metadatas=metadatas, replace=True
-            )
+        # all of a memory's drawers are written in one statement, so all exist or none does
+        existed = not uow.add_drawers(
+            ids=ids, documents=documents, embeddings=embeddings, metadatas=metadatas, if_absent=True
+        )
         for i, fact in enumerate(memory.facts):
             try:
                 triple_id = uow.add_triple(

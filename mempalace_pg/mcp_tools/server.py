@@ -72,6 +72,10 @@ FactList = Annotated[
 ]
 
 
+#: What every tool returns: a JSON object, sent as the result's structured content (and as text).
+Answer = dict[str, Any]
+
+
 def _annotations(read_only: bool) -> ToolAnnotations:
     return ToolAnnotations(
         read_only_hint=read_only, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -121,7 +125,7 @@ def build_server(tools: PalaceTools) -> MCPServer:
         limit: Limit = 5,
         wing: Wing = None,
         room: Room = None,
-    ) -> dict:
+    ) -> Answer:
         return run(
             "search_around_entity",
             entity=entity,
@@ -143,17 +147,17 @@ def build_server(tools: PalaceTools) -> MCPServer:
         as_of: AsOf = None,
         direction: Direction = "both",
         limit: Annotated[int, Field(description="At most this many facts (1-100)")] = 50,
-    ) -> dict:
+    ) -> Answer:
         return run("entity_facts", entity=entity, query=query, as_of=as_of, direction=direction, limit=limit)
 
     @tool
     def pg_entities_for_query(
         query: Query, limit: Limit = 10, as_of: AsOf = None, wing: Wing = None, room: Room = None
-    ) -> dict:
+    ) -> Answer:
         return run("entities_for_query", query=query, limit=limit, as_of=as_of, wing=wing, room=room)
 
     @tool
-    def pg_hybrid_search(query: Query, limit: Limit = 5, wing: Wing = None, room: Room = None) -> dict:
+    def pg_hybrid_search(query: Query, limit: Limit = 5, wing: Wing = None, room: Room = None) -> Answer:
         return run("hybrid_search", query=query, limit=limit, wing=wing, room=room)
 
     @tool
@@ -164,7 +168,7 @@ def build_server(tools: PalaceTools) -> MCPServer:
         facts: FactList = None,
         source_file: Annotated[Optional[str], Field(description="Where the memory came from")] = None,
         added_by: Annotated[str, Field(description="Who files it")] = "mcp",
-    ) -> dict:
+    ) -> Answer:
         return run(
             "file_memory",
             wing=wing,

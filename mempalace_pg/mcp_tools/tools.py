@@ -34,6 +34,7 @@ from mempalace_pg.mcp_tools.arguments import (
     query_text,
     whole_number,
 )
+from mempalace_pg.mcp_tools.embedding import query_vector
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class PalaceTools:
         wing: Optional[str] = None,
         room: Optional[str] = None,
     ) -> dict:
-        from mempalace_pg.retrieval import MAX_HOPS, embed_query
+        from mempalace_pg.retrieval import MAX_HOPS
 
         entity = entity_name(entity)
         query = query_text(query)
@@ -156,7 +157,7 @@ class PalaceTools:
         wing, room = optional_name(wing, "wing"), optional_name(room, "room")
         return self._palace().around_entity(
             entity,
-            embed_query(query),
+            query_vector(query),
             hops=hops,
             as_of=as_of,
             n_results=limit,
@@ -173,14 +174,12 @@ class PalaceTools:
         direction: str = "both",
         limit: int = 50,
     ) -> dict:
-        from mempalace_pg.retrieval import embed_query
-
         entity = entity_name(entity)
         query = None if query is None or query == "" else query_text(query)
         as_of = date(as_of, "as_of")
         direction = choice(direction, "direction", ("outgoing", "incoming", "both"))
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
-        vector = embed_query(query) if query else None
+        vector = query_vector(query) if query else None
         return self._palace().facts_with_evidence(
             entity, vector, as_of=as_of, direction=direction, limit=limit
         )
@@ -193,26 +192,22 @@ class PalaceTools:
         wing: Optional[str] = None,
         room: Optional[str] = None,
     ) -> dict:
-        from mempalace_pg.retrieval import embed_query
-
         query = query_text(query)
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
         as_of = date(as_of, "as_of")
         wing, room = optional_name(wing, "wing"), optional_name(room, "room")
         rows = self._palace().entities_for_query(
-            embed_query(query), n_results=limit, as_of=as_of, wing=wing, room=room
+            query_vector(query), n_results=limit, as_of=as_of, wing=wing, room=room
         )
         return {"entities": rows}
 
     def hybrid_search(
         self, query: str, limit: int = 5, wing: Optional[str] = None, room: Optional[str] = None
     ) -> dict:
-        from mempalace_pg.retrieval import embed_query
-
         query = query_text(query)
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
         wing, room = optional_name(wing, "wing"), optional_name(room, "room")
-        rows = self._palace().hybrid(query, embed_query(query), n_results=limit, wing=wing, room=room)
+        rows = self._palace().hybrid(query, query_vector(query), n_results=limit, wing=wing, room=room)
         return {"results": rows}
 
     def file_memory(
@@ -234,12 +229,13 @@ class PalaceTools:
 def _check_embedder(palace_path: str) -> None:
     """MemPalace's own check that its configured embedder is the one the palace's vectors came from
     (RFC 001): a query embedded by another model would be compared with the wrong vectors."""
+    from mempalace.backends.base import DimensionMismatchError, EmbedderIdentityMismatchError
     from mempalace.palace import get_collection
 
     try:
         get_collection(palace_path, create=False, read_only=True)
-    except ValueError as exc:  # DimensionMismatchError, an identity mismatch: what MemPalace says
-        raise ToolInputError(str(exc)) from None
+    except (EmbedderIdentityMismatchError, DimensionMismatchError, ValueError) as exc:
+        raise ToolInputError(str(exc)) from None  # what MemPalace says, with its remedy
     except Exception:  # noqa: BLE001 - anything else (no drawers yet): the tools themselves report it
         pass
 

@@ -8,6 +8,8 @@ MemPalace binds anything (``mempalace_pg_hooks.pth``) needs no database: tests/u
 
 from __future__ import annotations
 
+import os
+
 from palace_pair import Palace
 
 
@@ -56,3 +58,22 @@ def test_a_stray_sqlite_graph_in_a_postgres_palace_is_never_read(tmp_path, embed
     stray = sqlite_class()(str(p.path / "knowledge_graph.sqlite3"))
     assert stray.stats()["triples"] == 5
     stray.close()
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(pg_env):
+    """`mempalace-pg ... | head` : when stdout's reader has gone, the command stops quietly."""
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes its first line
+    proc = subprocess.run(
+        [sys.executable, "-m", "mempalace_pg.cli", "db", "current"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+    os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    assert proc.stderr == ""

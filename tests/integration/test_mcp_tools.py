@@ -9,16 +9,18 @@ answer is checked against :class:`~mempalace_pg.retrieval.PalaceSearch` called d
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import anyio
 import pytest
 
-from mcp_client import mempalace_server, pg_server, stdio_session
+from mcp_client import mempalace_server, pg_server, stdio_session, text_of
 from palace_pair import Palace
 
-CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "examples" / "corpus"
 
 #: (subject, predicate, object, valid_from, source file): facts a person would draw from the corpus.
 FACTS = [
@@ -103,6 +105,9 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
             assert tools["pg_search_around_entity"].annotations.read_only_hint is True
             assert tools["pg_file_memory"].annotations.read_only_hint is False
             assert tools["pg_search_around_entity"].input_schema["required"] == ["entity", "query"]
+            # answers come as structured content, and the same JSON as text for clients without it
+            raw = await pg.result("pg_hybrid_search", query="basil", limit=2)
+            assert raw.structured_content["results"] and json.loads(text_of(raw)) == raw.structured_content
             return {
                 "around": await pg.call(
                     "pg_search_around_entity", entity="Homelab NAS", query=question, hops=2, limit=3
@@ -151,3 +156,394 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
         for r in got["hybrid_wing"]["results"]
     )
     search.close()
+
+
+def test_bad_arguments_come_back_as_tool_errors(mined):
+    """Each bad argument is an MCP tool error naming the argument, never a traceback."""
+
+    async def session():
+        async with stdio_session(pg_server(mined.path), mined.env) as pg:
+            around = "pg_search_around_entity"
+            return {
+                "hops": await pg.error(around, entity="Alice", query="x", hops=9),
+                "mode": await pg.error(around, entity="Alice", query="x", mode="sideways"),
+                "as_of": await pg.error(around, entity="Alice", query="x", as_of="2026-13-45"),
+                "entity": await pg.error(around, entity="  ", query="x"),
+                "query": await pg.error(around, entity="Alice", query=""),
+                "wing": await pg.error("pg_hybrid_search", query="x", wing="../etc"),
+                "limit": await pg.error("pg_hybrid_search", query="x", limit="many"),
+                "direction": await pg.error("pg_entity_facts", entity="Alice", direction="up"),
+                "missing": await pg.error("pg_entity_facts"),
+                "content": await pg.error("pg_file_memory", wing="w", room="r", content=" "),
+                "fact_shape": await pg.error(
+                    "pg_file_memory", wing="w", room="r", content="c", facts=[{"subject": "A", "object": "B"}]
+                ),
+                "fact_field": await pg.error(
+                    "pg_file_memory",
+                    wing="w",
+                    room="r",
+                    content="c",
+                    facts=[{"subject": "A", "predicate": "p", "object": "B", "since": "2020"}],
+                ),
+                "fact_date": await pg.error(
+                    "pg_file_memory",
+                    wing="w",
+                    room="r",
+                    content="c",
+                    facts=[{"subject": "A", "predicate": "p", "object": "B", "valid_from": "May 2020"}],
+                ),
+                # still answering after all of that
+                "after": await pg.call("pg_hybrid_search", query="basil", limit=1),
+            }
+
+    async def no_embedder():
+        # an openai-compat endpoint that is down: the tool says so, and files nothing
+        env = {**mined.env, "MEMPALACE_EMBEDDING_API_URL": "http://127.0.0.1:9"}
+        async with stdio_session(pg_server(mined.path), env) as pg:
+            return (
+                await pg.error("pg_hybrid_search", query="basil"),
+                await pg.error("pg_file_memory", wing="w", room="r", content="never filed"),
+            )
+
+    query_failed, filing_failed = anyio.run(no_embedder)
+    assert "could not embed the query with MemPalace's configured embedder" in query_failed, query_failed
+    assert "could not embed the memory" in filing_failed and "nothing was written" in filing_failed
+    got = anyio.run(session)
+    after = got.pop("after")
+    assert len(after["results"]) == 1
+    for message in got.values():
+        assert "Traceback" not in message and 'File "' not in message, message
+    expected = {
+        "hops": "hops",
+        "mode": "mode",
+        "as_of": "as_of",
+        "entity": "entity must be a non-empty string",
+        "query": "query must be a non-empty string",
+        "wing": "wing contains invalid path characters",
+        "limit": "limit",
+        "direction": "direction",
+        "missing": "entity",
+        "content": "content must be a non-empty string",
+        "fact_shape": "facts[0].predicate",
+        "fact_field": "facts[0] has unknown field(s) since",
+        "fact_date": "facts[0].valid_from",
+    }
+    for argument, needle in expected.items():
+        assert needle in got[argument], (argument, got[argument])
+
+
+def _stored(palace_path: Path, drawer_ids: list, entity: str) -> tuple[list, list]:
+    """(the drawer ids of ``drawer_ids`` the palace holds, the facts about ``entity``), read afresh."""
+    from mempalace_pg.atomic import open_drawers
+
+    drawers, kg = open_drawers(str(palace_path), create=False)
+    try:
+        return drawers.get(ids=list(drawer_ids), include=[]).ids, kg.query_entity(entity)
+    finally:
+        kg.close()
+
+
+MEMORY = {
+    "wing": "team",
+    "room": "decisions",
+    "content": "Carol chose Tallinn for the 2027 offsite; Dave books the venue by March.",
+    "facts": [
+        {"subject": "Carol", "predicate": "chose", "object": "Tallinn offsite", "valid_from": "2026-11-30"},
+        {"subject": "Dave", "predicate": "books", "object": "Offsite venue"},
+    ],
+}
+
+
+def test_file_memory_is_one_transaction(mined, pg_dsn, pg_schema):
+    """A drawer and its facts are filed together or not at all: a fact that fails after the drawer
+    and an earlier fact were written, and a connection lost in the middle, both leave nothing."""
+    import psycopg
+
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph, entity_id_of
+
+    bad_second = {
+        **MEMORY,
+        "facts": [
+            MEMORY["facts"][0],
+            {**MEMORY["facts"][1], "valid_from": "2026-05-01", "valid_to": "2026-01-01"},
+        ],
+    }
+    kg = AgeKnowledgeGraph(palace_path=str(mined.path))
+    palace_pk = kg.palace_pk()
+    kg.close()
+
+    async def session():
+        async with stdio_session(pg_server(mined.path), mined.env) as pg:
+            # 1. the second fact's interval is inverted: add_triple refuses it inside the transaction
+            failed = await pg.error("pg_file_memory", **bad_second)
+            after_failure = _stored(mined.path, [_drawer_id(MEMORY)], "Carol")
+
+            # 2. the connection dies while the unit waits on the second fact's lock
+            holder = psycopg.connect(pg_dsn)
+            holder.execute(
+                f'SELECT "{pg_schema}".kg_lock_fact(%s, %s, %s, %s)',
+                (palace_pk, entity_id_of("Dave"), "books", entity_id_of("Offsite venue")),
+            )
+            async with anyio.create_task_group() as tg:
+                outcome = {}
+
+                async def file_it():
+                    outcome["message"] = await pg.error("pg_file_memory", **MEMORY)
+
+                tg.start_soon(file_it)
+                pid = await _backend_waiting_on_advisory_lock(pg_dsn)
+                with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                    # it has written (the drawer, Carol's fact): its transaction has an id
+                    wrote = admin.execute(
+                        "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = %s", (pid,)
+                    ).fetchone()[0]
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            holder.rollback()
+            holder.close()
+            after_kill = _stored(mined.path, [_drawer_id(MEMORY)], "Carol")
+
+            # 3. the same server files it whole once nothing is in the way, and a second time is a no-op
+            first = await pg.call("pg_file_memory", **MEMORY)
+            again = await pg.call("pg_file_memory", **MEMORY)
+            facts = await pg.call("pg_entity_facts", entity="Carol")
+            return failed, after_failure, wrote, outcome["message"], after_kill, first, again, facts
+
+    failed, after_failure, wrote, killed, after_kill, first, again, facts = anyio.run(session)
+    assert wrote
+    assert "facts[1]" in failed and "nothing was filed" in failed, failed
+    assert after_failure == ([], [])
+    assert "nothing was written" in killed and "Traceback" not in killed, killed
+    assert after_kill == ([], [])
+    assert first["drawer"] == "filed" and first["drawer_id"] == _drawer_id(MEMORY) and first["chunks"] == 1
+    assert [f["predicate"] for f in first["facts"]] == ["chose", "books"]
+    assert again["drawer"] == "already_exists"
+    assert [f["triple_id"] for f in again["facts"]] == [f["triple_id"] for f in first["facts"]]
+    drawers, carol = _stored(mined.path, [first["drawer_id"]], "Carol")
+    assert drawers == [first["drawer_id"]] and len(carol) == 1
+    assert facts["facts"][0]["source_drawer_id"] == first["drawer_id"]
+    assert facts["facts"][0]["document"] == MEMORY["content"] and facts["facts"][0]["evidence"] == "present"
+
+
+def _drawer_id(memory: dict) -> str:
+    from mempalace.ids import make_drawer_id_from_content
+
+    return make_drawer_id_from_content(memory["wing"], memory["room"], memory["content"])
+
+
+async def _backend_waiting_on_advisory_lock(dsn: str, timeout: float = 60) -> int:
+    import psycopg
+
+    with anyio.fail_after(timeout):
+        while True:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                    "WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = 'mempalace-pg'"
+                ).fetchone()
+            if row:
+                return row[0]
+            await anyio.sleep(0.05)
+
+
+def test_file_memory_concurrent_callers(mined):
+    """Six clients (six server processes) file at once: four memories about one team, and the same
+    memory twice. Every call succeeds; each drawer and each fact is stored once."""
+    memories = [
+        {
+            "wing": "team",
+            "room": "people",
+            "content": f"{who} joined the platform team in {month} and works with Erin.",
+            "facts": [
+                {"subject": who, "predicate": "member_of", "object": "Platform team"},
+                {"subject": who, "predicate": "works_with", "object": "Erin"},
+            ],
+        }
+        for who, month in (("Frank", "May"), ("Grace", "June"), ("Heidi", "July"), ("Ivan", "August"))
+    ]
+    memories += [MEMORY, MEMORY]
+
+    async def session():
+        answers = [None] * len(memories)
+
+        async def one(i):
+            async with stdio_session(pg_server(mined.path), mined.env) as pg:
+                answers[i] = await pg.call("pg_file_memory", **memories[i])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(memories)):
+                tg.start_soon(one, i)
+        async with stdio_session(pg_server(mined.path), mined.env) as pg:
+            team = await pg.call("pg_entity_facts", entity="Platform team", direction="incoming")
+            erin = await pg.call("pg_entity_facts", entity="Erin")
+        return answers, team, erin
+
+    answers, team, erin = anyio.run(session)
+    assert all(a["success"] for a in answers)
+    assert sorted(a["drawer"] for a in answers[-2:]) == ["already_exists", "filed"]
+    assert answers[-1]["drawer_id"] == answers[-2]["drawer_id"]
+    ids = [a["drawer_id"] for a in answers]
+    stored, carol = _stored(mined.path, ids, "Carol")
+    assert sorted(stored) == sorted(set(ids)) and len(set(ids)) == 5
+    assert len(carol) == 1
+    assert sorted(f["subject"] for f in team["facts"]) == ["Frank", "Grace", "Heidi", "Ivan"]
+    assert sorted(f["subject"] for f in erin["facts"]) == ["Frank", "Grace", "Heidi", "Ivan"]
+    by_subject = {a["facts"][0]["subject"]: a["drawer_id"] for a in answers[:4]}
+    assert all(f["source_drawer_id"] == by_subject[f["subject"]] for f in team["facts"])
+
+
+def _serve(palace, env: dict, *extra) -> tuple:
+    """``mempalace serve`` (MemPalace's HTTP team server) on a free loopback port, with a token;
+    (process, url, token) once it answers its health check."""
+    import secrets
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    from palace_pair import MEMPALACE
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_hex(16)
+    proc = subprocess.Popen(
+        [
+            MEMPALACE,
+            "serve",
+            "--palace",
+            str(palace),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--token",
+            token,
+        ]
+        + list(extra),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).read()
+            return proc, f"http://127.0.0.1:{port}/mcp", token
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise AssertionError(f"mempalace serve did not start: {proc.stderr.read()[-3000:]}") from None
+            time.sleep(0.2)
+
+
+async def _refusal(call) -> str:
+    """The message of a call the server refuses at the protocol level (a JSON-RPC error)."""
+    from mcp import MCPError
+
+    try:
+        await call
+    except MCPError as exc:
+        return str(exc)
+    raise AssertionError("the call was not refused")
+
+
+def test_tools_over_mempalace_serve(mined):
+    """With MEMPALACE_PG_MCP_TOOLS=1 MemPalace's own HTTP team server carries the pg_* tools (token and
+    all); its --read-only mode leaves pg_file_memory out; without the variable nothing changes."""
+    from mcp_client import http_session
+
+    question = "what keeps the NAS running when the power goes out"
+    on = {**mined.env, "MEMPALACE_PG_MCP_TOOLS": "1"}
+    memory = {**MEMORY, "content": "Over HTTP: Carol moved the offsite to May.", "room": "http"}
+
+    async def over(calls, env, *extra):
+        proc, url, token = _serve(mined.path, env, *extra)
+        try:
+            async with http_session(url, token) as client:
+                return await calls(client)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+    async def team(client):
+        return (
+            await client.tool_names(),
+            await client.call(
+                "pg_search_around_entity", entity="Homelab NAS", query=question, hops=2, limit=3
+            ),
+            await client.call("pg_file_memory", **memory),
+            await client.call("pg_search_around_entity", entity="Alice", query="x", as_of="2026-13-45"),
+        )
+
+    async def read_only(client):
+        return (
+            await client.tool_names(),
+            await client.call("pg_hybrid_search", query="pg_dump restore", limit=1),
+            await _refusal(client.result("pg_file_memory", **memory)),
+        )
+
+    async def plain(client):
+        return await client.tool_names()
+
+    async def stdio_answer():
+        async with stdio_session(pg_server(mined.path), mined.env) as pg:
+            return await pg.call(
+                "pg_search_around_entity", entity="Homelab NAS", query=question, hops=2, limit=3
+            )
+
+    names, around, filed, bad_date = anyio.run(over, team, on)
+    assert PG_TOOLS | {"pg_file_memory", "mempalace_search", "mempalace_kg_add"} <= set(names)
+    assert around == anyio.run(stdio_answer)
+    assert filed["success"] is True and filed["drawer"] == "filed"
+    assert bad_date["success"] is False and "as_of" in bad_date["error"]
+    stored, _ = _stored(mined.path, [filed["drawer_id"]], "Carol")
+    assert stored == [filed["drawer_id"]]
+
+    names, hybrid, refused = anyio.run(over, read_only, on, "--read-only")
+    assert PG_TOOLS <= set(names) and "pg_file_memory" not in names and "mempalace_add_drawer" not in names
+    assert len(hybrid["results"]) == 1
+    assert "Unknown tool: pg_file_memory" in refused
+
+    assert not {n for n in anyio.run(over, plain, mined.env) if n.startswith("pg_")}
+
+
+def _readme_servers() -> dict:
+    """The ``mcpServers`` table of the README's client configuration, as a user copies it."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Client configuration") :]
+    start = section.index("```json\n") + len("```json\n")
+    return json.loads(section[start : section.index("```", start)])["mcpServers"]
+
+
+def test_a_client_configured_from_the_readme(mined, pg_dsn):
+    """Both servers of the README's snippet, started as a client starts them (the palace path and the
+    DSN put in for the placeholders), together give MemPalace's tools and ours, and both answer."""
+    from mcp_client import BIN
+
+    servers = _readme_servers()
+    assert set(servers) == {"mempalace", "mempalace-pg"}
+    placeholder = "/home/you/.mempalace/palace"
+
+    async def session():
+        names, answers = set(), {}
+        for name, entry in servers.items():
+            command = shutil.which(entry["command"], path=str(BIN))
+            assert command, f"{entry['command']} is not installed next to this Python"
+            args = [str(mined.path) if a == placeholder else a for a in entry["args"]]
+            assert str(mined.path) in args and set(entry["env"]) == {"MEMPALACE_PG_DSN"}
+            env = {**mined.env, **entry["env"], "MEMPALACE_PG_DSN": pg_dsn}
+            async with stdio_session([command, *args], env) as client:
+                names |= set(await client.tool_names())
+                if name == "mempalace-pg":
+                    answers[name] = await client.call(
+                        "pg_search_around_entity", entity="Homelab NAS", query="power cut", hops=2
+                    )
+                else:
+                    answers[name] = await client.call("mempalace_kg_query", entity="Homelab NAS")
+        return names, answers
+
+    names, answers = anyio.run(session)
+    assert PG_TOOLS | {"pg_file_memory", "mempalace_search", "mempalace_kg_add", "mempalace_status"} <= names
+    assert answers["mempalace-pg"]["hits"] and answers["mempalace-pg"]["entity_found"] is True
+    assert answers["mempalace"]["count"] == 4  # the NAS's three facts and Alice's

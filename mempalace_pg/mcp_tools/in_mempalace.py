@@ -1,0 +1,103 @@
+"""The palace's tools inside MemPalace's own MCP server, so a team reaches them over ``mempalace serve``.
+
+``mempalace serve`` (MemPalace's HTTP team server: bearer token, TLS, read-only mode) runs
+``python -m mempalace.mcp_server --transport http`` and serves only the tools in that module's
+``TOOLS`` table. A separate server cannot be reached through it, so when the environment has
+``MEMPALACE_PG_MCP_TOOLS=1`` the import hook (:mod:`mempalace_pg.hooks`) calls :func:`register`
+right after ``mempalace.mcp_server`` is imported, in every process that runs MemPalace's server
+(``mempalace serve``'s child inherits the variable; so do ``mempalace-mcp`` and
+``python -m mempalace.mcp_server``). Opt-in, because it changes MemPalace's own tool list.
+
+What MemPalace's table needs is ``{description, input_schema, handler, read_only}`` (the shape of its
+own entries; ``TOOLS`` is the import path MemPalace 3.10's changelog keeps public). The schemas are
+the ones the SDK server publishes (:mod:`~mempalace_pg.mcp_tools.server`), so both servers describe
+the tools identically. Errors follow MemPalace's convention for its own tools: a result
+``{"success": false, "error": ...}``.
+
+The palace is the one MemPalace's server serves (``--palace``, or its configuration), looked up on
+each call because the server applies ``--palace`` after this module runs. For a palace that is not
+a postgres palace each tool answers with an error saying so. In ``--read-only`` mode
+``pg_file_memory`` is left out of the list and refused, as MemPalace's own write tools are.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Optional
+
+ENABLE_VARIABLE = "MEMPALACE_PG_MCP_TOOLS"
+
+_tools = {}  # palace directory -> PalaceTools
+_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    return os.environ.get(ENABLE_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _palace_tools(palace: str):
+    from mempalace_pg.mcp_tools.tools import PalaceTools
+
+    with _lock:
+        if palace not in _tools:
+            _tools[palace] = PalaceTools(palace)
+        return _tools[palace]
+
+
+def _read_only(module) -> bool:
+    # MemPalace keeps --read-only in a module global (set by main() after this module ran) and in the
+    # environment variable its docs name.
+    flag = os.environ.get("MEMPALACE_MCP_READ_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
+    return bool(getattr(module, "_READ_ONLY", False)) or flag
+
+
+def _handler(module, method: str, read_only: bool):
+    from mempalace_pg.graph.routing import configured_palace
+    from mempalace_pg.marker import has_marker
+    from mempalace_pg.mcp_tools.arguments import ToolInputError
+    from mempalace_pg.mcp_tools.server import answer
+
+    def handler(**arguments) -> dict:
+        if not read_only and _read_only(module):
+            return {"success": False, "error": "Server is in read-only mode; this tool is disabled"}
+        palace: Optional[str] = configured_palace()
+        if not palace or not has_marker(palace):
+            return {
+                "success": False,
+                "error": f"the palace {palace or '(none configured)'} is not on the postgres backend; "
+                "the pg_* tools need a postgres palace (mempalace init --backend postgres)",
+            }
+        try:
+            return answer(_palace_tools(palace), method, arguments)
+        except ToolInputError as exc:
+            return {"success": False, "error": str(exc)}
+
+    handler.__qualname__ = f"pg_{method}"
+    return handler
+
+
+def register(module) -> None:
+    """Add the tools to ``module`` (``mempalace.mcp_server``)'s ``TOOLS``."""
+    import anyio
+
+    from mempalace_pg.mcp_tools.server import build_server
+    from mempalace_pg.mcp_tools.tools import TOOLS, PalaceTools
+
+    listed = {t.name: t for t in anyio.run(build_server(PalaceTools("")).list_tools)}
+    # MemPalace hides its own write tools from a read-only server's list; its flag is parsed after
+    # this runs, so the command line is read here to leave ours out too (the handler also refuses).
+    read_only = _read_only(module) or "--read-only" in sys.argv
+    for spec in TOOLS:
+        if read_only and not spec.read_only:
+            continue
+        module.TOOLS[spec.name] = {
+            "description": spec.description,
+            "input_schema": listed[spec.name].input_schema,
+            "handler": _handler(module, spec.method, spec.read_only),
+            "read_only": spec.read_only,
+        }
+
+
+__all__ = ["register", "enabled", "ENABLE_VARIABLE"]
