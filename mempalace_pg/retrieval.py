@@ -621,8 +621,10 @@ class PalaceSearch:
 
         Each ranking contributes its best ``max(candidates, 4 x n_results)`` drawers (full text: the
         backend's ``lexical_search`` ranking, rare words weigh more); a drawer's score is
-        ``sum(1 / (k + rank))`` over the rankings it appears in. Each result: ``{"id", "document",
-        "metadata", "score", "vector_rank", "text_rank", "distance", "text_score"}``, best first.
+        ``sum(1 / (k + rank))`` over the rankings it appears in; equal scores go to the better vector
+        rank (then the id), so the order does not depend on how ids happen to sort. Each result:
+        ``{"id", "document", "metadata", "score", "vector_rank", "text_rank", "distance", "text_score"}``,
+        best first.
         """
         col = self.drawers()
         n = clamped_row_count(n_results)
@@ -653,14 +655,16 @@ class PalaceSearch:
                 "  FROM ({near}) AS v),"
                 " lex AS MATERIALIZED (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank"
                 "  FROM ({lexical}) AS l WHERE score > 0),"
-                " fused AS (SELECT id, sum(1.0 / (%(rrf_k)s + rank))::float8 AS score FROM ("
-                "  SELECT id, rank FROM vec UNION ALL SELECT id, rank FROM lex) AS u GROUP BY id"
-                "  ORDER BY score DESC, id LIMIT {n})"
+                # an exact tie (ranks 1 and 2 crossed) goes to the nearer vector, not to the id
+                " fused AS (SELECT id, sum(1.0 / (%(rrf_k)s + rank))::float8 AS score, min(vrank) AS vrank"
+                "  FROM (SELECT id, rank, rank AS vrank FROM vec"
+                "   UNION ALL SELECT id, rank, NULL FROM lex) AS u"
+                "  GROUP BY id ORDER BY score DESC, vrank NULLS LAST, id LIMIT {n})"
                 " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, "
                 "'metadata', d.metadata,"
                 "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', "
                 "vec.distance,"
-                "  'text_score', lex.score) ORDER BY f.score DESC, f.id), '[]')"
+                "  'text_score', lex.score) ORDER BY f.score DESC, f.vrank NULLS LAST, f.id), '[]')"
                 " FROM fused f JOIN {rec} d ON d.collection_pk = %(pk)s AND d.id = f.id"
                 " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
             ).format(near=near, lexical=lexical, rec=col.partition.table, n=row_count(n))

@@ -4,6 +4,7 @@ the backend's separate lexical search, fused in Python."""
 
 from __future__ import annotations
 
+import math
 import random
 import uuid
 
@@ -275,7 +276,7 @@ def test_hybrid_matches_rrf_of_vector_and_lexical_rankings(world):
         for ranks in (vec_rank, lex_rank):
             for did, rank in ranks.items():
                 fused[did] = fused.get(did, 0.0) + 1.0 / (RRF_K + rank)
-        expected = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+        expected = sorted(fused.items(), key=lambda kv: (-kv[1], vec_rank.get(kv[0], math.inf), kv[0]))[:10]
         got = world["search"].hybrid(text, q.tolist(), n_results=10, wing=wing)
         assert [g["id"] for g in got] == [e for e, _ in expected]
         for g, (_, score) in zip(got, expected):
@@ -283,6 +284,23 @@ def test_hybrid_matches_rrf_of_vector_and_lexical_rankings(world):
             assert g["vector_rank"] == vec_rank.get(g["id"]) and g["text_rank"] == lex_rank.get(g["id"])
             if wing:
                 assert g["metadata"]["wing"] == wing
+
+
+def test_hybrid_breaks_an_exact_tie_by_the_vector_rank(pg_env):
+    """One drawer first by vector and second by text, the other the reverse: both score 1/61 + 1/62.
+    The nearer vector wins, whichever id sorts first."""
+    palace = f"tie-{uuid.uuid4().hex[:8]}"
+    drawers, _ = open_drawers(palace_key=palace)
+    drawers.add(
+        ids=["a-short", "z-wordy"],
+        documents=["basil sown in May", "basil basil basil sown sown in May, basil again"],
+        embeddings=[[0.6, 0.8], [1.0, 0.0]],
+    )
+    search = PalaceSearch(palace_key=palace)
+    got = search.hybrid("basil sown", [1.0, 0.0], n_results=2)
+    assert [(g["id"], g["vector_rank"], g["text_rank"]) for g in got] == [("z-wordy", 1, 2), ("a-short", 2, 1)]
+    assert got[0]["score"] == got[1]["score"]
+    search.close()
 
 
 def test_as_of_boundaries_are_half_open_like_mempalace(pg_env, sqlite_kg):
