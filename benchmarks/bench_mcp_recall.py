@@ -499,8 +499,8 @@ def render(result: dict, meta: dict) -> str:
         f"did not: {misses or 'none'}.",
         f"- `pg_hybrid_search`: in {len(f['hybrid_top_ties'])} of {n_all} answers the first two fused "
         "scores were equal (one drawer first by vector and second by text, the other the reverse: "
-        "1/61 + 1/62 each), and the order then follows the drawer id, which MemPalace derives from the "
-        "mined file's path; so its recall@1 can change from one run (temporary directory) to the next.",
+        "1/61 + 1/62 each); the nearer vector goes first (until commit 2d77a1c the drawer id decided, which "
+        "MemPalace derives from the mined file's path, so recall@1 changed from one run to the next).",
         "- A small palace, a friendly one: the notes are few and on few topics, and the distractor "
         f"documentation is mostly off-topic (share of the top-5 results that were distractors: {share}). "
         "The notes, the facts and the questions were written by one author for this benchmark; the "
