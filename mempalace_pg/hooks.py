@@ -245,12 +245,15 @@ def _patch_mcp_server(module) -> None:
     from mempalace_pg.mcp_tools import in_mempalace
 
     _patch_knowledge_graph(module)
-    if in_mempalace.enabled():
-        in_mempalace.register(module)
     for name, replacement in (("_sqlite_taxonomy", _mcp_taxonomy), ("_sqlite_graph_stats", _mcp_graph_stats)):
         original = getattr(module, name, None)
         if original is not None:
             _swap(module, replacement(module, original), original)
+    if in_mempalace.enabled():  # last, and on its own: a failure here must not undo the patches above
+        try:
+            in_mempalace.register(module)
+        except Exception:  # noqa: BLE001 - MemPalace's server keeps working without the pg_* tools
+            log.warning("mempalace-pg could not add its MCP tools to MemPalace's server", exc_info=True)
 
 
 def _mcp_postgres(module) -> bool:

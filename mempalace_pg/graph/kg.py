@@ -98,7 +98,8 @@ def entity_id_of(name: str) -> str:
     return name.lower().replace(" ", "_").replace("'", "")
 
 
-def _predicate(predicate: str) -> str:
+def predicate_key(predicate: str) -> str:
+    """A predicate as MemPalace stores and compares it (``KnowledgeGraph.add_triple``)."""
     return predicate.lower().replace(" ", "_")
 
 
@@ -357,7 +358,7 @@ class AgeKnowledgeGraph:
         subject = checked_text(subject, "subject", required=True)
         obj = checked_text(obj, "object", required=True)
         predicate = checked_text(predicate, "predicate", required=True)
-        sub_id, obj_id, pred = entity_id_of(subject), entity_id_of(obj), _predicate(predicate)
+        sub_id, obj_id, pred = entity_id_of(subject), entity_id_of(obj), predicate_key(predicate)
         triple_id = make_triple_id(sub_id, pred, obj_id, valid_from, datetime.now().isoformat())
         return self._one(
             self._sql.add_triple,
@@ -382,7 +383,7 @@ class AgeKnowledgeGraph:
         self._one(
             self._sql.invalidate,
             sub=entity_id_of(subject),
-            pred=_predicate(predicate),
+            pred=predicate_key(predicate),
             obj=entity_id_of(obj),
             ended=ended,
         )
@@ -408,7 +409,7 @@ class AgeKnowledgeGraph:
         new_obj = checked_text(new_obj, "new_obj", required=True)
         predicate = checked_text(predicate, "predicate", required=True)
         sub_id, old_id, new_id = entity_id_of(subject), entity_id_of(old_obj), entity_id_of(new_obj)
-        pred = _predicate(predicate)
+        pred = predicate_key(predicate)
         triple_id = make_triple_id(sub_id, pred, new_id, boundary, datetime.now().isoformat())
         return self._one(
             self._sql.supersede,
@@ -429,7 +430,7 @@ class AgeKnowledgeGraph:
         """Close open fact ``triple_id`` and open its rewording; None if it is no longer open."""
         _, _, make_triple_id = mempalace_helpers()
         boundary = _boundary(at)
-        pred = _predicate(checked_text(str(predicate), "predicate", required=True))
+        pred = predicate_key(checked_text(str(predicate), "predicate", required=True))
         obj = checked_text(obj, "object", required=True)
         obj_id = entity_id_of(obj)
         triple_id = checked_text(triple_id, "triple_id", required=True)
@@ -511,7 +512,7 @@ class AgeKnowledgeGraph:
         """Every fact with this predicate (valid at ``as_of`` if given)."""
         _, sanitize, _ = mempalace_helpers()
         as_of = sanitize(as_of, "as_of")
-        pred = _predicate(checked_text(predicate, "predicate", required=True))
+        pred = predicate_key(checked_text(predicate, "predicate", required=True))
         as_of_key = start_key(as_of) if as_of else None
         rows = self._all(self._sql.query_relationship(bool(as_of_key)), pred=pred, as_of=as_of_key)
         return [

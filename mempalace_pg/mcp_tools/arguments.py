@@ -27,7 +27,8 @@ def name(value: Any, field: str) -> str:
 
 
 def optional_name(value: Any, field: str) -> Optional[str]:
-    return None if value is None or value == "" else name(value, field)
+    # blank means "no filter", as MemPalace's own tools read it
+    return None if value is None or (isinstance(value, str) and not value.strip()) else name(value, field)
 
 
 def entity_name(value: Any, field: str = "entity") -> str:

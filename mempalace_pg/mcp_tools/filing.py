@@ -7,27 +7,42 @@ drawer (the first chunk, when split) as its ``source_drawer_id``.
 
 Order of work, and why:
 
-1. every argument is checked (nothing is embedded for a call that cannot succeed);
-2. the drawer's text is embedded, *before* the transaction opens, so a slow embedder holds no lock;
+1. every argument is checked first (names, dates, the facts' shape), so nothing is embedded for a call
+   that cannot succeed; only a fact whose ``valid_to`` precedes its ``valid_from`` is left to the
+   graph's own check, inside the transaction;
+2. the drawer's text is embedded *before* the transaction opens, so a slow embedder holds no lock;
 3. one :func:`~mempalace_pg.atomic.unit_of_work`: the drawer is inserted unless the palace already
    holds it (a drawer is never rewritten: its id is a hash of its wing, room and content), then each
    fact is added; any error rolls all of it back, and the caller is told which fact failed and that
    nothing was filed.
 
-Concurrent callers are safe: of two callers filing the same content, the second waits for the
-first's drawer insert, finds the drawer there and reports ``already_exists``; identical open facts
-are serialised by the graph's per-fact lock into one.
+Filing is safe to repeat. A re-filing (the same content again, or a retry) stores no second drawer and
+none of the facts already drawn from that drawer (same predicate, object and validity); an identical
+*open* fact known from elsewhere is not stored twice either (MemPalace's rule), and keeps the evidence
+it had: each fact in the answer says where its evidence is (``source_drawer_id``) and whether this call
+stored it (``new``). So a lost connection, a deadlock or a serialization failure makes the whole filing
+run once more on a fresh connection.
+
+Concurrent callers are safe: of two callers filing the same content, the second waits for the first's
+drawer insert, then finds the drawer and its facts; identical open facts are serialised by the graph's
+per-fact lock into one; two callers creating the same new entities in opposite orders can deadlock,
+and the one PostgreSQL aborts files again.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
+import psycopg
+
 from mempalace_pg.config import Settings
 from mempalace_pg.mcp_tools.arguments import ToolInputError, date, entity_name, name
 from mempalace_pg.mcp_tools.embedding import document_vectors
+
+log = logging.getLogger(__name__)
 
 #: A memory filed in one call carries at most this many facts (one transaction; an AI that has more
 #: files them in several memories).
@@ -133,19 +148,108 @@ def drawers_of(memory: Memory) -> tuple[str, list[str], list[str], list[dict]]:
     return drawer_id, ids, documents, metadatas
 
 
-def file(memory: Memory, *, palace_path: str, settings: Optional[Settings] = None) -> dict:
-    """File ``memory`` in the palace at ``palace_path``: all of it, or (raising) nothing."""
-    from mempalace_pg.atomic import unit_of_work
+#: Errors after which the whole filing is run again once: a lost connection (a restarted server, a
+#: terminated backend) and the two that PostgreSQL asks a client to retry. A filing is safe to replay:
+#: its drawer id is a hash of its content, and a replay skips the facts already filed with it.
+_RETRIED = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+)
 
+
+def file(memory: Memory, *, palace_path: str, facts_of, settings: Optional[Settings] = None) -> dict:
+    """File ``memory`` in the palace at ``palace_path``: all of it, or (raising) nothing.
+
+    ``facts_of(subject)`` lists the stored facts with ``subject`` as their subject (``triple_id``,
+    ``predicate``, ``object``, ``valid_from``, ``valid_to``, ``source_drawer_id``: what
+    :meth:`~mempalace_pg.retrieval.PalaceSearch.facts_with_evidence` gives): it tells a re-filing which
+    facts it already stored and each answer where its fact's evidence is.
+    """
     drawer_id, ids, documents, metadatas = drawers_of(memory)
     embeddings = document_vectors(documents, metadatas)
-    filed = []
+    for attempt in (1, 2):
+        try:
+            existed, triple_ids, created = _file_once(
+                memory, ids, documents, metadatas, embeddings, palace_path, settings, facts_of
+            )
+            break
+        except _RETRIED as exc:
+            if not _worth_retrying(exc):
+                raise
+            if attempt == 2:
+                raise ToolInputError(
+                    f"the database connection failed twice ({type(exc).__name__}); the memory was not "
+                    "filed, unless the failure came as it committed: filing it again is safe (the same "
+                    "drawer, no second copy of its facts)"
+                ) from None
+            log.info("pg_file_memory: %s; filing again once", type(exc).__name__)
+    stored = _stored_facts(memory, triple_ids, facts_of)
+    return {
+        "success": True,
+        "drawer_id": drawer_id,
+        "drawer_ids": ids,
+        "drawer": "already_exists" if existed else "filed",
+        "wing": memory.wing,
+        "room": memory.room,
+        "chunks": len(ids),
+        "facts": [
+            {"triple_id": t, **_fact_dict(f), **stored.get(t, {}), "new": t in created}
+            for f, t in zip(memory.facts, triple_ids)
+        ],
+    }
+
+
+def _worth_retrying(exc: Exception) -> bool:
+    """A lost connection, a deadlock or a serialization failure: yes. A statement that failed on a live
+    connection (a timeout, a resource limit): no, it would fail again."""
+    if isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+def _file_once(memory, ids, documents, metadatas, embeddings, palace_path, settings, facts_of):
+    """One transaction: the drawer if absent, then the facts. Returns (the drawer existed, each fact's
+    triple id, the ids of the facts this transaction stored)."""
+    from mempalace_pg.atomic import unit_of_work
+    from mempalace_pg.graph.kg import entity_id_of, predicate_key
+
+    results = []
+    created = set()
     with unit_of_work(palace_path, settings=settings) as uow:
-        # all of a memory's drawers are written in one statement, so all exist or none does
+        # All of a memory's drawers are written in one statement, so all exist or none does. A second
+        # caller filing the same content waits here for the first's commit, then finds it.
         existed = not uow.add_drawers(
             ids=ids, documents=documents, embeddings=embeddings, metadatas=metadatas, if_absent=True
         )
+        # A re-filing (a retry, or the same memory filed twice) stores none of the facts it already
+        # stored: those drawn from this drawer with the same predicate, object and validity.
+        earlier = {}
+        if existed:
+            for subject in {f.subject for f in memory.facts}:
+                for row in facts_of(subject):
+                    if row.get("source_drawer_id") == ids[0]:
+                        key = (
+                            entity_id_of(subject),
+                            row["predicate"],
+                            entity_id_of(row["object"]),
+                            row.get("valid_from"),
+                            row.get("valid_to"),
+                        )
+                        earlier.setdefault(key, row["triple_id"])
         for i, fact in enumerate(memory.facts):
+            key = (
+                entity_id_of(fact.subject),
+                predicate_key(fact.predicate),
+                entity_id_of(fact.object),
+                fact.valid_from,
+                fact.valid_to,
+            )
+            if key in earlier:
+                results.append(earlier[key])
+                continue
             try:
                 triple_id = uow.add_triple(
                     fact.subject,
@@ -161,17 +265,22 @@ def file(memory: Memory, *, palace_path: str, settings: Optional[Settings] = Non
                     f"facts[{i}]: {exc}; nothing was filed (the drawer and the facts before it were "
                     "rolled back)"
                 ) from None
-            filed.append({"triple_id": triple_id, **_fact_dict(fact)})
-    return {
-        "success": True,
-        "drawer_id": drawer_id,
-        "drawer_ids": ids,
-        "drawer": "already_exists" if existed else "filed",
-        "wing": memory.wing,
-        "room": memory.room,
-        "chunks": len(ids),
-        "facts": filed,
-    }
+            earlier.setdefault(key, triple_id)  # the same fact twice in one call is stored once
+            results.append(triple_id)
+            created.add(triple_id)
+    return existed, results, created
+
+
+def _stored_facts(memory: Memory, triple_ids, facts_of) -> dict:
+    """triple id -> where its evidence is, as stored (read after the commit): an identical open fact
+    known before keeps its own drawer, which may not be this memory's."""
+    wanted = set(triple_ids)
+    stored = {}
+    for subject in {f.subject for f in memory.facts}:
+        for row in facts_of(subject):
+            if row.get("triple_id") in wanted:
+                stored[row["triple_id"]] = {"source_drawer_id": row.get("source_drawer_id")}
+    return stored
 
 
 def _fact_dict(fact: Fact) -> dict:

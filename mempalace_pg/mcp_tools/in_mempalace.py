@@ -17,13 +17,12 @@ the tools identically. Errors follow MemPalace's convention for its own tools: a
 The palace is the one MemPalace's server serves (``--palace``, or its configuration), looked up on
 each call because the server applies ``--palace`` after this module runs. For a palace that is not
 a postgres palace each tool answers with an error saying so. In ``--read-only`` mode
-``pg_file_memory`` is left out of the list and refused, as MemPalace's own write tools are.
+``pg_file_memory`` joins MemPalace's own write tools in the set its server hides and refuses.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from typing import Optional
 
@@ -53,7 +52,7 @@ def _read_only(module) -> bool:
     return bool(getattr(module, "_READ_ONLY", False)) or flag
 
 
-def _handler(module, method: str, read_only: bool):
+def _handler(module, method: str, read_only: bool, schema: dict):
     from mempalace_pg.graph.routing import configured_palace
     from mempalace_pg.marker import has_marker
     from mempalace_pg.mcp_tools.arguments import ToolInputError
@@ -62,6 +61,10 @@ def _handler(module, method: str, read_only: bool):
     def handler(**arguments) -> dict:
         if not read_only and _read_only(module):
             return {"success": False, "error": "Server is in read-only mode; this tool is disabled"}
+        missing = [a for a in schema.get("required", []) if arguments.get(a) is None]
+        if missing:
+            return {"success": False, "error": f"missing required argument(s) {', '.join(missing)}"}
+        arguments = {k: v for k, v in arguments.items() if k in schema.get("properties", {})}
         palace: Optional[str] = configured_palace()
         if not palace or not has_marker(palace):
             return {
@@ -86,18 +89,21 @@ def register(module) -> None:
     from mempalace_pg.mcp_tools.tools import TOOLS, PalaceTools
 
     listed = {t.name: t for t in anyio.run(build_server(PalaceTools("")).list_tools)}
-    # MemPalace hides its own write tools from a read-only server's list; its flag is parsed after
-    # this runs, so the command line is read here to leave ours out too (the handler also refuses).
-    read_only = _read_only(module) or "--read-only" in sys.argv
     for spec in TOOLS:
-        if read_only and not spec.read_only:
-            continue
+        schema = listed[spec.name].input_schema
         module.TOOLS[spec.name] = {
             "description": spec.description,
-            "input_schema": listed[spec.name].input_schema,
-            "handler": _handler(module, spec.method, spec.read_only),
+            "input_schema": schema,
+            "handler": _handler(module, spec.method, spec.read_only, schema),
             "read_only": spec.read_only,
         }
+    # A read-only server hides and refuses the tools in this set (its own writers); ours join them, so
+    # MemPalace answers for pg_file_memory exactly as for mempalace_add_drawer. The handler's own check
+    # stays for a MemPalace that names the set differently.
+    writers = {spec.name for spec in TOOLS if not spec.read_only}
+    refused = getattr(module, "_READ_ONLY_REFUSED_TOOLS", None)
+    if isinstance(refused, (set, frozenset)):
+        module._READ_ONLY_REFUSED_TOOLS = frozenset(refused) | writers
 
 
 __all__ = ["register", "enabled", "ENABLE_VARIABLE"]

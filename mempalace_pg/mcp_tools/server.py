@@ -27,11 +27,13 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from mempalace.backends import BackendError
-from pydantic import Field
+from pydantic import ConfigDict, Field, with_config
+from typing_extensions import NotRequired, TypedDict
 
 from mempalace_pg import __version__
 from mempalace_pg.mcp_tools.arguments import ToolInputError
 from mempalace_pg.mcp_tools.tools import TOOLS, PalaceTools
+from mempalace_pg.retrieval import MAX_HOPS
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,9 @@ INSTRUCTIONS = (
 # -- the arguments, described once for the model ---------------------------------------------------------
 Entity = Annotated[str, Field(description="The entity's name as the knowledge graph knows it, e.g. 'Alice'")]
 Query = Annotated[str, Field(description="What to look for: a short question or keywords")]
-Hops = Annotated[int, Field(description="How many facts away from the entity to look (1-6)", ge=1, le=6)]
+Hops = Annotated[
+    int, Field(description=f"How many facts away from the entity to look (1-{MAX_HOPS})", ge=1, le=MAX_HOPS)
+]
 AsOf = Annotated[Optional[str], Field(description="Only facts valid on this date (YYYY-MM-DD)")]
 Limit = Annotated[int, Field(description="How many results (1-100)")]
 Wing = Annotated[Optional[str], Field(description="Only drawers of this wing")]
@@ -63,8 +67,19 @@ Direction = Annotated[
 ]
 
 
+@with_config(ConfigDict(extra="forbid"))
+class FactArgument(TypedDict):
+    """A fact the memory states: subject -> predicate -> object, dates YYYY-MM-DD."""
+
+    subject: str
+    predicate: str
+    object: str
+    valid_from: NotRequired[Optional[str]]
+    valid_to: NotRequired[Optional[str]]
+
+
 FactList = Annotated[
-    Optional[list[dict[str, Any]]],
+    Optional[list[FactArgument]],
     Field(
         description="Facts the memory states, each {subject, predicate, object, valid_from?, valid_to?} "
         "(dates YYYY-MM-DD); each is stored with this memory as its evidence"

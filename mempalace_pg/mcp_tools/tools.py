@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mempalace_pg.config import Settings
+from mempalace_pg.db.sqlkit import MAX_ROW_COUNT
 from mempalace_pg.mcp_tools import filing
 from mempalace_pg.mcp_tools.arguments import (
     MAX_RESULTS,
@@ -94,8 +95,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "`content` in `wing`/`room`, its id made as mempalace_add_drawer makes it) and each fact "
         "{subject, predicate, object, valid_from?, valid_to?} pointing at that drawer as its "
         "evidence. Either everything is stored or, on any error, nothing is. Filing the same "
-        "content again stores no second drawer (drawer='already_exists') and no second copy of an "
-        "identical open fact.",
+        "content again stores no second drawer (drawer='already_exists') and no second copy of its "
+        "facts, so it is safe to retry. Each fact in the answer says whether this call stored it "
+        "(new) and which drawer is its evidence (an identical open fact already known keeps its own).",
         False,
     ),
 )
@@ -113,13 +115,16 @@ class PalaceTools:
         self.palace_path = palace_path
         self.settings = settings
         self._search = None
+        self._embedder_checked = False
         self._lock = threading.Lock()
 
-    def _palace(self):
+    def _palace(self, *, writing: bool = False):
         from mempalace_pg.retrieval import PalaceSearch
 
+        if not self._embedder_checked:
+            # until it has run once on the palace's drawers (none yet, the database down: try again)
+            self._embedder_checked = _check_embedder(self.palace_path, create=writing)
         if self._search is None:
-            _check_embedder(self.palace_path)
             self._search = PalaceSearch(palace_path=self.palace_path, settings=self.settings)
         return self._search
 
@@ -175,7 +180,7 @@ class PalaceTools:
         limit: int = 50,
     ) -> dict:
         entity = entity_name(entity)
-        query = None if query is None or query == "" else query_text(query)
+        query = None if query is None or not str(query).strip() else query_text(query)
         as_of = date(as_of, "as_of")
         direction = choice(direction, "direction", ("outgoing", "incoming", "both"))
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
@@ -219,25 +224,33 @@ class PalaceTools:
         source_file: Optional[str] = None,
         added_by: str = "mcp",
     ) -> dict:
-        self._palace()  # the embedder check, before anything is embedded with it
         memory = filing.Memory.checked(
             wing=wing, room=room, content=content, facts=facts, source_file=source_file, added_by=added_by
         )
-        return filing.file(memory, palace_path=self.palace_path, settings=self.settings)
+        palace = self._palace(writing=True)  # the embedder check, before anything is embedded with it
+
+        def facts_of(subject: str) -> list:
+            return palace.facts_with_evidence(subject, direction="outgoing", limit=MAX_ROW_COUNT)["facts"]
+
+        return filing.file(memory, palace_path=self.palace_path, facts_of=facts_of, settings=self.settings)
 
 
-def _check_embedder(palace_path: str) -> None:
+def _check_embedder(palace_path: str, *, create: bool) -> bool:
     """MemPalace's own check that its configured embedder is the one the palace's vectors came from
-    (RFC 001): a query embedded by another model would be compared with the wrong vectors."""
+    (RFC 001): a query embedded by another model would be compared with the wrong vectors. With
+    ``create`` (a tool about to write) the drawers collection is opened as MemPalace's writers open
+    it, so a palace whose first drawer is filed here records its embedder as a mined one does.
+    True once the check has run on the palace's drawers."""
     from mempalace.backends.base import DimensionMismatchError, EmbedderIdentityMismatchError
     from mempalace.palace import get_collection
 
     try:
-        get_collection(palace_path, create=False, read_only=True)
+        get_collection(palace_path, create=create, read_only=not create)
+        return True
     except (EmbedderIdentityMismatchError, DimensionMismatchError, ValueError) as exc:
         raise ToolInputError(str(exc)) from None  # what MemPalace says, with its remedy
-    except Exception:  # noqa: BLE001 - anything else (no drawers yet): the tools themselves report it
-        pass
+    except Exception:  # noqa: BLE001 - no drawers yet, the database down: the tool itself reports it
+        return False
 
 
 __all__ = ["TOOLS", "ToolSpec", "PalaceTools", "ToolInputError", "MAX_RESULTS"]

@@ -224,8 +224,8 @@ def test_bad_arguments_come_back_as_tool_errors(mined):
         "direction": "direction",
         "missing": "entity",
         "content": "content must be a non-empty string",
-        "fact_shape": "facts[0].predicate",
-        "fact_field": "facts[0] has unknown field(s) since",
+        "fact_shape": "predicate\n  Field required",
+        "fact_field": "since\n  Extra inputs are not permitted",
         "fact_date": "facts[0].valid_from",
     }
     for argument, needle in expected.items():
@@ -249,7 +249,14 @@ MEMORY = {
     "content": "Carol chose Tallinn for the 2027 offsite; Dave books the venue by March.",
     "facts": [
         {"subject": "Carol", "predicate": "chose", "object": "Tallinn offsite", "valid_from": "2026-11-30"},
-        {"subject": "Dave", "predicate": "books", "object": "Offsite venue"},
+        # a closed fact: MemPalace's add_triple only merges open ones, so a re-filing must not copy it
+        {
+            "subject": "Dave",
+            "predicate": "books",
+            "object": "Offsite venue",
+            "valid_from": "2026-12-01",
+            "valid_to": "2027-03-31",
+        },
     ],
 }
 
@@ -278,12 +285,12 @@ def test_file_memory_is_one_transaction(mined, pg_dsn, pg_schema):
             failed = await pg.error("pg_file_memory", **bad_second)
             after_failure = _stored(mined.path, [_drawer_id(MEMORY)], "Carol")
 
-            # 2. the connection dies while the unit waits on the second fact's lock
+            # 2. the connection dies while the unit waits on the second fact's lock, and again in the
+            # filing's one retry: nothing is left, and the answer says so
             holder = psycopg.connect(pg_dsn)
-            holder.execute(
-                f'SELECT "{pg_schema}".kg_lock_fact(%s, %s, %s, %s)',
-                (palace_pk, entity_id_of("Dave"), "books", entity_id_of("Offsite venue")),
-            )
+            lock_dave = (palace_pk, entity_id_of("Dave"), "books", entity_id_of("Offsite venue"))
+            holder.execute(f'SELECT "{pg_schema}".kg_lock_fact(%s, %s, %s, %s)', lock_dave)
+            wrote = []
             async with anyio.create_task_group() as tg:
                 outcome = {}
 
@@ -291,37 +298,67 @@ def test_file_memory_is_one_transaction(mined, pg_dsn, pg_schema):
                     outcome["message"] = await pg.error("pg_file_memory", **MEMORY)
 
                 tg.start_soon(file_it)
-                pid = await _backend_waiting_on_advisory_lock(pg_dsn)
-                with psycopg.connect(pg_dsn, autocommit=True) as admin:
-                    # it has written (the drawer, Carol's fact): its transaction has an id
-                    wrote = admin.execute(
-                        "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = %s", (pid,)
-                    ).fetchone()[0]
-                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            holder.rollback()
-            holder.close()
+                for _ in range(2):
+                    wrote.append(await _terminate_the_waiting_writer(pg_dsn))
             after_kill = _stored(mined.path, [_drawer_id(MEMORY)], "Carol")
 
-            # 3. the same server files it whole once nothing is in the way, and a second time is a no-op
-            first = await pg.call("pg_file_memory", **MEMORY)
+            # 3. once more, the first attempt killed: the retry waits for the lock, which is then
+            # released, and files the memory whole
+            async with anyio.create_task_group() as tg:
+                outcome_retry = {}
+
+                async def file_again():
+                    outcome_retry["answer"] = await pg.call("pg_file_memory", **MEMORY)
+
+                tg.start_soon(file_again)
+                await _terminate_the_waiting_writer(pg_dsn)
+                await _backend_waiting_on_advisory_lock(pg_dsn)  # the retry, on a fresh connection
+                holder.rollback()
+            holder.close()
+            first = outcome_retry["answer"]
+
+            # 4. filing it again stores nothing twice
             again = await pg.call("pg_file_memory", **MEMORY)
             facts = await pg.call("pg_entity_facts", entity="Carol")
-            return failed, after_failure, wrote, outcome["message"], after_kill, first, again, facts
+            dave = await pg.call("pg_entity_facts", entity="Dave")
+            return failed, after_failure, wrote, outcome["message"], after_kill, first, again, facts, dave
 
-    failed, after_failure, wrote, killed, after_kill, first, again, facts = anyio.run(session)
-    assert wrote
+    failed, after_failure, wrote, killed, after_kill, first, again, facts, dave = anyio.run(session)
+    assert wrote == [True, True]
     assert "facts[1]" in failed and "nothing was filed" in failed, failed
     assert after_failure == ([], [])
-    assert "nothing was written" in killed and "Traceback" not in killed, killed
+    assert "failed twice" in killed and "was not filed" in killed and "Traceback" not in killed, killed
     assert after_kill == ([], [])
     assert first["drawer"] == "filed" and first["drawer_id"] == _drawer_id(MEMORY) and first["chunks"] == 1
-    assert [f["predicate"] for f in first["facts"]] == ["chose", "books"]
+    assert [(f["predicate"], f["new"], f["source_drawer_id"]) for f in first["facts"]] == [
+        ("chose", True, first["drawer_id"]),
+        ("books", True, first["drawer_id"]),
+    ]
     assert again["drawer"] == "already_exists"
     assert [f["triple_id"] for f in again["facts"]] == [f["triple_id"] for f in first["facts"]]
+    assert [f["new"] for f in again["facts"]] == [False, False]
     drawers, carol = _stored(mined.path, [first["drawer_id"]], "Carol")
     assert drawers == [first["drawer_id"]] and len(carol) == 1
+    assert len(dave["facts"]) == 1 and dave["facts"][0]["valid_to"] == "2027-03-31"
     assert facts["facts"][0]["source_drawer_id"] == first["drawer_id"]
     assert facts["facts"][0]["document"] == MEMORY["content"] and facts["facts"][0]["evidence"] == "present"
+
+
+async def _terminate_the_waiting_writer(dsn: str) -> bool:
+    """Terminate the server's backend that waits on a fact's lock; whether it had written (an xid)."""
+    import psycopg
+
+    pid = await _backend_waiting_on_advisory_lock(dsn)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        wrote = admin.execute(
+            "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = %s", (pid,)
+        ).fetchone()[0]
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        # wait until it is gone, so the next wait finds the retry's backend, not this one
+        with anyio.fail_after(30):
+            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+                await anyio.sleep(0.02)
+    return bool(wrote)
 
 
 def _drawer_id(memory: dict) -> str:
@@ -345,21 +382,24 @@ async def _backend_waiting_on_advisory_lock(dsn: str, timeout: float = 60) -> in
             await anyio.sleep(0.05)
 
 
-def test_file_memory_concurrent_callers(mined):
-    """Six clients (six server processes) file at once: four memories about one team, and the same
-    memory twice. Every call succeeds; each drawer and each fact is stored once."""
-    memories = [
-        {
-            "wing": "team",
-            "room": "people",
-            "content": f"{who} joined the platform team in {month} and works with Erin.",
-            "facts": [
-                {"subject": who, "predicate": "member_of", "object": "Platform team"},
-                {"subject": who, "predicate": "works_with", "object": "Erin"},
-            ],
-        }
-        for who, month in (("Frank", "May"), ("Grace", "June"), ("Heidi", "July"), ("Ivan", "August"))
-    ]
+def test_file_memory_concurrent_callers(mined, pg_dsn, pg_schema):
+    """Six clients (six server processes) file at once: four memories, each in its own wing, that
+    create the same two new entities in opposite orders, and one memory twice. Every call succeeds;
+    each drawer, entity and fact is stored once, each fact pointing at its memory."""
+    memories = []
+    for i, who in enumerate(("Frank", "Grace", "Heidi", "Ivan")):
+        if i % 2 == 0:  # the team first, then Erin
+            facts = [(who, "member_of", "Platform team"), (who, "works_with", "Erin")]
+        else:  # Erin first, then the team
+            facts = [("Erin", "mentors", who), ("Platform team", "includes", who)]
+        memories.append(
+            {
+                "wing": f"team_{who.lower()}",
+                "room": "people",
+                "content": f"{who} joined the platform team this year; Erin is part of the story.",
+                "facts": [{"subject": a, "predicate": p, "object": b} for a, p, b in facts],
+            }
+        )
     memories += [MEMORY, MEMORY]
 
     async def session():
@@ -373,7 +413,7 @@ def test_file_memory_concurrent_callers(mined):
             for i in range(len(memories)):
                 tg.start_soon(one, i)
         async with stdio_session(pg_server(mined.path), mined.env) as pg:
-            team = await pg.call("pg_entity_facts", entity="Platform team", direction="incoming")
+            team = await pg.call("pg_entity_facts", entity="Platform team")
             erin = await pg.call("pg_entity_facts", entity="Erin")
         return answers, team, erin
 
@@ -385,10 +425,33 @@ def test_file_memory_concurrent_callers(mined):
     stored, carol = _stored(mined.path, ids, "Carol")
     assert sorted(stored) == sorted(set(ids)) and len(set(ids)) == 5
     assert len(carol) == 1
-    assert sorted(f["subject"] for f in team["facts"]) == ["Frank", "Grace", "Heidi", "Ivan"]
-    assert sorted(f["subject"] for f in erin["facts"]) == ["Frank", "Grace", "Heidi", "Ivan"]
-    by_subject = {a["facts"][0]["subject"]: a["drawer_id"] for a in answers[:4]}
-    assert all(f["source_drawer_id"] == by_subject[f["subject"]] for f in team["facts"])
+    drawer_of = {m["content"]: a["drawer_id"] for m, a in zip(memories, answers)}
+    expected = {
+        (f["subject"], f["predicate"], f["object"], drawer_of[m["content"]])
+        for m in memories[:4]
+        for f in m["facts"]
+    }
+    got = [
+        (f["subject"], f["predicate"], f["object"], f["source_drawer_id"])
+        for f in team["facts"] + erin["facts"]
+    ]
+    assert sorted(got) == sorted(expected)  # 8 facts, each once, each from its memory
+    import psycopg
+
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+
+    kg = AgeKnowledgeGraph(palace_path=str(mined.path))
+    with psycopg.connect(pg_dsn) as conn:
+        names = [
+            r[0]
+            for r in conn.execute(
+                f'SELECT name FROM "{pg_schema}".kg_entities WHERE palace_pk = %s AND entity_id IN '
+                "('erin', 'platform_team') ORDER BY name",
+                (kg.palace_pk(),),
+            )
+        ]
+    kg.close()
+    assert sorted(names) == ["Erin", "Platform team"]
 
 
 def _serve(palace, env: dict, *extra) -> tuple:
@@ -474,6 +537,12 @@ def test_tools_over_mempalace_serve(mined):
             ),
             await client.call("pg_file_memory", **memory),
             await client.call("pg_search_around_entity", entity="Alice", query="x", as_of="2026-13-45"),
+            await client.call("pg_search_around_entity", entity="Alice"),
+            # MemPalace's own add_drawer and pg_file_memory make the same drawer of the same content
+            await client.call(
+                "mempalace_add_drawer", wing="corpus", room="http", content="Same words, two tools."
+            ),
+            await client.call("pg_file_memory", wing="corpus", room="http", content="Same words, two tools."),
         )
 
     async def read_only(client):
@@ -492,7 +561,16 @@ def test_tools_over_mempalace_serve(mined):
                 "pg_search_around_entity", entity="Homelab NAS", query=question, hops=2, limit=3
             )
 
-    names, around, filed, bad_date = anyio.run(over, team, on)
+    names, around, filed, bad_date, no_query, by_mempalace, by_pg = anyio.run(over, team, on)
+    assert no_query == {"success": False, "error": "missing required argument(s) query"}
+    assert by_mempalace["success"] is True and by_pg["drawer"] == "already_exists"
+    assert by_pg["drawer_id"] == by_mempalace["drawer_id"]
+    from mempalace_pg.atomic import open_drawers
+
+    drawers, kg = open_drawers(str(mined.path), create=False)
+    metas = drawers.get(ids=[by_mempalace["drawer_id"], filed["drawer_id"]], include=["metadatas"]).metadatas
+    kg.close()
+    assert set(metas[0]) == set(metas[1])  # the same metadata fields as mempalace_add_drawer writes
     assert PG_TOOLS | {"pg_file_memory", "mempalace_search", "mempalace_kg_add"} <= set(names)
     assert around == anyio.run(stdio_answer)
     assert filed["success"] is True and filed["drawer"] == "filed"
@@ -503,7 +581,7 @@ def test_tools_over_mempalace_serve(mined):
     names, hybrid, refused = anyio.run(over, read_only, on, "--read-only")
     assert PG_TOOLS <= set(names) and "pg_file_memory" not in names and "mempalace_add_drawer" not in names
     assert len(hybrid["results"]) == 1
-    assert "Unknown tool: pg_file_memory" in refused
+    assert "read-only mode" in refused  # MemPalace's own refusal, as for mempalace_add_drawer
 
     assert not {n for n in anyio.run(over, plain, mined.env) if n.startswith("pg_")}
 

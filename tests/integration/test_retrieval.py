@@ -298,7 +298,10 @@ def test_hybrid_breaks_an_exact_tie_by_the_vector_rank(pg_env):
     )
     search = PalaceSearch(palace_key=palace)
     got = search.hybrid("basil sown", [1.0, 0.0], n_results=2)
-    assert [(g["id"], g["vector_rank"], g["text_rank"]) for g in got] == [("z-wordy", 1, 2), ("a-short", 2, 1)]
+    assert [(g["id"], g["vector_rank"], g["text_rank"]) for g in got] == [
+        ("z-wordy", 1, 2),
+        ("a-short", 2, 1),
+    ]
     assert got[0]["score"] == got[1]["score"]
     search.close()
 
