@@ -195,7 +195,13 @@ def file(memory: Memory, *, palace_path: str, facts_of, settings: Optional[Setti
         "room": memory.room,
         "chunks": len(ids),
         "facts": [
-            {"triple_id": t, **_fact_dict(f), **stored.get(t, {}), "new": t in created}
+            {
+                "triple_id": t,
+                **_fact_dict(f),
+                **stored.get(t, {}),
+                # add_triple hands back an identical open fact it already held: not new, its own evidence
+                "new": t in created and stored.get(t, {}).get("source_drawer_id") == ids[0],
+            }
             for f, t in zip(memory.facts, triple_ids)
         ],
     }

@@ -319,11 +319,62 @@ def test_file_memory_is_one_transaction(mined, pg_dsn, pg_schema):
 
             # 4. filing it again stores nothing twice
             again = await pg.call("pg_file_memory", **MEMORY)
+            # 5. content above MemPalace's chunk_size becomes several drawers; facts point at the first
+            long = {
+                "wing": "team",
+                "room": "long",
+                "content": "Offsite planning notes. " * 120,
+                "facts": [{"subject": "Offsite planning", "predicate": "owned_by", "object": "Carol"}],
+            }
+            chunked = await pg.call("pg_file_memory", **long)
+            chunked_again = await pg.call("pg_file_memory", **long)
+            # 6. another memory stating an open fact already known: not stored twice, keeps its evidence
+            other = await pg.call(
+                "pg_file_memory",
+                wing="team",
+                room="other",
+                content="Carol picked Tallinn.",
+                facts=[MEMORY["facts"][0]],
+            )
             facts = await pg.call("pg_entity_facts", entity="Carol")
             dave = await pg.call("pg_entity_facts", entity="Dave")
-            return failed, after_failure, wrote, outcome["message"], after_kill, first, again, facts, dave
+            return (
+                failed,
+                after_failure,
+                wrote,
+                outcome["message"],
+                after_kill,
+                first,
+                again,
+                facts,
+                dave,
+                chunked,
+                chunked_again,
+                other,
+            )
 
-    failed, after_failure, wrote, killed, after_kill, first, again, facts, dave = anyio.run(session)
+    got = anyio.run(session)
+    (
+        failed,
+        after_failure,
+        wrote,
+        killed,
+        after_kill,
+        first,
+        again,
+        facts,
+        dave,
+        chunked,
+        chunked_again,
+        other,
+    ) = got
+    assert other["drawer"] == "filed" and other["facts"][0]["triple_id"] == first["facts"][0]["triple_id"]
+    assert (other["facts"][0]["new"], other["facts"][0]["source_drawer_id"]) == (False, first["drawer_id"])
+    assert chunked["chunks"] > 1 and chunked["drawer_ids"][0] == f"{chunked['drawer_id']}_chunk_000000"
+    assert [(f["source_drawer_id"], f["new"]) for f in chunked["facts"]] == [(chunked["drawer_ids"][0], True)]
+    assert chunked_again["drawer"] == "already_exists" and not any(f["new"] for f in chunked_again["facts"])
+    stored, _ = _stored(mined.path, chunked["drawer_ids"], "Carol")
+    assert sorted(stored) == sorted(chunked["drawer_ids"])
     assert wrote == [True, True]
     assert "facts[1]" in failed and "nothing was filed" in failed, failed
     assert after_failure == ([], [])
@@ -625,3 +676,19 @@ def test_a_client_configured_from_the_readme(mined, pg_dsn):
     assert PG_TOOLS | {"pg_file_memory", "mempalace_search", "mempalace_kg_add", "mempalace_status"} <= names
     assert answers["mempalace-pg"]["hits"] and answers["mempalace-pg"]["entity_found"] is True
     assert answers["mempalace"]["count"] == 4  # the NAS's three facts and Alice's
+
+
+def test_pg_tools_in_mempalace_on_a_palace_that_is_not_postgres(tmp_path, embedding_url):
+    """With the variable set, MemPalace's server on a palace of another backend keeps working, and the
+    pg_* tools say what they need."""
+    palace = Palace(tmp_path, "chroma", embedding_url)
+    palace.path.mkdir(parents=True)
+    env = {**palace.env, "MEMPALACE_PG_MCP_TOOLS": "1"}
+
+    async def session():
+        async with stdio_session(mempalace_server(palace.path), env) as mp:
+            return await mp.tool_names(), await mp.call("pg_hybrid_search", query="basil")
+
+    names, answer = anyio.run(session)
+    assert "mempalace_search" in names and "pg_hybrid_search" in names
+    assert answer["success"] is False and "is not on the postgres backend" in answer["error"], answer
