@@ -2,7 +2,8 @@
 
 Each check gives ``ok``, ``warn`` (works, but worth knowing) or ``fail`` (something needs fixing), a
 one-line finding and, when not ok, a fix. The checks read; the only thing they change is a rolled-back
-``LOAD`` test. A failed connection stops the checks that need one. Passwords are never printed.
+``LOAD`` test, and one more connection is opened without the password, to see whether the server asks
+for one. A failed connection stops the checks that need one. Passwords are never printed.
 
     report = run_checks(Settings.load())
     report.ok          # False when any check failed (the command then exits 1)
@@ -93,6 +94,9 @@ def run_checks(settings: Settings, *, palace_path: Optional[str] = None) -> Repo
             ("schema", _check_schema),
             ("indexes", _check_indexes),
             ("pool", _check_pool),
+            ("role", _check_role),
+            ("encryption", _check_encryption),
+            ("authentication", _check_authentication),
         ):
             try:
                 check(report, conn, settings)
@@ -372,6 +376,105 @@ def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) ->
         report.add("pool", "ok", finding)
 
 
+def _check_role(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
+    user = conn.info.user
+    superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]
+    if superuser:
+        report.add(
+            "role",
+            "warn",
+            f"connected as {user}, a superuser: anything that reaches the plugin's connection (a bad "
+            "statement, a leaked password) can do anything to the server",
+            "as the superuser once: MEMPALACE_APP_PASSWORD=... mempalace-pg db bootstrap --app-role "
+            "mempalace; then put that role in MEMPALACE_PG_DSN",
+        )
+    else:
+        report.add("role", "ok", f"{user} is not a superuser")
+
+
+def is_local_host(host: Optional[str]) -> bool:
+    """Whether a connection to ``host`` (as libpq reports it) stays on this machine: a Unix socket
+    directory, ``localhost``, or a loopback address."""
+    import ipaddress
+
+    if not host or host.startswith("/") or host.startswith("@") or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def encryption_finding(host: Optional[str], ssl: bool, sslmode: Optional[str]) -> tuple[str, str, str]:
+    """(status, finding, fix) for a connection to ``host``: encrypted or not, and whether the client
+    checks the server's certificate (only ``verify-full`` checks that it is the server named)."""
+    fix = (
+        "turn TLS on at the server (ssl = on, a certificate), then add sslmode=verify-full and "
+        "sslrootcert=<the CA's certificate> to MEMPALACE_PG_DSN"
+    )
+    if is_local_host(host):
+        state = "encrypted" if ssl else "not encrypted"
+        return "ok", f"connection to {host or 'the local socket'} stays on this machine ({state})", ""
+    if not ssl:
+        return (
+            "warn",
+            f"the connection to {host} is not encrypted: passwords and memories cross the network",
+            fix,
+        )
+    if sslmode != "verify-full":
+        return (
+            "warn",
+            f"the connection to {host} is encrypted, but sslmode={sslmode or 'prefer'} does not check that "
+            "the server is the one named (a machine in between could read it)",
+            fix,
+        )
+    return (
+        "ok",
+        f"the connection to {host} is encrypted and the server's certificate checked (verify-full)",
+        "",
+    )
+
+
+def _check_encryption(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
+    row = conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetchone()
+    sslmode = conn.info.get_parameters().get("sslmode")
+    status, finding, fix = encryption_finding(conn.info.host, bool(row and row[0]), sslmode)
+    report.add("encryption", status, finding, fix or None)
+
+
+def _check_authentication(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
+    """Whether the server lets this role in with no password at all: the same connection, its password
+    left out and no password file."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(settings.dsn)
+    params.pop("password", None)
+    # a password file that does not exist (libpq complains about /dev/null, which is not a plain file)
+    params.update(passfile=os.path.join(os.path.dirname(os.path.abspath(__file__)), "no-such-passfile"))
+    params.update(connect_timeout=settings.connect_timeout_s)
+    env_password = os.environ.pop("PGPASSWORD", None)  # libpq would read it
+    try:
+        with psycopg.connect(make_conninfo(**params), application_name="mempalace-pg doctor"):
+            trusted = True
+    except psycopg.OperationalError:
+        trusted = False
+    finally:
+        if env_password is not None:
+            os.environ["PGPASSWORD"] = env_password
+    where = conn.info.host or "the local socket"
+    if trusted:
+        report.add(
+            "authentication",
+            "warn",
+            f"the server let {conn.info.user} in at {where} without a password (trust authentication): "
+            "anyone who can reach it can connect as any role",
+            "in pg_hba.conf use scram-sha-256 for these connections (host ... scram-sha-256), then "
+            "SELECT pg_reload_conf()",
+        )
+    else:
+        report.add("authentication", "ok", f"the server asks {conn.info.user} for a password at {where}")
+
+
 def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]) -> None:
     """What MemPalace will use for its configured palace (or --palace)."""
     from mempalace_pg.graph.routing import configured_palace
@@ -424,4 +527,4 @@ def render(report: Report) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["run_checks", "render", "Report", "Check"]
+__all__ = ["run_checks", "render", "Report", "Check", "is_local_host", "encryption_finding"]

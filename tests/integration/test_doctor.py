@@ -40,6 +40,16 @@ def test_healthy_database(pg_env, pg_dsn, make_collection):
         assert name in found, name
     assert found["schema"]["status"] == "ok" and found["vector"]["status"] == "ok"
     assert all(c["status"] != "fail" for c in found.values())
+    # the test server: its superuser over TCP on loopback, with scram-sha-256 for host connections
+    assert found["role"]["status"] == "warn" and "superuser" in found["role"]["finding"]
+    assert "db bootstrap --app-role" in found["role"]["fix"]
+    assert found["encryption"]["status"] == "ok" and "stays on this machine" in found["encryption"]["finding"]
+    assert found["authentication"] == {
+        "name": "authentication",
+        "status": "ok",
+        "finding": f"the server asks {conninfo_to_dict(pg_dsn)['user']} for a password at 127.0.0.1",
+        "fix": None,
+    }
     password = conninfo_to_dict(pg_dsn).get("password")
     assert password and password not in out
     code, text = doctor()
@@ -103,6 +113,12 @@ def test_non_superuser_role(pg_dsn, pg_env, make_collection):
         assert found["connect"]["status"] == "ok" and role in found["connect"]["finding"]
         # a plain role cannot LOAD 'age'; the provisioned server has AGE under $libdir/plugins
         assert found["age load"]["status"] == "ok" and "plugins" in found["age load"]["finding"]
+        assert found["role"] == {
+            "name": "role",
+            "status": "ok",
+            "finding": f"{role} is not a superuser",
+            "fix": None,
+        }
         assert password not in out
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -153,3 +169,24 @@ def test_graph_left_behind_by_a_dropped_schema(pg_dsn, pg_env):
                 "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
                 (f"{schema}_kg",),
             )
+
+
+def test_a_server_that_trusts_connections_is_warned(pg_dsn, pg_env):
+    """The provisioned server trusts its Unix socket (initdb --auth-local=trust): doctor, pointed at the
+    socket, finds it lets the role in without a password."""
+    from pathlib import Path
+
+    stack = os.environ.get("MEMPALACE_PG_TEST_STACK", "")
+    assert stack in ("trixie", "sid"), (
+        "needs the provisioned server (scripts/provision-postgres.sh), whose socket trusts"
+    )
+    socket_dir = Path(os.environ.get("MEMPALACE_PG_ROOT_BASE", "/var/tmp/mempalace-pg")) / stack / "tmp"
+    port = conninfo_to_dict(pg_dsn)["port"]
+    assert (socket_dir / f".s.PGSQL.{port}").exists(), socket_dir
+    code, out = doctor("--json", env={"MEMPALACE_PG_DSN": with_db(pg_dsn, host=str(socket_dir))})
+    found = checks(out)
+    assert found["authentication"]["status"] == "warn", found["authentication"]
+    assert "without a password (trust authentication)" in found["authentication"]["finding"]
+    assert "scram-sha-256" in found["authentication"]["fix"]
+    assert found["encryption"]["status"] == "ok" and str(socket_dir) in found["encryption"]["finding"]
+    assert conninfo_to_dict(pg_dsn)["password"] not in out

@@ -1,0 +1,31 @@
+"""Doctor's judgement of a connection's host and encryption, without a database."""
+
+from __future__ import annotations
+
+from mempalace_pg.tools.doctor import encryption_finding, is_local_host
+
+
+def test_which_hosts_stay_on_this_machine():
+    for host in (
+        "/var/run/postgresql",
+        "@abstract",
+        "localhost",
+        "127.0.0.1",
+        "127.9.9.9",
+        "::1",
+        "[::1]",
+        None,
+        "",
+    ):
+        assert is_local_host(host), host
+    for host in ("db.lan", "192.168.1.20", "10.0.0.5", "2001:db8::1", "postgres"):
+        assert not is_local_host(host), host
+
+
+def test_an_unencrypted_or_unverified_connection_to_another_host_is_warned():
+    status, finding, fix = encryption_finding("db.lan", False, "prefer")
+    assert status == "warn" and "not encrypted" in finding and "sslmode=verify-full" in fix
+    status, finding, fix = encryption_finding("db.lan", True, "require")
+    assert status == "warn" and "sslmode=require does not check" in finding and "sslrootcert" in fix
+    assert encryption_finding("db.lan", True, "verify-full")[0] == "ok"
+    assert encryption_finding("127.0.0.1", False, "disable")[0] == "ok"
