@@ -18,6 +18,12 @@ class SchemaVersionError(BackendError):
     """The database schema is older (or newer) than this version of mempalace-pg."""
 
 
+class ReadOnlyDatabaseError(BackendError, PermissionError):
+    """A write reached a database that only reads: a hot standby, or ``default_transaction_read_only``.
+
+    Also a ``PermissionError``, as a collection opened read-only refuses a write."""
+
+
 class InvalidRecordError(BackendError, ValueError):
     """A record cannot be stored as given (NaN in a vector, NUL byte in text, duplicate ids, ...).
 

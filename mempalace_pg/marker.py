@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
-from typing import IO, Iterator, Optional
+from typing import IO, Callable, Iterator, Optional
 
 from mempalace_pg.config import Settings, dsn_target
 
@@ -82,12 +82,28 @@ def recorded_target(marker: dict, palace_dir: str, *, require_key: bool = False)
     return recorded
 
 
-def check_same_target(palace_dir: str, recorded: dict, target: dict, keys: tuple, fix: str) -> None:
+#: What may differ between a marker and the settings when the server reached is a hot standby: its
+#: address. The database, schema, namespace and palace are the same on a copy of the primary.
+STANDBY_MAY_DIFFER = frozenset({"host", "port"})
+
+
+def check_same_target(
+    palace_dir: str,
+    recorded: dict,
+    target: dict,
+    keys: tuple,
+    fix: str,
+    is_standby: Optional[Callable[[], bool]] = None,
+) -> None:
     """BackendMismatchError naming each of ``keys`` on which the marker's ``recorded`` target and the
-    current settings' ``target`` differ, and ``fix``."""
+    current settings' ``target`` differ, and ``fix``. When only the address differs and ``is_standby()``
+    says the server reached is a hot standby, that is the palace read through a replica of its
+    database (nothing can be written there), and no error."""
     from mempalace.backends.base import BackendMismatchError
 
     differing = [k for k in keys if recorded.get(k) != target.get(k)]
+    if differing and is_standby is not None and set(differing) <= STANDBY_MAY_DIFFER and is_standby():
+        return
     if differing:
         was = ", ".join(f"{k}={recorded.get(k)!r}" for k in differing)
         now = ", ".join(f"{k}={target.get(k)!r}" for k in differing)
@@ -97,9 +113,12 @@ def check_same_target(palace_dir: str, recorded: dict, target: dict, keys: tuple
         )
 
 
-def check_marker_target(palace_dir: str, settings: Settings) -> tuple[str, str]:
+def check_marker_target(
+    palace_dir: str, settings: Settings, is_standby: Optional[Callable[[], bool]] = None
+) -> tuple[str, str]:
     """(namespace, palace key) recorded in a palace's marker, after checking that the marker names
-    the database the current settings point at (BackendMismatchError otherwise)."""
+    the database the current settings point at, or (``is_standby``) a hot standby of it
+    (BackendMismatchError otherwise)."""
     from mempalace.backends.base import BackendMismatchError
 
     marker = read_marker(palace_dir)
@@ -114,6 +133,7 @@ def check_marker_target(palace_dir: str, settings: Settings) -> tuple[str, str]:
         target,
         ("host", "port", "dbname", "schema"),
         "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA (or the postgres_* keys in config.json) back.",
+        is_standby,
     )
     return str(recorded.get("namespace") or ""), str(recorded["palace_key"])
 

@@ -30,7 +30,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from mempalace_pg.config import Settings, redact_dsn
 from mempalace_pg.db.connect import describe_connect_error
 from mempalace_pg.db.schema import ensure_schema
-from mempalace_pg.errors import DatabaseUnavailableError
+from mempalace_pg.errors import DatabaseUnavailableError, ReadOnlyDatabaseError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,6 +82,8 @@ class Database:
                 yield conn
         except PoolTimeout as exc:
             raise describe_connect_error(self.settings, exc) from None
+        except psycopg.errors.ReadOnlySqlTransaction as exc:  # a write on a hot standby
+            raise read_only_error(self.settings, exc) from None
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
@@ -105,6 +107,8 @@ class Database:
                     return work(conn)
                 with conn.transaction():
                     return work(conn)
+            except psycopg.errors.ReadOnlySqlTransaction as exc:
+                raise read_only_error(self.settings, exc) from None
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 broken = conn.broken or conn.closed
                 if isinstance(exc, psycopg.errors.QueryCanceled) or not broken:
@@ -116,6 +120,22 @@ class Database:
             finally:
                 pool.putconn(conn)  # the pool discards a broken connection and rolls back a failed one
         raise AssertionError("unreachable")
+
+
+def is_standby(settings: Settings) -> bool:
+    """Whether the server ``settings`` point at is a hot standby (in recovery: it only reads)."""
+    return bool(
+        Database.get(settings).run(lambda conn: conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+    )
+
+
+def read_only_error(settings: Settings, exc: Exception) -> ReadOnlyDatabaseError:
+    """The error for a write the server refused because it only reads (``exc``: PostgreSQL's own)."""
+    return ReadOnlyDatabaseError(
+        f"the database at {redact_dsn(settings.dsn)} is read-only ({str(exc).splitlines()[0]}): it is a hot "
+        "standby, or sets default_transaction_read_only. Searches work there; to write, point "
+        "MEMPALACE_PG_DSN at the primary"
+    )
 
 
 #: Each pooled connection's hnsw.ef_search: [configured, current] (see use_search_breadth).

@@ -176,6 +176,12 @@ def ensure_schema(settings: Settings) -> str:
                 f"schema {settings.schema!r} is at revision {current!r}, newer than this mempalace-pg "
                 f"(head {head!r}): upgrade the package (pip install -U mempalace-pg)."
             )
+        if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+            raise SchemaVersionError(
+                f"schema {settings.schema!r} is at revision {current or 'none'!r} but this mempalace-pg "
+                f"needs {head!r}, and this server is a read-only hot standby: run `mempalace-pg db upgrade` "
+                "against the primary (the standby follows it)."
+            )
         if current is not None and not settings.auto_upgrade:
             raise SchemaVersionError(
                 f"schema {settings.schema!r} is at revision {current!r} but this mempalace-pg needs "

@@ -183,9 +183,11 @@ class AgeKnowledgeGraph:
         self.palace_path = palace_path
         self._settings = settings or Settings.load()
         if palace_path is not None:
+            from mempalace_pg.db.pool import is_standby
             from mempalace_pg.marker import check_marker_target
 
-            namespace, palace_key = check_marker_target(palace_path, self._settings)
+            settings_ = self._settings
+            namespace, palace_key = check_marker_target(palace_path, settings_, lambda: is_standby(settings_))
         if not palace_key:
             raise ValueError("AgeKnowledgeGraph needs palace_path= (a postgres palace) or palace_key=")
         self.palace_key = palace_key

@@ -116,7 +116,7 @@ class PostgresBackend(BaseBackend):
 
         marker = read_marker(palace.local_path) if palace.local_path else None
         if marker is not None:
-            self._check_marker(marker, target, palace)
+            self._check_marker(marker, target, palace, settings)
         elif palace.local_path and not create:
             raise PalaceNotFoundError(
                 f"no mempalace-pg palace at {palace.local_path} (no {MARKER_FILENAME}); "
@@ -198,7 +198,9 @@ class PostgresBackend(BaseBackend):
         return target
 
     @staticmethod
-    def _check_marker(marker: dict, target: dict, palace: PalaceRef) -> None:
+    def _check_marker(marker: dict, target: dict, palace: PalaceRef, settings: Settings) -> None:
+        from mempalace_pg.db.pool import is_standby
+
         check_same_target(
             palace.local_path,
             recorded_target(marker, palace.local_path),
@@ -206,6 +208,7 @@ class PostgresBackend(BaseBackend):
             ("host", "port", "dbname", "schema", "namespace", "palace_key"),
             "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA / MEMPALACE_PG_NAMESPACE "
             "(or the postgres_* keys in config.json) back, or use a fresh palace directory.",
+            lambda: is_standby(settings),
         )
 
     @staticmethod

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# A hot standby of the server scripts/provision-postgres.sh provisions, streaming from it, in the same
+# Debian root; prints its DSN on the last line of stdout.
+#
+#   scripts/provision-standby.sh          # MEMPALACE_PG_STACK=trixie (default) or sid, as the primary
+#   scripts/provision-standby.sh stop     # stop it (its data directory stays; start reuses it)
+#
+# How: pg_basebackup -R (streaming replication, the replication settings written for us) of the running
+# primary into a second data directory of the root, then pg_ctl start on its own port. The primary's
+# configuration lives in its data directory (initdb, not pg_createcluster), so the copy carries it; only
+# the port differs. A standby that already answers is left running.
+#
+# Settings (environment): MEMPALACE_PG_STACK, MEMPALACE_PG_ROOT_BASE as for the primary;
+#   MEMPALACE_PG_STANDBY_PORT  TCP port on 127.0.0.1 (default 55427 trixie, 55428 sid)
+set -euo pipefail
+action="${1:-start}"
+case "$action" in start|stop) ;; *) echo "usage: $0 [start|stop]" >&2; exit 2 ;; esac
+cd "$(dirname "$0")/.."
+
+log() { printf '[standby] %s\n' "$*" >&2; }
+die() { printf '[standby] ERROR: %s\n' "$*" >&2; exit 1; }
+
+stack="${MEMPALACE_PG_STACK:-trixie}"
+case "$stack" in
+    trixie) pgmajor=17; default_port=55427 ;;
+    sid)    pgmajor=18; default_port=55428 ;;
+    *) die "MEMPALACE_PG_STACK must be 'trixie' or 'sid', not '$stack'" ;;
+esac
+root="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}/$stack"
+port="${MEMPALACE_PG_STANDBY_PORT:-$default_port}"
+standby=/var/lib/mempalace-pg/standby       # inside the root
+pgbin="/usr/lib/postgresql/$pgmajor/bin"    # inside the root
+as_pg() { chroot --userspec=postgres:postgres "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+
+if [[ "$action" == stop ]]; then
+    [[ -f "$root$standby/PG_VERSION" ]] || die "no standby in $root$standby"
+    as_pg "$pgbin/pg_ctl" -D "$standby" -m fast -w stop >&2
+    exit 0
+fi
+
+primary_dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1)
+pw=$(sed -E 's|^postgresql://postgres:([^@]*)@.*$|\1|' <<<"$primary_dsn")
+primary_port=$(sed -E 's|^.*@127\.0\.0\.1:([0-9]+)/.*$|\1|' <<<"$primary_dsn")
+dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
+
+in_recovery() {   # "t" when a standby answers on the port
+    chroot "$root" /usr/bin/env -i PATH=/usr/bin PGPASSWORD="$pw" PGCONNECT_TIMEOUT=3 \
+        "$pgbin/psql" -h 127.0.0.1 -p "$1" -U postgres -d postgres -qAtX -c "SELECT pg_is_in_recovery()" \
+        2>/dev/null || true
+}
+
+if [[ "$(in_recovery "$port")" == t ]]; then
+    log "standby already running on 127.0.0.1:$port"
+    printf '%s\n' "$dsn"
+    exit 0
+fi
+[[ "$(in_recovery "$port")" == "" ]] || die "127.0.0.1:$port answers but is not a standby"
+
+if [[ ! -f "$root$standby/PG_VERSION" ]]; then
+    log "pg_basebackup of 127.0.0.1:$primary_port into $root$standby"
+    rm -rf "$root$standby"
+    mkdir -p "$root$standby"
+    chroot "$root" chown postgres:postgres "$standby"
+    chmod 700 "$root$standby"
+    as_pg env PGPASSWORD="$pw" "$pgbin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
+        -D "$standby" -R -X stream -c fast >&2 || die "pg_basebackup failed"
+    # the copy is the primary's configuration; a standby differs in its port (and keeps no pid file)
+    sed -i "s/^port = .*/port = $port/" "$root$standby/conf.d/mempalace-pg.conf"
+    rm -f "$root$standby/postmaster.pid"
+fi
+rm -f "$root$standby/postmaster.pid"   # left by a standby that is gone (none answers on its port)
+log "starting the standby on 127.0.0.1:$port"
+as_pg "$pgbin/pg_ctl" -D "$standby" -l "$standby/server.log" -w -t 60 start >&2 \
+    || { tail -n 30 "$root$standby/server.log" >&2; die "pg_ctl start failed"; }
+[[ "$(in_recovery "$port")" == t ]] || die "the standby started but does not answer as one on 127.0.0.1:$port"
+printf '%s\n' "$dsn"
