@@ -123,10 +123,13 @@ class Database:
 
 
 def is_standby(settings: Settings) -> bool:
-    """Whether the server ``settings`` point at is a hot standby (in recovery: it only reads)."""
-    return bool(
-        Database.get(settings).run(lambda conn: conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
-    )
+    """Whether the server ``settings`` point at is a hot standby (in recovery: it only reads); False
+    when it cannot be reached (a palace checked against it is then told where its database is)."""
+    try:
+        db = Database.get(settings)
+    except DatabaseUnavailableError:
+        return False
+    return bool(db.run(lambda conn: conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]))
 
 
 def read_only_error(settings: Settings, exc: Exception) -> ReadOnlyDatabaseError:

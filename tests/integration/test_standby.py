@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from run_cli import run_cli
 
 from mcp_client import mempalace_server, pg_server, stdio_session, text_of
@@ -166,3 +166,26 @@ def test_a_standby_behind_the_code_says_to_upgrade_the_primary(
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f'UPDATE "{pg_schema}".alembic_version SET version_num = %s', (head,))
+
+
+def test_a_palace_opened_against_another_server_is_told_where_it_lives(
+    pg_env, pg_dsn, make_collection, tmp_path, monkeypatch
+):
+    """Only a standby may stand in for the marker's server: settings pointing at an address where no
+    server answers get the marker's own message, not a connection error."""
+    from mempalace.backends import PalaceRef
+    from mempalace.backends.base import BackendMismatchError
+
+    from mempalace_pg.store.backend import PostgresBackend
+
+    make_collection(name="where")
+    palace_dir = str(tmp_path / "where")
+    monkeypatch.setenv("MEMPALACE_PG_DSN", make_conninfo(pg_dsn, port="1", connect_timeout="2"))
+    backend = PostgresBackend()
+    try:
+        with pytest.raises(BackendMismatchError, match="lives in PostgreSQL at port=.*point at port="):
+            backend.get_collection(
+                palace=PalaceRef(id=palace_dir, local_path=palace_dir), collection_name="mempalace_drawers"
+            )
+    finally:
+        backend.close()
