@@ -48,6 +48,7 @@ server_tls_ca_file = $tls/ca.crt
 client_tls_sslmode = ${PGBOUNCER_CLIENT_TLS_SSLMODE:-allow}
 client_tls_cert_file = $tls/server.crt
 client_tls_key_file = $tls/server.key
+client_tls_ca_file = $tls/ca.crt
 ignore_startup_parameters = extra_float_digits
 EOF
 chown -R postgres:postgres "$conf"
