@@ -102,6 +102,11 @@ if [[ "$action" == stop ]]; then
             kill -0 "$pid" 2>/dev/null && die "dockerd ($pid) did not stop"
         fi
         rm -f "$state/dockerd.pid"
+        # dockerd leaves its default network namespace mounted (exec/netns/default): unmount what is
+        # left under the state directory, so that it can be removed
+        awk -v d="$state/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+            umount "$m" || log "could not unmount $m"
+        done
         end "stop dockerd"
     fi
     exit 0
@@ -248,6 +253,11 @@ EOF
         chmod +x "$tool_bin/$tool"
     done
     export PATH="$tool_bin:$PATH"
+    # MemPalace's own knowledge-graph tests ship in its sdist (as scripts/test.sh does)
+    MEMPALACE_SDIST=$(bash scripts/mempalace-sdist.sh "$py" | tail -n 1)
+    export MEMPALACE_SDIST
+    # The DSN holds no password (PGPASSFILE has it): pytest prints a failing test's arguments, the DSN
+    # among them. Two tests that check a password is never printed assume one in the DSN and fail here.
     begin "pytest $* (as $app_user over TLS)"
     test_status=0
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_STACK="docker-$MEMPALACE_PG_IMAGE_STACK" \
