@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Build and boot the homelab stack (docker/) on this machine, then check it as a MemPalace client would:
+# the application role (no superuser), over TCP, with a password (SCRAM) and TLS verify-full.
+#
+#   scripts/docker-stack.sh [up]          everything below, then leave the stack running; prints the DSN
+#   scripts/docker-stack.sh test [ARGS]   up, then pytest ARGS (default: the contract, graph and backup
+#                                         tests) against the stack as the application role
+#   scripts/docker-stack.sh dsn           the DSN of a running stack (no password in it: PGPASSFILE has it)
+#   scripts/docker-stack.sh stop [--engine]   remove the containers, network and volume (and the docker/.env
+#                                         it wrote); with --engine also stop the dockerd it started
+#
+# What `up` does, each step only when needed, with the time of each phase at the end:
+#   1. apt-get install docker.io docker-compose (and debootstrap);
+#   2. a Docker engine: the one DOCKER_HOST or /var/run/docker.sock points at, or else dockerd started by
+#      hand with --iptables=false --bridge=none and its own data root, exec root and socket under
+#      $MEMPALACE_PG_DOCKER_STATE (default /var/tmp/mempalace-pg-docker), as deployment-facts.md found works;
+#   3. the base image debian:trixie-slim, imported from a `debootstrap --variant=minbase trixie` root (no
+#      registry is reachable here); the root's tarball is cached in the state directory;
+#   4. docker/.env with two random passwords when there is none (a docker/.env of yours is used as it is);
+#   5. `docker-compose build` and `up -d db`, then waits for the health check to say healthy;
+#   6. copies the CA certificate the container made, writes a libpq password file for the application role,
+#      and checks (scripts/docker_smoke.py): TLS verify-full as the application role, no superuser, a
+#      password needed (the DSN without one is refused), a drawer and a fact added and found again; then
+#      `mempalace-pg doctor`.
+# Networking: compose's own network (a bridge docker-compose creates; --bridge=none only removes docker0)
+# with the port published on 127.0.0.1:5432 by docker-proxy, so the README's compose file runs unchanged.
+#
+# Settings (environment): MEMPALACE_PG_IMAGE_STACK=trixie|sid (the image's Debian stack, default trixie),
+# MEMPALACE_PG_DOCKER_STATE, MEMPALACE_PG_MIRROR (Debian mirror for debootstrap; default the host's).
+# Passwords are never printed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+action="${1:-up}"
+[[ $# -gt 0 ]] && shift
+case "$action" in up|test|dsn|stop) ;; *) echo "usage: $0 [up|test [pytest args]|dsn|stop [--engine]]" >&2; exit 2 ;; esac
+
+state="${MEMPALACE_PG_DOCKER_STATE:-/var/tmp/mempalace-pg-docker}"
+project=mempalace-pg
+compose_file="$repo/docker/compose.yaml"
+env_file="$repo/docker/.env"
+export MEMPALACE_PG_IMAGE_STACK="${MEMPALACE_PG_IMAGE_STACK:-trixie}"
+port=5432
+app_user=mempalace
+app_db=mempalace
+
+log() { printf '[docker-stack] %s\n' "$*" >&2; }
+die() { printf '[docker-stack] ERROR: %s\n' "$*" >&2; exit 1; }
+now() { date +%s.%N; }
+phases=()
+phase_start=0
+begin() { phase_start=$(now); log "== $*"; }
+end() { phases+=("$(awk -v a="$phase_start" -v b="$(now)" -v n="$1" 'BEGIN { printf "%-28s %7.1f s", n, b - a }')"); }
+report() {
+    [[ ${#phases[@]} -gt 0 ]] || return 0
+    log "timings:"
+    for p in "${phases[@]}"; do log "  $p"; done
+}
+trap report EXIT
+
+[[ "$(id -u)" == 0 ]] || die "run as root (dockerd, debootstrap and apt-get need it)"
+mkdir -p "$state"
+
+# Our own engine, when we start one, is reached through its socket; a given DOCKER_HOST is respected.
+engine_sock="$state/docker.sock"
+if [[ -z "${DOCKER_HOST:-}" && ! -S /var/run/docker.sock && -S "$engine_sock" ]]; then
+    export DOCKER_HOST="unix://$engine_sock"
+fi
+# Debian's CLI (the engine's version) before another one on PATH (a newer CLI here had no daemon)
+find_docker() { docker_bin=$(command -v docker || true); [[ ! -x /usr/bin/docker ]] || docker_bin=/usr/bin/docker; }
+find_docker
+docker_cli() { "$docker_bin" "$@"; }
+compose() { docker-compose -p "$project" -f "$compose_file" "$@"; }
+engine_answers() { [[ -n "$docker_bin" ]] && timeout 10 "$docker_bin" version >/dev/null 2>&1; }
+
+dsn="postgresql://$app_user@localhost:$port/$app_db?sslmode=verify-full&sslrootcert=$state/ca.crt"
+
+# ------------------------------------------------------------------ stop
+if [[ "$action" == stop ]]; then
+    if [[ ! -f "$state/started-stack" ]]; then
+        log "no stack started by this script (no $state/started-stack): containers and volume left alone"
+    elif command -v docker-compose >/dev/null && engine_answers; then
+        begin "compose down (containers, network, volume)"
+        # compose needs its env file to read the compose file; an empty one will do for down
+        [[ -f "$env_file" ]] || { : >"$env_file"; touch "$state/created-env"; }
+        compose --profile pooler down -v --remove-orphans >&2
+        rm -f "$state/started-stack"
+        end "compose down"
+    fi
+    if [[ -f "$state/created-env" ]]; then
+        rm -f "$env_file" "$state/created-env"
+        log "removed docker/.env (written by this script)"
+    fi
+    rm -f "$state/pgpass" "$state/ca.crt"
+    if [[ "${1:-}" == --engine && -f "$state/dockerd.pid" ]]; then
+        begin "stop dockerd"
+        pid=$(cat "$state/dockerd.pid")
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid"
+            for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+            kill -0 "$pid" 2>/dev/null && die "dockerd ($pid) did not stop"
+        fi
+        rm -f "$state/dockerd.pid"
+        # dockerd leaves its default network namespace mounted (exec/netns/default): unmount what is
+        # left under the state directory, so that it can be removed
+        awk -v d="$state/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+            umount "$m" || log "could not unmount $m"
+        done
+        end "stop dockerd"
+    fi
+    exit 0
+fi
+
+if [[ "$action" == dsn ]]; then
+    [[ -f "$state/pgpass" && -f "$state/ca.crt" ]] || die "no stack is up (run $0 up)"
+    echo "PGPASSFILE=$state/pgpass $dsn"
+    exit 0
+fi
+
+# ------------------------------------------------------------------ 1. packages
+missing=()
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v docker-compose >/dev/null || missing+=(docker-compose)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+if [[ ${#missing[@]} -gt 0 ]]; then
+    begin "apt-get install ${missing[*]}"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    end "apt-get install"
+    find_docker
+fi
+
+# ------------------------------------------------------------------ 2. the engine
+if ! engine_answers; then
+    begin "start dockerd (--iptables=false --bridge=none, state in $state)"
+    export DOCKER_HOST="unix://$engine_sock"
+    if ! engine_answers; then
+        mkdir -p "$state/data" "$state/exec"
+        rm -f "$engine_sock"
+        # setsid: the engine outlives this script (stop --engine ends it)
+        setsid dockerd --data-root "$state/data" --exec-root "$state/exec" -H "$DOCKER_HOST" \
+            --pidfile "$state/dockerd.pid" --iptables=false --ip-forward=false --bridge=none \
+            >"$state/dockerd.log" 2>&1 </dev/null &
+        for _ in $(seq 120); do engine_answers && break; sleep 0.5; done
+        engine_answers || { tail -n 30 "$state/dockerd.log" >&2; die "dockerd did not answer (log: $state/dockerd.log)"; }
+    fi
+    end "start dockerd"
+fi
+log "engine: $(docker_cli version --format 'server {{.Server.Version}}' 2>/dev/null) at ${DOCKER_HOST:-unix:///var/run/docker.sock}"
+
+# ------------------------------------------------------------------ 3. the base image
+if ! docker_cli image inspect debian:trixie-slim >/dev/null 2>&1; then
+    tarball="$state/debian-trixie-minbase.tar"
+    if [[ ! -s "$tarball" ]]; then
+        mirror="${MEMPALACE_PG_MIRROR:-}"
+        if [[ -z "$mirror" ]]; then
+            mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
+                     | awk '{print $2}' | grep -v -- '-security' | head -n1 || true)
+            mirror="${mirror:-http://deb.debian.org/debian}"
+        fi
+        root="$state/trixie-minbase"
+        begin "debootstrap --variant=minbase trixie (from $mirror)"
+        rm -rf "$root"
+        debootstrap --variant=minbase trixie "$root" "$mirror" >"$state/debootstrap.log" 2>&1 \
+            || { tail -n 20 "$state/debootstrap.log" >&2; die "debootstrap failed (log: $state/debootstrap.log)"; }
+        rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+        tar -C "$root" --numeric-owner -cf "$tarball.part" .
+        mv "$tarball.part" "$tarball"
+        rm -rf "$root"
+        end "debootstrap + tar"
+    fi
+    begin "docker import $tarball as debian:trixie-slim"
+    docker_cli import "$tarball" debian:trixie-slim >&2
+    end "docker import"
+fi
+
+# ------------------------------------------------------------------ 4. passwords
+if [[ ! -f "$env_file" ]]; then
+    umask 077
+    {
+        echo "# Written by scripts/docker-stack.sh (removed by its stop): random passwords"
+        echo "POSTGRES_PASSWORD=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
+        echo "MEMPALACE_APP_PASSWORD=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
+    } >"$env_file"
+    umask 022
+    touch "$state/created-env"
+    log "wrote docker/.env with random passwords"
+fi
+app_password=$(sed -n 's/^MEMPALACE_APP_PASSWORD=//p' "$env_file" | tail -n1)
+[[ -n "$app_password" ]] || die "docker/.env has no MEMPALACE_APP_PASSWORD"
+
+# ------------------------------------------------------------------ 5. build, up, healthy
+begin "docker-compose build (stack $MEMPALACE_PG_IMAGE_STACK)"
+compose build db >"$state/build.log" 2>&1 || { tail -n 40 "$state/build.log" >&2; die "build failed (log: $state/build.log)"; }
+end "build"
+
+begin "docker-compose up -d db, wait for healthy"
+touch "$state/started-stack"
+compose up -d --no-build db >&2
+container=$(compose ps -q db)
+status=""
+for _ in $(seq 180); do
+    status=$(docker_cli inspect -f '{{.State.Health.Status}}' "$container" 2>/dev/null || echo gone)
+    [[ "$status" == healthy || "$status" == gone ]] && break
+    [[ "$(docker_cli inspect -f '{{.State.Running}}' "$container")" == true ]] || break
+    sleep 1
+done
+if [[ "$status" != healthy ]]; then
+    compose logs --tail 60 db >&2 || true
+    die "the db container is not healthy (health: $status)"
+fi
+end "boot to healthy"
+
+# ------------------------------------------------------------------ 6. check it as MemPalace would
+begin "smoke check as $app_user over TLS"
+docker_cli cp "$container:/var/lib/postgresql/data/tls/ca.crt" "$state/ca.crt"
+escaped=${app_password//\\/\\\\}
+escaped=${escaped//:/\\:}
+(umask 077; printf 'localhost:%s:*:%s:%s\n' "$port" "$app_user" "$escaped" >"$state/pgpass")
+export PGPASSFILE="$state/pgpass"
+py="$repo/.venv/bin/python"
+[[ -x "$repo/.venv/bin/mempalace-pg" ]] || py=$(bash scripts/setup-venv.sh | tail -n 1)
+log "DSN: $dsn (password from PGPASSFILE=$PGPASSFILE)"
+smoke_config=$(mktemp -d)
+MEMPALACE_PG_DSN="$dsn" MEMPALACE_CONFIG_DIR="$smoke_config" "$py" scripts/docker_smoke.py >&2 \
+    || { rm -rf "$smoke_config"; die "the smoke check failed (above)"; }
+end "smoke check"
+begin "mempalace-pg doctor as $app_user"
+MEMPALACE_PG_DSN="$dsn" MEMPALACE_CONFIG_DIR="$smoke_config" "$(dirname "$py")/mempalace-pg" doctor >&2 \
+    || { rm -rf "$smoke_config"; die "mempalace-pg doctor found a problem (above)"; }
+rm -rf "$smoke_config"
+end "doctor"
+
+if [[ "$action" == test ]]; then
+    [[ $# -gt 0 ]] || set -- tests/integration/test_contract.py tests/integration/test_graph_integration.py \
+        tests/integration/test_backup.py
+    # The backup tests want the server's own pg_dump/pg_restore on PATH (Debian 12's are 15, older than
+    # the server): these run them in the db container, over its TCP port with TLS verify-full, with libpq's
+    # environment passed through and the password put in the environment, never on a command line.
+    tool_bin="$state/bin"
+    mkdir -p "$tool_bin"
+    for tool in pg_dump pg_restore; do
+        cat >"$tool_bin/$tool" <<EOF
+#!/bin/sh
+# Written by scripts/docker-stack.sh: $tool of the db container's PostgreSQL, for the tests.
+[ -n "\${PGPASSWORD:-}" ] || PGPASSWORD=\$(sed -n 's/^MEMPALACE_APP_PASSWORD=//p' "$env_file" | tail -n 1)
+export PGPASSWORD
+exec $docker_bin exec -i \\
+    -e PGHOST=localhost -e PGPORT=$port -e PGUSER -e PGDATABASE -e PGSSLMODE -e PGPASSWORD \\
+    -e PGSSLROOTCERT=/var/lib/postgresql/data/tls/ca.crt "$container" $tool "\$@"
+EOF
+        chmod +x "$tool_bin/$tool"
+    done
+    export PATH="$tool_bin:$PATH"
+    # MemPalace's own knowledge-graph tests ship in its sdist (as scripts/test.sh does)
+    MEMPALACE_SDIST=$(bash scripts/mempalace-sdist.sh "$py" | tail -n 1)
+    export MEMPALACE_SDIST
+    # The DSN holds no password (PGPASSFILE has it): pytest prints a failing test's arguments, the DSN
+    # among them. Two tests that check a password is never printed assume one in the DSN and fail here.
+    begin "pytest $* (as $app_user over TLS)"
+    test_status=0
+    MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_STACK="docker-$MEMPALACE_PG_IMAGE_STACK" \
+        "$py" -m pytest -p no:cacheprovider "$@" || test_status=$?
+    end "pytest"
+    log "DSN used: $dsn (PGPASSFILE=$PGPASSFILE)"
+    exit $test_status
+fi
+log "the stack is up. DSN (password in PGPASSFILE=$PGPASSFILE):"
+echo "$dsn"
