@@ -127,11 +127,12 @@ class Palace:
     def backend_args(self) -> list:
         return ["--backend", "postgres"] if self.backend == "postgres" else []
 
-    def cli(self, *args, stdin: Optional[str] = None, timeout: int = 600) -> dict:
-        """``mempalace --palace P ARGS``: its exit code and output (stdout then stderr)."""
+    def cli(self, *args, stdin: Optional[str] = None, timeout: int = 600, env: Optional[dict] = None) -> dict:
+        """``mempalace --palace P ARGS``: its exit code and output (stdout then stderr); ``env`` in place
+        of the palace's own environment."""
         proc = subprocess.run(
             [MEMPALACE, "--palace", str(self.path), *args],
-            env=self.env,
+            env=self.env if env is None else env,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -139,6 +140,16 @@ class Palace:
             errors="backslashreplace",
         )
         return {"rc": proc.returncode, "out": proc.stdout + proc.stderr}
+
+    def init_and_mine(self, corpus: Path) -> None:
+        """``mempalace init`` (rooms from the folders) and ``mempalace mine`` of ``corpus`` into this
+        palace on its backend, as a user runs them; each must succeed."""
+        for args in (
+            ("init", *self.backend_args(), "--yes", "--no-llm", str(corpus)),
+            (*self.backend_args(), "mine", str(corpus)),
+        ):
+            done = self.cli(*args)
+            assert done["rc"] == 0, done["out"]
 
     def mcp(self, *extra) -> McpServer:
         return McpServer(["--palace", str(self.path), *extra], self.env)

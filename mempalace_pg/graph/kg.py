@@ -186,8 +186,9 @@ class AgeKnowledgeGraph:
             from mempalace_pg.db.pool import is_standby
             from mempalace_pg.marker import check_marker_target
 
-            settings_ = self._settings
-            namespace, palace_key = check_marker_target(palace_path, settings_, lambda: is_standby(settings_))
+            namespace, palace_key = check_marker_target(
+                palace_path, self._settings, lambda: is_standby(self._settings)
+            )
         if not palace_key:
             raise ValueError("AgeKnowledgeGraph needs palace_path= (a postgres palace) or palace_key=")
         self.palace_key = palace_key

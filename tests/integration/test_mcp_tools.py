@@ -43,12 +43,7 @@ def mined(embedding_url, tmp_path, pg_env):
     palace = Palace(tmp_path, "postgres", embedding_url)
     corpus = tmp_path / "corpus"
     shutil.copytree(CORPUS, corpus)
-    for args in (
-        ("init", "--backend", "postgres", "--yes", "--no-llm", str(corpus)),
-        ("--backend", "postgres", "mine", str(corpus)),
-    ):
-        done = palace.cli(*args)
-        assert done["rc"] == 0, done["out"]
+    palace.init_and_mine(corpus)
     palace.drawer = _drawer_of_file(palace.path)
 
     async def add_facts():

@@ -22,7 +22,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from run_cli import run_cli
 
 from mcp_client import mempalace_server, pg_server, stdio_session, text_of
-from palace_pair import MEMPALACE, Palace
+from palace_pair import Palace
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "corpus"
@@ -63,12 +63,7 @@ def test_a_palace_read_through_a_standby(embedding_url, tmp_path, pg_env, pg_dsn
     palace = Palace(tmp_path, "postgres", embedding_url)
     corpus = tmp_path / "corpus"
     shutil.copytree(CORPUS, corpus)
-    for args in (
-        ("init", "--backend", "postgres", "--yes", "--no-llm", str(corpus)),
-        ("--backend", "postgres", "mine", str(corpus)),
-    ):
-        done = palace.cli(*args)
-        assert done["rc"] == 0, done["out"]
+    palace.init_and_mine(corpus)
     from mempalace_pg.atomic import open_drawers
 
     drawers, kg = open_drawers(str(palace.path), create=False)
@@ -84,10 +79,11 @@ def test_a_palace_read_through_a_standby(embedding_url, tmp_path, pg_env, pg_dsn
 
     # MemPalace's own search command, in a new process, on each server
     searched = {
-        name: palace_search(palace, env, question)
+        name: palace.cli("search", question, "--results", "2", env=env)
         for name, env in (("primary", primary), ("standby", replica))
     }
-    assert searched["standby"] == searched["primary"] and "power.md" in searched["standby"]
+    assert searched["standby"]["rc"] == searched["primary"]["rc"] == 0, searched
+    assert searched["standby"] == searched["primary"] and "power.md" in searched["standby"]["out"]
 
     async def reads(env):
         async with stdio_session(pg_server(palace.path), env) as pg:
@@ -131,20 +127,6 @@ def test_a_palace_read_through_a_standby(embedding_url, tmp_path, pg_env, pg_dsn
         assert not conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mempalace-pg folder'"
         ).fetchone()[0]
-
-
-def palace_search(palace: Palace, env: dict, question: str) -> str:
-    """`mempalace search` as a user runs it: a new process, its output."""
-    proc = subprocess.run(
-        [MEMPALACE, "--palace", str(palace.path), "search", question, "--results", "2"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
 
 
 def test_a_standby_behind_the_code_says_to_upgrade_the_primary(
