@@ -3,12 +3,12 @@
 # Debian root; prints its DSN on the last line of stdout.
 #
 #   scripts/provision-standby.sh          # MEMPALACE_PG_STACK=trixie (default) or sid, as the primary
-#   scripts/provision-standby.sh stop     # stop it (its data directory stays; start reuses it)
+#   scripts/provision-standby.sh stop     # stop it (the next start copies the primary again)
 #
 # How: pg_basebackup -R (streaming replication, the replication settings written for us) of the running
 # primary into a second data directory of the root, then pg_ctl start on its own port. The primary's
 # configuration lives in its data directory (initdb, not pg_createcluster), so the copy carries it; only
-# the port differs. A standby that already answers is left running.
+# the port differs. A standby that already answers is left running; one that does not is copied anew.
 #
 # Settings (environment): MEMPALACE_PG_STACK, MEMPALACE_PG_ROOT_BASE as for the primary;
 #   MEMPALACE_PG_STANDBY_PORT  TCP port on 127.0.0.1 (default 55427 trixie, 55428 sid)
@@ -49,26 +49,35 @@ in_recovery() {   # "t" when a standby answers on the port
         2>/dev/null || true
 }
 
+receiving() {   # the standby's WAL receiver state: "streaming" when it follows the primary
+    chroot "$root" /usr/bin/env -i PATH=/usr/bin PGPASSWORD="$pw" PGCONNECT_TIMEOUT=3 \
+        "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX \
+        -c "SELECT status FROM pg_stat_wal_receiver" 2>/dev/null || true
+}
+
 if [[ "$(in_recovery "$port")" == t ]]; then
-    log "standby already running on 127.0.0.1:$port"
-    printf '%s\n' "$dsn"
-    exit 0
+    if [[ "$(receiving)" == streaming ]]; then
+        log "standby already running on 127.0.0.1:$port"
+        printf '%s\n' "$dsn"
+        exit 0
+    fi
+    log "the standby on 127.0.0.1:$port does not follow the primary (WAL gone?): stopping it to copy anew"
+    as_pg "$pgbin/pg_ctl" -D "$standby" -m fast -w stop >&2
 fi
 [[ "$(in_recovery "$port")" == "" ]] || die "127.0.0.1:$port answers but is not a standby"
 
-if [[ ! -f "$root$standby/PG_VERSION" ]]; then
-    log "pg_basebackup of 127.0.0.1:$primary_port into $root$standby"
-    rm -rf "$root$standby"
-    mkdir -p "$root$standby"
-    chroot "$root" chown postgres:postgres "$standby"
-    chmod 700 "$root$standby"
-    as_pg env PGPASSWORD="$pw" "$pgbin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
-        -D "$standby" -R -X stream -c fast >&2 || die "pg_basebackup failed"
-    # the copy is the primary's configuration; a standby differs in its port (and keeps no pid file)
-    sed -i "s/^port = .*/port = $port/" "$root$standby/conf.d/mempalace-pg.conf"
-    rm -f "$root$standby/postmaster.pid"
-fi
-rm -f "$root$standby/postmaster.pid"   # left by a standby that is gone (none answers on its port)
+# A standby that is not running is made afresh: without a replication slot the primary keeps no WAL for
+# it, so one stopped while the primary went on writing could never catch up. A copy takes seconds here.
+log "pg_basebackup of 127.0.0.1:$primary_port into $root$standby"
+rm -rf "$root$standby"
+mkdir -p "$root$standby"
+chroot "$root" chown postgres:postgres "$standby"
+chmod 700 "$root$standby"
+as_pg env PGPASSWORD="$pw" "$pgbin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
+    -D "$standby" -R -X stream -c fast >&2 || die "pg_basebackup failed"
+# the copy is the primary's configuration; a standby differs in its port (and keeps no pid file)
+sed -i "s/^port = .*/port = $port/" "$root$standby/conf.d/mempalace-pg.conf"
+rm -f "$root$standby/postmaster.pid"
 log "starting the standby on 127.0.0.1:$port"
 as_pg "$pgbin/pg_ctl" -D "$standby" -l "$standby/server.log" -w -t 60 start >&2 \
     || { tail -n 30 "$root$standby/server.log" >&2; die "pg_ctl start failed"; }
