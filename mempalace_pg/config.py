@@ -33,6 +33,9 @@ NAME_MAX = 48
 # setting name -> (environment variable, config.json key, default, parser)
 _SETTINGS: dict[str, tuple[str, str, Any, type]] = {
     "dsn": ("MEMPALACE_PG_DSN", "postgres_dsn", DEFAULT_DSN, str),
+    # Where work that needs a session of its own goes (the vector index folder, bulk loads, maintenance)
+    # when MEMPALACE_PG_DSN goes through a connection pooler: PostgreSQL itself, or a session-mode pool.
+    "session_dsn": ("MEMPALACE_PG_SESSION_DSN", "postgres_session_dsn", "", str),
     "schema": ("MEMPALACE_PG_SCHEMA", "postgres_schema", DEFAULT_SCHEMA, str),
     "namespace": ("MEMPALACE_PG_NAMESPACE", "postgres_namespace", "", str),
     "pool_min_size": ("MEMPALACE_PG_POOL_MIN_SIZE", "postgres_pool_min_size", 1, int),
@@ -154,6 +157,7 @@ class Settings:
     """Resolved settings for one process. Cheap to build; build it when you need it."""
 
     dsn: str = DEFAULT_DSN
+    session_dsn: str = ""
     schema: str = DEFAULT_SCHEMA
     namespace: str = ""
     pool_min_size: int = 1
@@ -201,6 +205,8 @@ class Settings:
         if not 1 <= self.ef_search <= 1000:
             raise ConfigError("ef_search must be between 1 and 1000 (pgvector's limit)")
         dsn_target(self.dsn)  # raises ConfigError for a malformed DSN
+        if self.session_dsn:
+            dsn_target(self.session_dsn)
 
     @property
     def redacted_dsn(self) -> str:

@@ -37,13 +37,17 @@ def describe_connect_error(settings: Settings, exc: BaseException) -> DatabaseUn
 
 
 def connect(settings: Settings, *, autocommit: bool = False) -> psycopg.Connection:
-    """A plain (unpooled) connection, for schema work and tools. Raises DatabaseUnavailableError."""
+    """A plain (unpooled) connection, for schema work and tools. Raises DatabaseUnavailableError.
+
+    It prepares no statements: through a transaction-mode pooler a prepared statement would be asked
+    of server connections that never saw it (these connections run too few queries to gain by it)."""
     try:
         return psycopg.connect(
             settings.dsn,
             autocommit=autocommit,
             connect_timeout=settings.connect_timeout_s,
             application_name="mempalace-pg",
+            prepare_threshold=None,
         )
     except psycopg.OperationalError as exc:
         raise describe_connect_error(settings, exc) from None

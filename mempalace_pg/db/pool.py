@@ -13,6 +13,14 @@ and COMMIT around it); work of several statements that must commit together asks
 
 A dropped connection (server restart, network cut, idle timeout) is retried once on a fresh
 connection; an error raised by a statement is never retried.
+
+Behind a connection pooler (PgBouncer): a transaction-mode pooler hands each transaction to whichever
+server connection is free, so session state (settings, advisory locks) neither survives from one
+statement to the next nor stays with us: it leaks to the pooler's other clients. A pooler is recognised
+when the process id the server reports differs from the one the connection was given (a pooler answers
+the handshake itself); every checkout then runs as one transaction whose settings are ``SET LOCAL``,
+and no setting is made for the session. Work that needs a session of its own (:meth:`Database.session`:
+bulk loads, maintenance; the vector index folder) goes to ``MEMPALACE_PG_SESSION_DSN``.
 """
 
 from __future__ import annotations
@@ -21,13 +29,14 @@ import logging
 import threading
 import weakref
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Callable, Iterator, Optional, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from mempalace_pg.config import Settings, redact_dsn
+from mempalace_pg.config import ConfigError, Settings, redact_dsn
 from mempalace_pg.db.connect import describe_connect_error
 from mempalace_pg.db.schema import ensure_schema
 from mempalace_pg.errors import DatabaseUnavailableError, ReadOnlyDatabaseError
@@ -75,15 +84,71 @@ class Database:
         return sql.Identifier(self.schema, name)
 
     # -- units of work --------------------------------------------------------------------
+    @property
+    def behind_pooler(self) -> bool:
+        """Whether the connections go through a connection pooler (known once one has been opened)."""
+        if self.settings.dsn not in _POOLED:
+            with self.connection():  # a checkout: its connection has been configured, and so recognised
+                pass
+        return _pooled(self.settings.dsn)
+
+    @property
+    def session_dsn(self) -> Optional[str]:
+        """The DSN for work that needs a session of its own: ``MEMPALACE_PG_SESSION_DSN`` when set, else
+        the DSN itself unless it goes through a pooler (None: no session can be had)."""
+        if self.settings.session_dsn:
+            return self.settings.session_dsn
+        return None if self.behind_pooler else self.settings.dsn
+
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         try:
             with self.pool.connection() as conn:
-                yield conn
+                if _pooled(self.settings.dsn):
+                    with conn.transaction():
+                        _begin_pooled(conn, self.settings)
+                        yield conn
+                else:
+                    yield conn
         except PoolTimeout as exc:
             raise describe_connect_error(self.settings, exc) from None
         except psycopg.errors.ReadOnlySqlTransaction as exc:  # a write on a hot standby
             raise read_only_error(self.settings, exc) from None
+
+    @contextmanager
+    def session(self, purpose: str) -> Iterator[psycopg.Connection]:
+        """A connection whose session state (settings, advisory locks) lasts until the block ends, in
+        autocommit mode: a pooled one, or behind a pooler a connection of its own to the session DSN.
+        ``purpose`` names the work in the error raised when there is no session DSN."""
+        if not self.settings.session_dsn and not self.behind_pooler:
+            with self.connection() as conn:
+                yield conn
+            return
+        dsn = self.session_dsn
+        if dsn is None:
+            raise ConfigError(
+                f"{purpose} needs a database session of its own, and MEMPALACE_PG_DSN "
+                f"({redact_dsn(self.settings.dsn)}) goes through a connection pooler, which hands each "
+                "transaction to another server connection: set MEMPALACE_PG_SESSION_DSN (config.json key "
+                "'postgres_session_dsn') to PostgreSQL's own address, or to a session-mode pool"
+            )
+        session_settings = replace(self.settings, dsn=dsn)
+        try:
+            conn = psycopg.connect(
+                dsn,
+                autocommit=True,
+                connect_timeout=self.settings.connect_timeout_s,
+                application_name="mempalace-pg",
+            )
+        except psycopg.OperationalError as exc:
+            raise describe_connect_error(session_settings, exc) from None
+        with conn:
+            # session settings even when the session DSN is a (session-mode) pool: it was named for that
+            _configure(session_settings, session=True)(conn)
+            try:
+                yield conn
+            except psycopg.errors.ReadOnlySqlTransaction as exc:
+                raise read_only_error(session_settings, exc) from None
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
@@ -103,6 +168,10 @@ class Database:
             except PoolTimeout as exc:
                 raise describe_connect_error(self.settings, exc) from None
             try:
+                if _pooled(self.settings.dsn):
+                    with conn.transaction():
+                        _begin_pooled(conn, self.settings)
+                        return work(conn)
                 if not atomic:
                     return work(conn)
                 with conn.transaction():
@@ -141,8 +210,9 @@ def read_only_error(settings: Settings, exc: Exception) -> ReadOnlyDatabaseError
     )
 
 
-#: Each pooled connection's hnsw.ef_search: [configured, current] (see use_search_breadth).
-_BREADTH: "weakref.WeakKeyDictionary[psycopg.Connection, list[int]]" = weakref.WeakKeyDictionary()
+#: Each pooled connection's hnsw.ef_search: [configured, current, set per transaction] (see
+#: use_search_breadth).
+_BREADTH: "weakref.WeakKeyDictionary[psycopg.Connection, list]" = weakref.WeakKeyDictionary()
 
 
 def use_search_breadth(conn: psycopg.Connection, ef_search: Optional[int]) -> None:
@@ -153,16 +223,53 @@ def use_search_breadth(conn: psycopg.Connection, ef_search: Optional[int]) -> No
         return  # not one of our pooled connections: its own settings stand
     want = state[0] if ef_search is None else int(ef_search)
     if want != state[1]:
-        conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(want),))
+        # behind a pooler the checkout is one transaction, and the setting must end with it
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, %s)", (str(want), state[2]))
         state[1] = want
 
 
-def _configure(settings: Settings):
+#: Per DSN: whether its connections go through a pooler, and the search path its statements need.
+_POOLED: dict[str, bool] = {}
+_SEARCH_PATH: dict[str, str] = {}
+
+
+def _pooled(dsn: str) -> bool:
+    return _POOLED.get(dsn, False)
+
+
+def _begin_pooled(conn: psycopg.Connection, settings: Settings) -> None:
+    """The first statement of a checkout's transaction behind a pooler: our settings, for it alone."""
+    conn.execute(
+        "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true), "
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('search_path', %s, true)",
+        (str(settings.statement_timeout_ms), str(settings.ef_search), _SEARCH_PATH[settings.dsn]),
+    )
+    state = _BREADTH.get(conn)
+    if state is not None:
+        state[1] = state[0]
+
+
+def _configure(settings: Settings, *, session: bool = False):
     def configure(conn: psycopg.Connection) -> None:
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
-        _BREADTH[conn] = [settings.ef_search, settings.ef_search]
+        # A pooler answers the connection's handshake itself, with a process id of its own making.
+        pid, path = conn.execute(
+            "SELECT pg_backend_pid(), concat_ws(', ', current_setting('search_path'), "
+            "  (SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n "
+            "   ON n.oid = e.extnamespace WHERE e.extname = 'vector'), "
+            "  (SELECT 'ag_catalog' FROM pg_extension WHERE extname = 'age'))"
+        ).fetchone()
+        pooled = pid != conn.info.backend_pid
+        _POOLED[settings.dsn] = pooled
+        _SEARCH_PATH[settings.dsn] = path
+        _BREADTH[conn] = [settings.ef_search, settings.ef_search, pooled and not session]
+        if pooled and not session:
+            # Prepared statements live in a server session: a pooler may not carry them over (PgBouncer
+            # needs max_prepared_statements), so none are made. Settings are made per transaction.
+            conn.prepare_threshold = None
+            return
         # Session settings for every pooled connection: the statement timeout, HNSW search breadth,
         # iterative index scans (filtered queries still return n_results rows), and the schema
         # holding pgvector on the search path so its type and operators resolve wherever it lives,
@@ -171,11 +278,8 @@ def _configure(settings: Settings):
             "SELECT set_config('statement_timeout', %s, false), "
             "set_config('hnsw.ef_search', %s, false), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-            "set_config('search_path', concat_ws(', ', current_setting('search_path'), "
-            "  (SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n "
-            "   ON n.oid = e.extnamespace WHERE e.extname = 'vector'), "
-            "  (SELECT 'ag_catalog' FROM pg_extension WHERE extname = 'age')), false)",
-            (str(settings.statement_timeout_ms), str(settings.ef_search)),
+            "set_config('search_path', %s, false)",
+            (str(settings.statement_timeout_ms), str(settings.ef_search), path),
         )
 
     return configure

@@ -225,7 +225,10 @@ def run_migrations_online(context) -> None:
     engine = sa.create_engine(
         "postgresql+psycopg://",
         creator=lambda: psycopg.connect(
-            settings.dsn, connect_timeout=settings.connect_timeout_s, application_name="mempalace-pg migrate"
+            settings.dsn,
+            connect_timeout=settings.connect_timeout_s,
+            application_name="mempalace-pg migrate",
+            prepare_threshold=None,  # as connect() does: safe through a transaction-mode pooler
         ),
         poolclass=sa.pool.NullPool,
     )

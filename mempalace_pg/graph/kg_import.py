@@ -118,7 +118,8 @@ def import_sqlite(
     vacuum = sql.SQL("VACUUM (ANALYZE) {entity}, {fact}").format(
         entity=sql.Identifier(kg.graph_name, "Entity"), fact=sql.Identifier(kg.graph_name, "Fact")
     )
-    kg.database().run(lambda conn: conn.execute(vacuum))
+    with kg.database().session("the import's VACUUM") as conn:  # VACUUM runs outside any transaction
+        conn.execute(vacuum)
     report.seconds = time.perf_counter() - started
     return report
 

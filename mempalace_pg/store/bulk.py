@@ -100,7 +100,7 @@ class BulkLoader:
         self.paused.close()
         try:
             dim = self.part.known_dimension()
-            with self.db.connection() as conn:
+            with self.db.session("a bulk load") as conn:  # session settings and a VACUUM
                 if dim is not None:
                     self.part.build_vector_index(conn, dim)  # merges the pending lists too
                 self._set_gin_pending_limit(conn, GIN_PENDING_KB)

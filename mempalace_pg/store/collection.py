@@ -537,7 +537,8 @@ class PostgresCollection(BaseCollection):
         db = self.database()
         rel = self.partition.relname
         key = f"mempalace_pg:{kind}:{rel}"
-        with db.connection() as conn:
+        # a session lock held across statements (and a VACUUM): a session of its own, even behind a pooler
+        with db.session(f"maintenance {kind!r}") as conn:
             got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]
             if not got:
                 return MaintenanceResult(kind=kind, status="already_running")

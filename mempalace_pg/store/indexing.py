@@ -184,6 +184,7 @@ def lock_keys(schema: str, pk: int) -> tuple[str, str]:
 _LAYOUTS: dict[tuple, tuple[float, Layout]] = {}
 _FOLDERS: dict[tuple, subprocess.Popen] = {}
 _CHECKED: dict[tuple, float] = {}
+_NO_SESSION: set[tuple] = set()  # partitions told once that no folder can run (behind a pooler)
 _LOCK = threading.Lock()
 
 
@@ -266,10 +267,22 @@ def ensure_folder(part: "Partition") -> None:
         return bool(got)
 
     try:
+        # The folder holds advisory locks and builds indexes CONCURRENTLY: it needs a session of its own.
+        dsn = db.session_dsn
+        if dsn is None:
+            if key not in _NO_SESSION:
+                _NO_SESSION.add(key)
+                log.warning(
+                    "mempalace-pg: no vector index folder for %s: MEMPALACE_PG_DSN goes through a connection "
+                    "pooler and MEMPALACE_PG_SESSION_DSN is not set, so new rows are searched exactly "
+                    "(correct, slower as they grow). Set it to PostgreSQL's own address.",
+                    part,
+                )
+            return
         if not db.run(free):
             return
         env = dict(os.environ)
-        env[DSN_VARIABLE] = db.settings.dsn
+        env[DSN_VARIABLE] = dsn
         child = subprocess.Popen(
             [sys.executable, "-m", "mempalace_pg.store.folder", db.schema, str(part.pk)],
             env=env,
@@ -292,7 +305,8 @@ class Pause:
 
     def __init__(self, part: "Partition"):
         self._stack = contextlib.ExitStack()
-        self._conn = self._stack.enter_context(part.db.connection())
+        # the lock must outlast the load's transactions: a session of its own, even behind a pooler
+        self._conn = self._stack.enter_context(part.db.session("a bulk load"))
         self._key = lock_keys(part.db.schema, part.pk)[1]
         self._conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._key,))
 

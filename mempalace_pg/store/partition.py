@@ -131,7 +131,7 @@ class Partition:
         """Make every row one vector index segment, built in one go (writes wait for it), then merge the
         GIN pending lists and refresh statistics. For bulk loads and ``reindex``.
 
-        ``conn`` is a pooled (autocommit) connection: the build's session settings are reset afterwards.
+        ``conn`` is a session (autocommit, :meth:`Database.session`): the build's settings are reset after.
         """
         indexing.build_session(conn)
         try:
