@@ -94,6 +94,7 @@ def run_checks(settings: Settings, *, palace_path: Optional[str] = None) -> Repo
             ("schema", _check_schema),
             ("indexes", _check_indexes),
             ("pool", _check_pool),
+            ("pooler", _check_pooler),
             ("role", _check_role),
             ("encryption", _check_encryption),
             ("authentication", _check_authentication),
@@ -374,6 +375,66 @@ def _check_pool(report: Report, conn: psycopg.Connection, settings: Settings) ->
         )
     else:
         report.add("pool", "ok", finding)
+
+
+def _server_pid(dsn: str, timeout: int) -> int:
+    with psycopg.connect(
+        dsn, autocommit=True, connect_timeout=timeout, application_name="mempalace-pg doctor"
+    ) as c:
+        return c.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+def _check_pooler(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
+    """Is a connection pooler (PgBouncer) between us and the server, in which mode, and has the work
+    that needs a session of its own somewhere to go?"""
+    from mempalace_pg.config import redact_dsn
+
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    if pid == conn.info.backend_pid:
+        report.add("pooler", "ok", "no connection pooler: the DSN reaches PostgreSQL itself")
+        return
+    # A pooler answered the handshake itself (its process id is not the server's). In transaction
+    # mode the server connection our statement just used is free again, and the next client gets it.
+    mode = (
+        "transaction pooling"
+        if _server_pid(settings.dsn, settings.connect_timeout_s) == pid
+        else "session pooling (or a pool with spare server connections)"
+    )
+    finding = (
+        f"a connection pooler is between (likely {mode}): mempalace-pg runs each unit of work as one "
+        "transaction with its settings made for that transaction alone, and prepares no statements, so "
+        "the pooler's max_prepared_statements does not matter to it (your own psycopg or JDBC clients "
+        "need it above 0)"
+    )
+    if not settings.session_dsn:
+        report.add(
+            "pooler",
+            "warn",
+            finding + "; MEMPALACE_PG_SESSION_DSN is not set, so no vector index folder runs (new rows are "
+            "searched exactly: correct, slower as they grow) and bulk loads and maintenance refuse to run",
+            "set MEMPALACE_PG_SESSION_DSN (config.json: postgres_session_dsn) to PostgreSQL's own address "
+            "(or a session-mode pool) for the work that needs a session of its own",
+        )
+        return
+    from mempalace_pg.db.connect import scrub_password
+
+    try:
+        _server_pid(settings.session_dsn, settings.connect_timeout_s)
+    except psycopg.OperationalError as exc:
+        report.add(
+            "pooler",
+            "fail",
+            finding
+            + f"; MEMPALACE_PG_SESSION_DSN ({redact_dsn(settings.session_dsn)}) cannot be reached: "
+            + scrub_password(" ".join(str(exc).split()), settings.session_dsn),
+            "point MEMPALACE_PG_SESSION_DSN at PostgreSQL's own address",
+        )
+        return
+    report.add(
+        "pooler",
+        "ok",
+        finding + f"; the index folder, bulk loads and maintenance go to {redact_dsn(settings.session_dsn)}",
+    )
 
 
 def _check_role(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
