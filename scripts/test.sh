@@ -6,7 +6,10 @@
 #   4. install the real text some tests read (Debian's python3.11-doc and postgresql-doc-15), and fetch
 #      MemPalace's sdist, whose own knowledge-graph tests run against the AGE graph;
 #   5. provision PostgreSQL with pgvector and Apache AGE (scripts/provision-postgres.sh) for each stack,
-#      and run the integration tier (tests/integration) against each server.
+#      and run the integration tier (tests/integration) against each server;
+#   6. the pooler tier, per stack: PgBouncer in transaction pooling mode in front of that server
+#      (scripts/provision-pgbouncer.sh), and the contract, graph, retrieval, unit-of-work and index
+#      tests again through it (what needs a session goes to the server: MEMPALACE_PG_SESSION_DSN).
 # A failed lint fails the run, after the tests have run, so one finding does not hide their results.
 #
 #   scripts/test.sh                         # both stacks: Debian 13 (PG 17, AGE 1.5) and sid (PG 18, AGE 1.8)
@@ -24,12 +27,17 @@ bin=$(dirname "$py")
 
 status=0
 lint=(mempalace_pg tests benchmarks scripts migrations)
+pooler_tier=(tests/integration/test_contract.py tests/integration/test_graph_integration.py
+    tests/integration/test_mempalace_kg_suite.py tests/integration/test_retrieval.py
+    tests/integration/test_atomic.py tests/integration/test_indexing.py)
 echo "[test] ruff check and ruff format --check: ${lint[*]}"
 lint_status=0
 "$bin/ruff" check "${lint[@]}" || lint_status=1
 "$bin/ruff" format --check "${lint[@]}" || lint_status=1
 
+tiers=0
 if [[ $# -eq 0 ]]; then
+    tiers=1
     # The unit tier needs no database: run it once, with no DSN in sight, before any server is set up.
     echo "[test] unit tier (no database)"
     env -u MEMPALACE_PG_TEST_DSN "$py" -m pytest -p no:cacheprovider tests/unit || status=$?
@@ -55,6 +63,13 @@ for stack in $stacks; do
     echo "[test] pytest against the $stack server: $*"
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
         "$py" -m pytest -p no:cacheprovider "$@" || status=$?
+    if [[ $tiers -eq 1 && "$stack" != given ]]; then
+        echo "[test] pooler tier ($stack): the same tests through PgBouncer, transaction pooling"
+        pooler=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh | tail -n 1)
+        MEMPALACE_PG_TEST_DSN="$pooler" MEMPALACE_PG_TEST_SESSION_DSN="$dsn" MEMPALACE_PG_TEST_ADMIN_DSN="$dsn" \
+            MEMPALACE_PG_TEST_STACK="$stack" "$py" -m pytest -p no:cacheprovider "${pooler_tier[@]}" || status=$?
+        MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh stop || true
+    fi
 done
 if [[ $lint_status -ne 0 ]]; then
     echo "[test] FAILED: ruff found problems (above); 'ruff check --fix' and 'ruff format' fix many" >&2

@@ -74,6 +74,12 @@ def pg_schema(pg_dsn):
 def pg_env(pg_dsn, pg_schema, monkeypatch, tmp_path_factory):
     """Point the plugin (and MemPalace) at the test database and a private config directory."""
     monkeypatch.setenv("MEMPALACE_PG_DSN", pg_dsn)
+    # Behind a pooler (the PgBouncer tier of scripts/test.sh) the work that needs a session goes direct.
+    session_dsn = os.environ.get("MEMPALACE_PG_TEST_SESSION_DSN", "").strip()
+    if session_dsn:
+        monkeypatch.setenv("MEMPALACE_PG_SESSION_DSN", session_dsn)
+    else:
+        monkeypatch.delenv("MEMPALACE_PG_SESSION_DSN", raising=False)
     monkeypatch.setenv("MEMPALACE_PG_SCHEMA", pg_schema)
     monkeypatch.delenv("MEMPALACE_PG_NAMESPACE", raising=False)
     monkeypatch.setenv("MEMPALACE_CONFIG_DIR", str(tmp_path_factory.mktemp("mpconfig")))

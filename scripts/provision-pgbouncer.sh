@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# PgBouncer in transaction pooling mode in front of the server scripts/provision-postgres.sh provisions,
+# run from the same Debian root; prints its DSN on the last line of stdout.
+#
+#   scripts/provision-pgbouncer.sh          # MEMPALACE_PG_STACK=trixie (default: PgBouncer 1.24) or sid
+#   scripts/provision-pgbouncer.sh stop     # stop it (through its admin console: SHUTDOWN)
+#
+# How: apt-get install pgbouncer in the root (once), a configuration of its own under
+# /var/lib/mempalace-pg/pgbouncer in the root (Debian's /etc/pgbouncer is left alone), started as the
+# postgres user in the background on 127.0.0.1. Every database of the server is reachable through it
+# (`* =`), by any role of the server (PgBouncer looks the role's SCRAM secret up there), with the
+# password checked by SCRAM. A PgBouncer that already
+# answers on the port is left running; stop goes through the admin console, so it works whichever PID
+# namespace started it.
+#
+# The pool is small on purpose (default_pool_size 3 per database and user): the tests' many clients
+# then share server connections, which is what transaction pooling does to session state.
+#
+# Settings (environment): MEMPALACE_PG_STACK, MEMPALACE_PG_ROOT_BASE as for the server;
+#   MEMPALACE_PG_POOLER_PORT  TCP port on 127.0.0.1 (default 55437 trixie, 55438 sid)
+set -euo pipefail
+action="${1:-start}"
+case "$action" in start|stop) ;; *) echo "usage: $0 [start|stop]" >&2; exit 2 ;; esac
+cd "$(dirname "$0")/.."
+
+log() { printf '[pgbouncer] %s\n' "$*" >&2; }
+die() { printf '[pgbouncer] ERROR: %s\n' "$*" >&2; exit 1; }
+
+stack="${MEMPALACE_PG_STACK:-trixie}"
+case "$stack" in
+    trixie) pgmajor=17; default_port=55437 ;;
+    sid)    pgmajor=18; default_port=55438 ;;
+    *) die "MEMPALACE_PG_STACK must be 'trixie' or 'sid', not '$stack'" ;;
+esac
+root="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}/$stack"
+port="${MEMPALACE_PG_POOLER_PORT:-$default_port}"
+dir=/var/lib/mempalace-pg/pgbouncer        # inside the root
+pgbin="/usr/lib/postgresql/$pgmajor/bin"    # inside the root
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+as_pg() { chroot --userspec=postgres:postgres "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+
+primary_dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1)
+pw=$(sed -E 's|^postgresql://postgres:([^@]*)@.*$|\1|' <<<"$primary_dsn")
+primary_port=$(sed -E 's|^.*@127\.0\.0\.1:([0-9]+)/.*$|\1|' <<<"$primary_dsn")
+dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
+
+admin() {   # a command on PgBouncer's admin console (the virtual database "pgbouncer")
+    in_root env PGPASSWORD="$pw" PGCONNECT_TIMEOUT=3 "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres \
+        -d pgbouncer -qAtX -c "$1" 2>/dev/null
+}
+
+if [[ "$action" == stop ]]; then
+    if admin "SHUTDOWN" >/dev/null || ! admin "SHOW VERSION" >/dev/null; then
+        for _ in $(seq 50); do admin "SHOW VERSION" >/dev/null || break; sleep 0.1; done
+        log "stopped (or was not running) on 127.0.0.1:$port"
+        exit 0
+    fi
+    die "PgBouncer on 127.0.0.1:$port did not shut down"
+fi
+
+if version=$(admin "SHOW VERSION"); then
+    log "already running on 127.0.0.1:$port ($version)"
+    printf '%s\n' "$dsn"
+    exit 0
+fi
+
+if [[ ! -x "$root/usr/sbin/pgbouncer" ]]; then
+    log "apt-get install pgbouncer in $root"
+    in_root apt-get -o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false -qq update >&2 || true
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get -o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false \
+        -y -qq install pgbouncer >"$root/../apt-pgbouncer-$stack.log" 2>&1 \
+        || { tail -n 20 "$root/../apt-pgbouncer-$stack.log" >&2; die "apt-get install pgbouncer failed"; }
+fi
+
+mkdir -p "$root$dir"
+(
+    umask 077
+    # The password for clients (checked by SCRAM) and for the server connections PgBouncer opens.
+    printf '"postgres" "%s"\n' "$pw" >"$root$dir/userlist.txt"
+)
+cat >"$root$dir/pgbouncer.ini" <<EOF
+; Written by scripts/provision-pgbouncer.sh
+[databases]
+* = host=127.0.0.1 port=$primary_port
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $dir/userlist.txt
+; roles made later (the tests make some) are looked up on the server, as the superuser
+auth_user = postgres
+auth_dbname = postgres
+admin_users = postgres
+pool_mode = transaction
+default_pool_size = 3
+max_client_conn = 500
+max_db_connections = 0
+; a client that waits this long for a server connection gets an error, not a hang
+query_wait_timeout = 60
+server_reset_query =
+ignore_startup_parameters = extra_float_digits
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+EOF
+in_root chown -R postgres:postgres "$dir"
+rm -f "$root$dir/pgbouncer.pid"
+log "starting PgBouncer on 127.0.0.1:$port (transaction pooling) in front of 127.0.0.1:$primary_port"
+as_pg /usr/sbin/pgbouncer -d "$dir/pgbouncer.ini" >&2 || die "pgbouncer did not start (log: $root$dir/pgbouncer.log)"
+for _ in $(seq 50); do version=$(admin "SHOW VERSION") && break; sleep 0.1; done
+[[ -n "${version:-}" ]] || { tail -n 20 "$root$dir/pgbouncer.log" >&2; die "PgBouncer does not answer on 127.0.0.1:$port"; }
+log "running: $version, $(admin "SHOW CONFIG" | awk -F'|' '$1 == "max_prepared_statements" {print "max_prepared_statements " $2}')"
+printf '%s\n' "$dsn"

@@ -1,0 +1,240 @@
+"""The plugin through a real PgBouncer in transaction pooling mode (scripts/provision-pgbouncer.sh, 1.24
+from the Debian root, three server connections for all its clients), in front of the test server.
+
+Transaction pooling hands each transaction to whichever server connection is free, so session state
+neither survives between statements nor stays put: it leaks to the pooler's other clients. These tests
+check that the plugin recognises the pooler, leaves no state behind on the server connections, keeps a
+unit of work one transaction under concurrent writer processes, sends what needs a session (the index
+folder, bulk loads) to MEMPALACE_PG_SESSION_DSN, and says what it needs when that is not set. The
+contract, graph and retrieval tests also run whole through this pooler (scripts/test.sh, its pooler
+tier).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from run_cli import run_cli
+
+from palace_pair import Palace
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "examples" / "corpus"
+SETTINGS = ("search_path", "statement_timeout", "hnsw.ef_search", "hnsw.iterative_scan")
+
+
+@pytest.fixture(scope="module")
+def pooler_dsn(pg_dsn):
+    stack = os.environ.get("MEMPALACE_PG_TEST_STACK", "")
+    assert stack in ("trixie", "sid"), "needs the provisioned server (PgBouncer runs from its root)"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "provision-pgbouncer.sh")],
+        env={**os.environ, "MEMPALACE_PG_STACK": stack},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dsn = proc.stdout.strip().splitlines()[-1]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # a pooler answers the handshake itself: the process id it gives is not the server's
+        assert conn.info.backend_pid != conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    return dsn
+
+
+@pytest.fixture
+def through_pooler(pooler_dsn, pg_dsn, monkeypatch):
+    """The plugin's DSN is the pooler; work that needs a session goes to the server itself."""
+    from mempalace_pg.db import pool
+
+    monkeypatch.setenv("MEMPALACE_PG_DSN", pooler_dsn)
+    monkeypatch.setenv("MEMPALACE_PG_SESSION_DSN", pg_dsn)
+    pool.close_all()
+    yield pooler_dsn
+    pool.close_all()
+
+
+def _server_settings(pooler_dsn: str) -> list[dict]:
+    """The settings of every server connection the pooler holds: three clients in open transactions at
+    once take the pool's three server connections."""
+    conns = [psycopg.connect(pooler_dsn) for _ in range(3)]
+    try:
+        seen = []
+        for conn in conns:  # each holds its server connection until the rollback below
+            row = conn.execute(
+                "SELECT pg_backend_pid(), " + ", ".join("current_setting(%s, true)" for _ in SETTINGS),
+                SETTINGS,
+            ).fetchone()
+            seen.append({"pid": row[0], **dict(zip(SETTINGS, row[1:]))})
+        return seen
+    finally:
+        for conn in conns:
+            conn.rollback()
+            conn.close()
+
+
+WRITER = r"""
+import json, sys
+from mempalace_pg import unit_of_work
+from mempalace_pg.retrieval import PalaceSearch
+from mempalace_pg.db import pool
+
+worker, rounds = sys.argv[1], int(sys.argv[2])
+found = 0
+for i in range(rounds):
+    with unit_of_work(palace_key="pooled") as uow:
+        drawer, note = f"w{worker}-{i}", f"Note {worker}-{i}"
+        text = f"note {i} of writer {worker}"
+        uow.add_drawers(ids=[drawer], documents=[text], embeddings=[[1.0, float(i)]])
+        uow.add_triple(f"Writer {worker}", "wrote", note, source_drawer_id=drawer)
+        uow.add_triple("Shared Shelf", "holds", note, source_drawer_id=drawer)
+    search = PalaceSearch(palace_key="pooled")
+    around = search.around_entity(f"Writer {worker}", [1.0, float(i)], n_results=50)
+    found = max(found, len(around["hits"]))
+pool.close_all()
+print(json.dumps({"worker": worker, "found": found}))
+"""
+
+
+def test_writers_through_the_pooler_keep_units_whole_and_leave_no_state(through_pooler, pg_dsn, pg_schema):
+    from mempalace_pg.atomic import open_drawers
+    from mempalace_pg.config import Settings
+    from mempalace_pg.db import pool
+    from mempalace_pg.db.pool import Database
+
+    # Processes of their own, as MemPalace's mine and MCP servers are: 6 writers over 3 server connections.
+    env = dict(os.environ)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(w), "15"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for w in range(6)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()[-3000:]
+        results.append(json.loads(out))
+    assert all(r["found"] == 15 for r in results), results  # each writer's drawers, found around its entity
+
+    assert Database.get(Settings.load()).behind_pooler
+    pool.close_all()
+    os.environ["MEMPALACE_PG_DSN"] = pg_dsn  # counted on the server itself (monkeypatch restores it)
+    drawers, kg = open_drawers(palace_key="pooled", create=False)
+    try:
+        assert drawers.count() == 90  # every unit whole, none twice
+        shelf = kg.query_entity("Shared Shelf")
+        assert len(shelf) == 90 and len({f["object"] for f in shelf}) == 90  # one shared entity, 90 facts
+        assert all(len(kg.query_entity(f"Writer {w}")) == 15 for w in range(6))
+    finally:
+        kg.close()
+        pool.close_all()
+
+    # Nothing the plugin set is left on the pooler's server connections for its other clients: the
+    # server's defaults (pgvector's when it is loaded there), not the plugin's ef_search 150 and
+    # relaxed_order iterative scans.
+    with psycopg.connect(pg_dsn) as fresh:
+        path, timeout = fresh.execute(
+            "SELECT current_setting('search_path'), current_setting('statement_timeout')"
+        ).fetchone()
+    seen = _server_settings(through_pooler)
+    assert len({s["pid"] for s in seen}) == 3
+    for server in seen:
+        assert (server["search_path"], server["statement_timeout"]) == (path, timeout), server
+        assert server["hnsw.ef_search"] in (None, "40") and server["hnsw.iterative_scan"] in (None, "off"), (
+            server
+        )
+
+
+def test_a_unit_of_work_is_one_transaction_through_the_pooler(through_pooler, pg_dsn, pg_schema):
+    from mempalace_pg import unit_of_work
+
+    marker = uuid.uuid4().hex
+    with pytest.raises(ValueError):
+        with unit_of_work(palace_key="pooled-atomic") as uow:
+            uow.add_drawers(ids=[marker], documents=["half a unit"], embeddings=[[0.5, 0.5]])
+            uow.add_triple("Half", "of", "Unit", source_drawer_id=marker)
+            raise ValueError("the caller fails after two writes")
+    from mempalace_pg.atomic import open_drawers
+
+    drawers, kg = open_drawers(palace_key="pooled-atomic", create=False)
+    try:
+        assert drawers.get(ids=[marker]).ids == [] and kg.query_entity("Half") == []
+    finally:
+        kg.close()
+
+
+def test_mine_and_search_through_the_pooler_with_the_folder_direct(
+    embedding_url, tmp_path, through_pooler, pg_dsn
+):
+    """A user's path: `mempalace mine` through PgBouncer, the folder it starts indexes the rows over the
+    session DSN, and `mempalace search` from another process finds them through PgBouncer."""
+    from mempalace_pg.atomic import open_drawers
+    from mempalace_pg.store import indexing
+
+    palace = Palace(tmp_path, "postgres", embedding_url)
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    palace.init_and_mine(corpus)
+    drawers, kg = open_drawers(str(palace.path), create=False)
+    try:
+        layout = indexing.settle(drawers.partition, timeout=120)
+        assert layout.segments and not layout.has_tail  # the folder ran, over the direct connection
+    finally:
+        kg.close()
+    with psycopg.connect(pg_dsn) as conn:
+        folders = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mempalace-pg folder' "
+            "AND client_port IS NOT NULL"
+        ).fetchone()[0]
+    del folders  # it may have exited already once the collection was folded
+    found = palace.cli("search", "what happens when the power goes out", "--results", "2")
+    assert found["rc"] == 0 and "power.md" in found["out"], found["out"]
+
+    doctor = run_cli("doctor", "--json", env={**palace.env})
+    report = json.loads(doctor.stdout)
+    [pooler] = [c for c in report["checks"] if c["name"] == "pooler"]
+    assert pooler["status"] == "ok" and "transaction pooling" in pooler["finding"], pooler
+    assert "password" not in json.dumps(report).lower() or "***" in json.dumps(report)
+
+
+def test_without_a_session_dsn_searches_stay_exact_and_bulk_work_says_what_it_needs(
+    pooler_dsn, monkeypatch, caplog, make_collection
+):
+    from mempalace_pg.config import ConfigError
+    from mempalace_pg.db import pool
+    from mempalace_pg.store import indexing
+
+    monkeypatch.setenv("MEMPALACE_PG_DSN", pooler_dsn)
+    monkeypatch.delenv("MEMPALACE_PG_SESSION_DSN", raising=False)
+    pool.close_all()
+    try:
+        col = make_collection(name=f"nosession-{uuid.uuid4().hex[:6]}")
+        with caplog.at_level(logging.WARNING, logger="mempalace_pg.store.indexing"):
+            col.upsert(ids=["a", "b"], documents=["alpha", "beta"], embeddings=[[1.0, 0.0], [0.0, 1.0]])
+        assert "MEMPALACE_PG_SESSION_DSN is not set" in caplog.text
+        assert indexing.layout(col.partition, fresh=True).has_tail  # no folder: the rows wait, exact
+        assert col.query(query_embeddings=[[0.0, 1.0]], n_results=1).ids == [["b"]]
+        with pytest.raises(ConfigError) as refused:
+            col.run_maintenance("reindex")
+        message = str(refused.value)
+        assert "MEMPALACE_PG_SESSION_DSN" in message and "connection pooler" in message
+        assert "password=***" in message or ":***@" in message or "@" not in message
+
+        doctor = run_cli("doctor", "--json", env={**os.environ})
+        [pooler] = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "pooler"]
+        assert pooler["status"] == "warn" and "MEMPALACE_PG_SESSION_DSN" in pooler["fix"], pooler
+    finally:
+        pool.close_all()
