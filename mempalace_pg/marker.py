@@ -82,9 +82,10 @@ def recorded_target(marker: dict, palace_dir: str, *, require_key: bool = False)
     return recorded
 
 
-#: What may differ between a marker and the settings when the server reached is a hot standby: its
-#: address. The database, schema, namespace and palace are the same on a copy of the primary.
-STANDBY_MAY_DIFFER = frozenset({"host", "port"})
+#: What may differ between a marker and the settings when the database reached holds the palace: its
+#: address (a hot standby, the same server through a pooler or under another name, a restored copy). The
+#: database name, schema, namespace and palace are the palace's identity there.
+ADDRESS_MAY_DIFFER = frozenset({"host", "port"})
 
 
 def check_same_target(
@@ -93,16 +94,22 @@ def check_same_target(
     target: dict,
     keys: tuple,
     fix: str,
-    is_standby: Optional[Callable[[], bool]] = None,
+    holds_palace: Optional[Callable[[dict], bool]] = None,
 ) -> None:
     """BackendMismatchError naming each of ``keys`` on which the marker's ``recorded`` target and the
-    current settings' ``target`` differ, and ``fix``. When only the address differs and ``is_standby()``
-    says the server reached is a hot standby, that is the palace read through a replica of its
-    database (nothing can be written there), and no error."""
+    current settings' ``target`` differ, and ``fix``. When only the address differs and
+    ``holds_palace(recorded)`` says the database reached already holds this palace, that is the palace
+    reached another way (a standby, a pooler, a new address), and no error: what the marker guards
+    against, a palace silently begun afresh in another database, cannot happen there."""
     from mempalace.backends.base import BackendMismatchError
 
     differing = [k for k in keys if recorded.get(k) != target.get(k)]
-    if differing and is_standby is not None and set(differing) <= STANDBY_MAY_DIFFER and is_standby():
+    if (
+        differing
+        and holds_palace is not None
+        and set(differing) <= ADDRESS_MAY_DIFFER
+        and holds_palace(recorded)
+    ):
         return
     if differing:
         was = ", ".join(f"{k}={recorded.get(k)!r}" for k in differing)
@@ -114,10 +121,10 @@ def check_same_target(
 
 
 def check_marker_target(
-    palace_dir: str, settings: Settings, is_standby: Optional[Callable[[], bool]] = None
+    palace_dir: str, settings: Settings, holds_palace: Optional[Callable[[dict], bool]] = None
 ) -> tuple[str, str]:
     """(namespace, palace key) recorded in a palace's marker, after checking that the marker names
-    the database the current settings point at, or (``is_standby``) a hot standby of it
+    the database the current settings point at, or one that (``holds_palace``) holds the palace
     (BackendMismatchError otherwise)."""
     from mempalace.backends.base import BackendMismatchError
 
@@ -133,7 +140,7 @@ def check_marker_target(
         target,
         ("host", "port", "dbname", "schema"),
         "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA (or the postgres_* keys in config.json) back.",
-        is_standby,
+        holds_palace,
     )
     return str(recorded.get("namespace") or ""), str(recorded["palace_key"])
 

@@ -201,6 +201,29 @@ def is_standby(settings: Settings) -> bool:
     return bool(db.run(lambda conn: conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]))
 
 
+def holds_palace(settings: Settings, recorded: dict) -> bool:
+    """Whether the database ``settings`` point at already holds the palace a marker ``recorded`` (its
+    namespace and key in this schema): then a marker naming another address names this palace all the
+    same. Read over a connection of its own, creating nothing; False when it cannot be reached."""
+    from mempalace_pg.db.connect import connect
+
+    table = f"{settings.schema}.palaces"
+    try:
+        with connect(settings, autocommit=True) as conn:
+            if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None:
+                return False
+            return bool(
+                conn.execute(
+                    sql.SQL(
+                        "SELECT EXISTS (SELECT 1 FROM {} WHERE namespace = %s AND palace_key = %s)"
+                    ).format(sql.Identifier(settings.schema, "palaces")),
+                    (str(recorded.get("namespace") or ""), str(recorded.get("palace_key") or "")),
+                ).fetchone()[0]
+            )
+    except (DatabaseUnavailableError, psycopg.Error):
+        return False
+
+
 def read_only_error(settings: Settings, exc: Exception) -> ReadOnlyDatabaseError:
     """The error for a write the server refused because it only reads (``exc``: PostgreSQL's own)."""
     return ReadOnlyDatabaseError(

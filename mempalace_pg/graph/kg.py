@@ -183,11 +183,11 @@ class AgeKnowledgeGraph:
         self.palace_path = palace_path
         self._settings = settings or Settings.load()
         if palace_path is not None:
-            from mempalace_pg.db.pool import is_standby
+            from mempalace_pg.db.pool import holds_palace
             from mempalace_pg.marker import check_marker_target
 
             namespace, palace_key = check_marker_target(
-                palace_path, self._settings, lambda: is_standby(self._settings)
+                palace_path, self._settings, lambda recorded: holds_palace(self._settings, recorded)
             )
         if not palace_key:
             raise ValueError("AgeKnowledgeGraph needs palace_path= (a postgres palace) or palace_key=")

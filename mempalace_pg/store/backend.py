@@ -199,7 +199,7 @@ class PostgresBackend(BaseBackend):
 
     @staticmethod
     def _check_marker(marker: dict, target: dict, palace: PalaceRef, settings: Settings) -> None:
-        from mempalace_pg.db.pool import is_standby
+        from mempalace_pg.db.pool import holds_palace
 
         check_same_target(
             palace.local_path,
@@ -208,7 +208,7 @@ class PostgresBackend(BaseBackend):
             ("host", "port", "dbname", "schema", "namespace", "palace_key"),
             "Set MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA / MEMPALACE_PG_NAMESPACE "
             "(or the postgres_* keys in config.json) back, or use a fresh palace directory.",
-            lambda: is_standby(settings),
+            lambda recorded: holds_palace(settings, recorded),
         )
 
     @staticmethod

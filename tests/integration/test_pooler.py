@@ -180,7 +180,7 @@ def test_mine_and_search_through_the_pooler_with_the_folder_direct(
     embedding_url, tmp_path, through_pooler, pg_dsn
 ):
     """A user's path: `mempalace mine` through PgBouncer, the folder it starts indexes the rows over the
-    session DSN, and `mempalace search` from another process finds them through PgBouncer."""
+    session DSN, and `mempalace search` from another process finds them through PgBouncer, and directly."""
     from mempalace_pg.atomic import open_drawers
     from mempalace_pg.store import indexing
 
@@ -202,6 +202,16 @@ def test_mine_and_search_through_the_pooler_with_the_folder_direct(
     del folders  # it may have exited already once the collection was folded
     found = palace.cli("search", "what happens when the power goes out", "--results", "2")
     assert found["rc"] == 0 and "power.md" in found["out"], found["out"]
+    # The marker names the pooler's address; the server itself holds the palace, so it opens there too
+    # (a pooler added in front of a palace later, or taken away, changes nothing for it).
+    direct = palace.cli(
+        "search",
+        "what happens when the power goes out",
+        "--results",
+        "2",
+        env={**palace.env, "MEMPALACE_PG_DSN": pg_dsn},
+    )
+    assert direct == found
 
     doctor = run_cli("doctor", "--json", env={**palace.env})
     report = json.loads(doctor.stdout)
