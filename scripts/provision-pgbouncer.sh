@@ -2,7 +2,7 @@
 # PgBouncer in transaction pooling mode in front of the server scripts/provision-postgres.sh provisions,
 # run from the same Debian root; prints its DSN on the last line of stdout.
 #
-#   scripts/provision-pgbouncer.sh          # MEMPALACE_PG_STACK=trixie (default: PgBouncer 1.24) or sid
+#   scripts/provision-pgbouncer.sh          # MEMPALACE_PG_STACK=trixie (default: PgBouncer 1.24) or sid (1.26)
 #   scripts/provision-pgbouncer.sh stop     # stop it (through its admin console: SHUTDOWN)
 #
 # How: apt-get install pgbouncer in the root (once), a configuration of its own under
@@ -17,7 +17,10 @@
 # then share server connections, which is what transaction pooling does to session state.
 #
 # Settings (environment): MEMPALACE_PG_STACK, MEMPALACE_PG_ROOT_BASE as for the server;
-#   MEMPALACE_PG_POOLER_PORT  TCP port on 127.0.0.1 (default 55437 trixie, 55438 sid)
+#   MEMPALACE_PG_POOLER_PORT  TCP port on 127.0.0.1 (default 55437 trixie, 55438 sid); each port is a
+#                             PgBouncer of its own (configuration, log and pid file under pgbouncer-<port>)
+#   MEMPALACE_PG_POOLER_PREPARED  its max_prepared_statements (default 200; 0: it does not carry
+#                             prepared statements, as PgBouncer before 1.21 did not)
 set -euo pipefail
 action="${1:-start}"
 case "$action" in start|stop) ;; *) echo "usage: $0 [start|stop]" >&2; exit 2 ;; esac
@@ -34,7 +37,8 @@ case "$stack" in
 esac
 root="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}/$stack"
 port="${MEMPALACE_PG_POOLER_PORT:-$default_port}"
-dir=/var/lib/mempalace-pg/pgbouncer        # inside the root
+dir="/var/lib/mempalace-pg/pgbouncer-$port"   # inside the root
+prepared="${MEMPALACE_PG_POOLER_PREPARED:-200}"
 pgbin="/usr/lib/postgresql/$pgmajor/bin"    # inside the root
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
 as_pg() { chroot --userspec=postgres:postgres "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
@@ -94,6 +98,7 @@ auth_user = postgres
 auth_dbname = postgres
 admin_users = postgres
 pool_mode = transaction
+max_prepared_statements = $prepared
 default_pool_size = 3
 max_client_conn = 500
 max_db_connections = 0

@@ -19,8 +19,10 @@ server connection is free, so session state (settings, advisory locks) neither s
 statement to the next nor stays with us: it leaks to the pooler's other clients. A pooler is recognised
 when the process id the server reports differs from the one the connection was given (a pooler answers
 the handshake itself); every checkout then runs as one transaction whose settings are ``SET LOCAL``,
-and no setting is made for the session. Work that needs a session of its own (:meth:`Database.session`:
-bulk loads, maintenance; the vector index folder) goes to ``MEMPALACE_PG_SESSION_DSN``.
+and no setting is made for the session; statements are prepared only when the pooler carries prepared
+statements over to its server connections (:func:`pooler_carries_prepared_statements`). Work that
+needs a session of its own (:meth:`Database.session`: bulk loads, maintenance; the vector index
+folder) goes to ``MEMPALACE_PG_SESSION_DSN``.
 """
 
 from __future__ import annotations
@@ -272,6 +274,38 @@ def _begin_pooled(conn: psycopg.Connection, settings: Settings) -> None:
         state[1] = state[0]
 
 
+_PROBE = "SELECT 1 /* mempalace-pg: does the pooler carry prepared statements? */"
+
+
+def pooler_carries_prepared_statements(conn: psycopg.Connection) -> bool:
+    """Whether the pooler ``conn`` goes through carries protocol-level prepared statements over to its
+    server connections (PgBouncer >= 1.21 with max_prepared_statements > 0). Such a pooler prepares
+    them on the server under names of its own; one that passes ours through unchanged does not carry
+    them, and the probe's statement is deallocated again so that no other client meets its name."""
+    try:
+        with conn.transaction():
+            conn.execute(_PROBE, prepare=True)
+            return _probe_names(conn)
+    except psycopg.errors.DuplicatePreparedStatement:
+        # another client's statement of that name is left on this server connection: names pass through
+        return False
+
+
+def _probe_names(conn: psycopg.Connection) -> bool:
+    """Inside the probe's transaction: were our names rewritten (carried), or passed through (then
+    deallocated again)?"""
+    names = [
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM pg_prepared_statements WHERE statement = %s", (_PROBE,), prepare=False
+        )
+    ]
+    ours = [name for name in names if name.startswith("_pg3_")]
+    for name in ours:
+        conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(name)), prepare=False)
+    return bool(names) and not ours
+
+
 def _configure(settings: Settings, *, session: bool = False):
     def configure(conn: psycopg.Connection) -> None:
         from pgvector.psycopg import register_vector
@@ -289,9 +323,10 @@ def _configure(settings: Settings, *, session: bool = False):
         _SEARCH_PATH[settings.dsn] = path
         _BREADTH[conn] = [settings.ef_search, settings.ef_search, pooled and not session]
         if pooled and not session:
-            # Prepared statements live in a server session: a pooler may not carry them over (PgBouncer
-            # needs max_prepared_statements), so none are made. Settings are made per transaction.
-            conn.prepare_threshold = None
+            # Settings are made per transaction. Prepared statements live in a server session: only a
+            # pooler that carries them to whichever server connection runs them can be given any.
+            if not pooler_carries_prepared_statements(conn):
+                conn.prepare_threshold = None
             return
         # Session settings for every pooled connection: the statement timeout, HNSW search breadth,
         # iterative index scans (filtered queries still return n_results rows), and the schema

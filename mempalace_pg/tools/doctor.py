@@ -400,12 +400,22 @@ def _check_pooler(report: Report, conn: psycopg.Connection, settings: Settings) 
         if _server_pid(settings.dsn, settings.connect_timeout_s) == pid
         else "session pooling (or a pool with spare server connections)"
     )
+    from mempalace_pg.db.pool import pooler_carries_prepared_statements
+
     finding = (
         f"a connection pooler is between (likely {mode}): mempalace-pg runs each unit of work as one "
-        "transaction with its settings made for that transaction alone, and prepares no statements, so "
-        "the pooler's max_prepared_statements does not matter to it (your own psycopg or JDBC clients "
-        "need it above 0)"
+        "transaction with its settings made for that transaction alone"
     )
+    if pooler_carries_prepared_statements(conn):
+        finding += "; the pooler carries prepared statements to its server connections, and they are used"
+    else:
+        report.add(
+            "pooler",
+            "warn",
+            finding + "; the pooler does not carry prepared statements, so mempalace-pg makes none and every "
+            "search is planned again (slower: benchmarks/RESULTS.md, 'Through PgBouncer')",
+            "PgBouncer 1.21 or later: set max_prepared_statements = 200 in pgbouncer.ini, then RELOAD",
+        )
     if not settings.session_dsn:
         report.add(
             "pooler",

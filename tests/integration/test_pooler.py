@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -32,23 +33,40 @@ CORPUS = ROOT / "examples" / "corpus"
 SETTINGS = ("search_path", "statement_timeout", "hnsw.ef_search", "hnsw.iterative_scan")
 
 
-@pytest.fixture(scope="module")
-def pooler_dsn(pg_dsn):
+def _pgbouncer(action: str = "start", **env) -> str:
     stack = os.environ.get("MEMPALACE_PG_TEST_STACK", "")
     assert stack in ("trixie", "sid"), "needs the provisioned server (PgBouncer runs from its root)"
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "provision-pgbouncer.sh")],
-        env={**os.environ, "MEMPALACE_PG_STACK": stack},
+        ["bash", str(ROOT / "scripts" / "provision-pgbouncer.sh"), action],
+        env={**os.environ, "MEMPALACE_PG_STACK": stack, **env},
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    if action != "start":
+        return ""
     dsn = proc.stdout.strip().splitlines()[-1]
     with psycopg.connect(dsn, autocommit=True) as conn:
         # a pooler answers the handshake itself: the process id it gives is not the server's
         assert conn.info.backend_pid != conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     return dsn
+
+
+@pytest.fixture(scope="module")
+def pooler_dsn(pg_dsn):
+    return _pgbouncer()
+
+
+@pytest.fixture(scope="module")
+def unprepared_pooler_dsn(pg_dsn):
+    """A second PgBouncer that does not carry prepared statements (max_prepared_statements = 0, as every
+    PgBouncer before 1.21): a psycopg client that prepares through it fails once a statement it prepared
+    on one server connection is run on another."""
+    port = {"trixie": "55537", "sid": "55538"}[os.environ.get("MEMPALACE_PG_TEST_STACK", "")]
+    settings = {"MEMPALACE_PG_POOLER_PORT": port, "MEMPALACE_PG_POOLER_PREPARED": "0"}
+    yield _pgbouncer(**settings)
+    _pgbouncer("stop", **settings)
 
 
 @pytest.fixture
@@ -248,3 +266,66 @@ def test_without_a_session_dsn_searches_stay_exact_and_bulk_work_says_what_it_ne
         assert pooler["status"] == "warn" and "MEMPALACE_PG_SESSION_DSN" in pooler["fix"], pooler
     finally:
         pool.close_all()
+
+
+def test_through_a_pooler_that_carries_no_prepared_statements_none_are_made(
+    unprepared_pooler_dsn, pooler_dsn, pg_dsn, monkeypatch
+):
+    """psycopg prepares a statement run five times; a pooler that passes the name through would then be
+    asked to run it on a server connection that never saw it. The plugin checks once per connection and
+    prepares nothing there, and six writers with their searches run clean; doctor says what to set."""
+    from mempalace_pg.db import pool
+    from mempalace_pg.db.pool import pooler_carries_prepared_statements
+
+    with (
+        psycopg.connect(unprepared_pooler_dsn, autocommit=True) as bare,
+        psycopg.connect(pooler_dsn, autocommit=True) as carrying,
+    ):
+        assert not pooler_carries_prepared_statements(bare)
+        assert pooler_carries_prepared_statements(carrying)
+        # the probe left no statement of ours behind on the server connection for the next client
+        names = [r[0] for r in bare.execute("SELECT name FROM pg_prepared_statements")]
+        assert not [n for n in names if n.startswith("_pg3_")], names
+
+    # The control: plain psycopg clients, preparing as psycopg does, fail through this pooler.
+    failures: list[str] = []
+
+    def naive():
+        with psycopg.connect(unprepared_pooler_dsn, autocommit=True) as conn:
+            for i in range(30):
+                try:
+                    conn.execute("SELECT %s::int + 1", (i,)).fetchone()
+                except psycopg.Error as exc:
+                    failures.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=naive) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {"InvalidSqlStatementName", "DuplicatePreparedStatement"} & set(failures), failures
+
+    monkeypatch.setenv("MEMPALACE_PG_DSN", unprepared_pooler_dsn)
+    monkeypatch.setenv("MEMPALACE_PG_SESSION_DSN", pg_dsn)
+    pool.close_all()
+    key = f"unprepared-{uuid.uuid4().hex[:6]}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER.replace('"pooled"', repr(key)), str(w), "12"],
+            env=dict(os.environ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for w in range(6)
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()[-3000:]
+        assert json.loads(out)["found"] == 12
+
+    doctor = run_cli("doctor", "--json", env=dict(os.environ))
+    checks = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "pooler"]
+    assert any(c["status"] == "warn" and "max_prepared_statements" in (c["fix"] or "") for c in checks), (
+        checks
+    )
+    pool.close_all()
