@@ -4,7 +4,9 @@
 #
 #   scripts/docker-stack.sh [up]          everything below, then leave the stack running; prints the DSN
 #   scripts/docker-stack.sh test [ARGS]   up, then pytest ARGS (default: the contract, graph and backup
-#                                         tests) against the stack as the application role
+#                                         tests) against the stack as the application role; the tests'
+#                                         set-up that needs a superuser (MEMPALACE_PG_TEST_ADMIN_DSN)
+#                                         connects as postgres, with TLS and a passfile of its own
 #   scripts/docker-stack.sh dsn           the DSN of a running stack (no password in it: PGPASSFILE has it)
 #   scripts/docker-stack.sh stop [--engine]   remove the containers, network and volume (and the docker/.env
 #                                         it wrote); with --engine also stop the dockerd it started
@@ -92,7 +94,7 @@ if [[ "$action" == stop ]]; then
         rm -f "$env_file" "$state/created-env"
         log "removed docker/.env (written by this script)"
     fi
-    rm -f "$state/pgpass" "$state/ca.crt"
+    rm -f "$state/pgpass" "$state/pgpass-admin" "$state/ca.crt"
     if [[ "${1:-}" == --engine && -f "$state/dockerd.pid" ]]; then
         begin "stop dockerd"
         pid=$(cat "$state/dockerd.pid")
@@ -244,7 +246,10 @@ if [[ "$action" == test ]]; then
         cat >"$tool_bin/$tool" <<EOF
 #!/bin/sh
 # Written by scripts/docker-stack.sh: $tool of the db container's PostgreSQL, for the tests.
-[ -n "\${PGPASSWORD:-}" ] || PGPASSWORD=\$(sed -n 's/^MEMPALACE_APP_PASSWORD=//p' "$env_file" | tail -n 1)
+if [ -z "\${PGPASSWORD:-}" ]; then
+    if [ "\${PGUSER:-}" = postgres ]; then var=POSTGRES_PASSWORD; else var=MEMPALACE_APP_PASSWORD; fi
+    PGPASSWORD=\$(sed -n "s/^\$var=//p" "$env_file" | tail -n 1)
+fi
 export PGPASSWORD
 exec $docker_bin exec -i \\
     -e PGHOST=localhost -e PGPORT=$port -e PGUSER -e PGDATABASE -e PGSSLMODE -e PGPASSWORD \\
@@ -253,14 +258,25 @@ EOF
         chmod +x "$tool_bin/$tool"
     done
     export PATH="$tool_bin:$PATH"
+    # Test set-up that needs a superuser (a database, a role: tests/integration/conftest.py's pg_admin_dsn)
+    # connects as the container's postgres, over the same TLS, with its password in a passfile of its own
+    # named in the DSN; the code under test never sees it (its PGPASSFILE has the application role only).
+    pg_password=$(sed -n 's/^POSTGRES_PASSWORD=//p' "$env_file" | tail -n1)
+    [[ -n "$pg_password" ]] || die "docker/.env has no POSTGRES_PASSWORD"
+    escaped=${pg_password//\\/\\\\}
+    escaped=${escaped//:/\\:}
+    (umask 077; printf 'localhost:%s:*:postgres:%s\n' "$port" "$escaped" >"$state/pgpass-admin")
+    admin_dsn="postgresql://postgres@localhost:$port/$app_db?sslmode=verify-full&sslrootcert=$state/ca.crt"
+    admin_dsn+="&passfile=$state/pgpass-admin"
     # MemPalace's own knowledge-graph tests ship in its sdist (as scripts/test.sh does)
     MEMPALACE_SDIST=$(bash scripts/mempalace-sdist.sh "$py" | tail -n 1)
     export MEMPALACE_SDIST
-    # The DSN holds no password (PGPASSFILE has it): pytest prints a failing test's arguments, the DSN
-    # among them. Two tests that check a password is never printed assume one in the DSN and fail here.
+    # The DSNs hold no password (passfiles have them): pytest prints a failing test's arguments, the DSN
+    # among them.
     begin "pytest $* (as $app_user over TLS)"
     test_status=0
-    MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_STACK="docker-$MEMPALACE_PG_IMAGE_STACK" \
+    MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_ADMIN_DSN="$admin_dsn" \
+        MEMPALACE_PG_TEST_STACK="docker-$MEMPALACE_PG_IMAGE_STACK" \
         "$py" -m pytest -p no:cacheprovider "$@" || test_status=$?
     end "pytest"
     log "DSN used: $dsn (PGPASSFILE=$PGPASSFILE)"

@@ -10,18 +10,31 @@
 #   6. the pooler tier, per stack: PgBouncer in transaction pooling mode in front of that server
 #      (scripts/provision-pgbouncer.sh), and the contract, graph, retrieval, unit-of-work and index
 #      tests again through it (what needs a session goes to the server: MEMPALACE_PG_SESSION_DSN).
+#   7. the docker tier: build and boot the homelab image (docker/, Debian 13 stack) and run the contract,
+#      graph and backup tests against it as its application role (no superuser), over TCP with a password
+#      and TLS verify-full, after `mempalace-pg doctor` says ok (scripts/docker-stack.sh test); then remove
+#      the containers, network and volume, and stop the Docker engine if this run started it
+#      (scripts/docker-stack.sh stop). Only when the run has no pytest arguments and no
+#      MEMPALACE_PG_TEST_DSN of yours; MEMPALACE_PG_DOCKER=off skips it (e.g. a machine without root).
 # A failed lint fails the run, after the tests have run, so one finding does not hide their results.
 #
 #   scripts/test.sh                         # both stacks: Debian 13 (PG 17, AGE 1.5) and sid (PG 18, AGE 1.8)
 #   MEMPALACE_PG_STACKS=trixie scripts/test.sh     # one stack
 #   MEMPALACE_PG_TEST_DSN=postgresql://... scripts/test.sh   # your own server (pgvector + AGE) instead
 #   scripts/test.sh -k filters              # arguments go to pytest, run per stack instead of the tiers
-#                                           # (both tiers, or the paths you give)
+#                                           # (both tiers, or the paths you give); no docker tier
+#   MEMPALACE_PG_DOCKER=off scripts/test.sh # without the docker tier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 stacks="${MEMPALACE_PG_STACKS:-trixie sid}"
-[[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]] && stacks="given"
+docker_tier="${MEMPALACE_PG_DOCKER:-on}"
+case "$docker_tier" in on|off) ;; *) echo "[test] MEMPALACE_PG_DOCKER must be on or off" >&2; exit 2 ;; esac
+[[ $# -eq 0 ]] || docker_tier=off
+if [[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]]; then
+    stacks="given"
+    docker_tier=off
+fi
 py=$(bash scripts/setup-venv.sh | tail -n 1)
 bin=$(dirname "$py")
 
@@ -71,6 +84,22 @@ for stack in $stacks; do
         MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh stop || true
     fi
 done
+if [[ "$docker_tier" == on ]]; then
+    # Stop the engine too when this run starts it (none of ours answering yet), and on any exit.
+    docker_state="${MEMPALACE_PG_DOCKER_STATE:-/var/tmp/mempalace-pg-docker}"
+    stop_args=(--engine)
+    if [[ -f "$docker_state/dockerd.pid" ]] && kill -0 "$(cat "$docker_state/dockerd.pid")" 2>/dev/null; then
+        stop_args=()
+    fi
+    trap 'bash scripts/docker-stack.sh stop "${stop_args[@]}" || true' EXIT
+    echo "[test] docker tier: the homelab image (trixie) as its application role (scripts/docker-stack.sh)"
+    MEMPALACE_PG_IMAGE_STACK=trixie bash scripts/docker-stack.sh test || status=$?
+    if ! bash scripts/docker-stack.sh stop "${stop_args[@]}"; then
+        echo "[test] FAILED: scripts/docker-stack.sh stop did not remove the stack" >&2
+        [[ $status -ne 0 ]] || status=1
+    fi
+    trap - EXIT
+fi
 if [[ $lint_status -ne 0 ]]; then
     echo "[test] FAILED: ruff found problems (above); 'ruff check --fix' and 'ruff format' fix many" >&2
     [[ $status -ne 0 ]] || status=1

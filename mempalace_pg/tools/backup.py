@@ -36,18 +36,56 @@ from mempalace_pg.marker import write_atomically
 CATALOG_MARK = "mempalace-pg AGE label catalog (used by mempalace-pg restore): "
 
 
-def _libpq_env(dsn: str) -> dict:
+#: Connection parameters that libpq also reads from the environment, and their variables (libpq's
+#: "Environment Variables" table): pg_dump and pg_restore get the DSN through these, so a verify-full DSN
+#: (sslrootcert, a client certificate, a password file) reaches them whole and no secret is on their
+#: command line. The few parameters without a variable (keepalives*, sslpassword, replication) are not
+#: passed on: none of them is needed to reach the server.
+LIBPQ_ENV = {
+    "host": "PGHOST",
+    "hostaddr": "PGHOSTADDR",
+    "port": "PGPORT",
+    "dbname": "PGDATABASE",
+    "user": "PGUSER",
+    "password": "PGPASSWORD",
+    "passfile": "PGPASSFILE",
+    "service": "PGSERVICE",
+    "options": "PGOPTIONS",
+    "application_name": "PGAPPNAME",
+    "connect_timeout": "PGCONNECT_TIMEOUT",
+    "client_encoding": "PGCLIENTENCODING",
+    "target_session_attrs": "PGTARGETSESSIONATTRS",
+    "load_balance_hosts": "PGLOADBALANCEHOSTS",
+    "require_auth": "PGREQUIREAUTH",
+    "channel_binding": "PGCHANNELBINDING",
+    "requirepeer": "PGREQUIREPEER",
+    "sslmode": "PGSSLMODE",
+    "sslnegotiation": "PGSSLNEGOTIATION",
+    "sslcompression": "PGSSLCOMPRESSION",
+    "sslcert": "PGSSLCERT",
+    "sslcertmode": "PGSSLCERTMODE",
+    "sslkey": "PGSSLKEY",
+    "sslrootcert": "PGSSLROOTCERT",
+    "sslcrl": "PGSSLCRL",
+    "sslcrldir": "PGSSLCRLDIR",
+    "sslsni": "PGSSLSNI",
+    "ssl_min_protocol_version": "PGSSLMINPROTOCOLVERSION",
+    "ssl_max_protocol_version": "PGSSLMAXPROTOCOLVERSION",
+    "gssencmode": "PGGSSENCMODE",
+    "krbsrvname": "PGKRBSRVNAME",
+    "gsslib": "PGGSSLIB",
+    "gssdelegation": "PGGSSDELEGATION",
+    "min_protocol_version": "PGMINPROTOCOLVERSION",
+    "max_protocol_version": "PGMAXPROTOCOLVERSION",
+}
+
+
+def libpq_env(dsn: str) -> dict:
+    """The environment for pg_dump / pg_restore: ours, with the DSN's parameters as libpq variables
+    (a parameter the DSN gives wins over the same variable in our environment)."""
     params = conninfo_to_dict(dsn)
-    mapping = {
-        "host": "PGHOST",
-        "port": "PGPORT",
-        "user": "PGUSER",
-        "password": "PGPASSWORD",
-        "dbname": "PGDATABASE",
-        "sslmode": "PGSSLMODE",
-    }
     env = dict(os.environ)
-    for key, var in mapping.items():
+    for key, var in LIBPQ_ENV.items():
         if params.get(key):
             env[var] = str(params[key])
     return env
@@ -58,7 +96,7 @@ def _run(command: str, args: list[str], settings: Settings, *, stdin=None, stdou
     try:
         proc = subprocess.run(
             argv,
-            env=_libpq_env(settings.dsn),
+            env=libpq_env(settings.dsn),
             stdin=stdin,
             stdout=stdout,
             stderr=subprocess.PIPE,
@@ -263,4 +301,4 @@ def _load_age_plugin(conn: psycopg.Connection) -> None:
         pass  # preloaded (session_preload_libraries), or Cypher below says what is wrong
 
 
-__all__ = ["backup", "restore"]
+__all__ = ["LIBPQ_ENV", "backup", "libpq_env", "restore"]

@@ -3,6 +3,13 @@
 The database comes from MEMPALACE_PG_TEST_DSN, which scripts/test.sh sets after provisioning the
 server. Without it the tests fail at once: they never skip for want of a database.
 Each test session works in a schema of its own, dropped at the end.
+
+The code under test connects with MEMPALACE_PG_TEST_DSN, which may be a role that is no superuser (the
+homelab stack's application role: scripts/docker-stack.sh test). What only a superuser can set up (a
+database, a role, the extensions in a new database) goes through ``pg_admin_dsn``:
+MEMPALACE_PG_TEST_ADMIN_DSN, a superuser connection to the same server, by default MEMPALACE_PG_TEST_DSN
+itself. Give it a password through a passfile (``passfile=`` in the DSN or PGPASSFILE), not in the DSN:
+pytest prints a failing test's fixture values.
 """
 
 from __future__ import annotations
@@ -44,11 +51,37 @@ def pg_dsn() -> str:
     return dsn
 
 
+@pytest.fixture(scope="session")
+def pg_admin_dsn(pg_dsn) -> str:
+    """A superuser connection to the test server, for set-up only (creating databases and roles):
+    MEMPALACE_PG_TEST_ADMIN_DSN, else MEMPALACE_PG_TEST_DSN. A test that needs it fails, never skips, when
+    neither is a superuser."""
+    given = os.environ.get("MEMPALACE_PG_TEST_ADMIN_DSN", "").strip()
+    dsn = given or pg_dsn
+    source = "MEMPALACE_PG_TEST_ADMIN_DSN" if given else "MEMPALACE_PG_TEST_DSN (no admin DSN given)"
+    try:
+        with psycopg.connect(dsn, connect_timeout=10) as conn:
+            superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[
+                0
+            ]
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"the admin database at {source} is unreachable: {exc}", pytrace=False)
+    if not superuser:
+        pytest.fail(
+            f"{source} is not a superuser: this test sets up a database or a role. Set "
+            "MEMPALACE_PG_TEST_ADMIN_DSN to a superuser connection to the same server.",
+            pytrace=False,
+        )
+    return dsn
+
+
 def stop_folders(conn) -> None:
-    """End the vector index folders on the test server (a running build holds locks a DROP needs)."""
+    """End the vector index folders on the test server (a running build holds locks a DROP needs): those
+    this role may signal (its own, or any for a superuser), so that no role fails here."""
     conn.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-        "WHERE application_name = 'mempalace-pg folder' AND pid <> pg_backend_pid()"
+        "WHERE application_name = 'mempalace-pg folder' AND pid <> pg_backend_pid() "
+        "AND pg_has_role(usesysid, 'USAGE')"
     )
 
 

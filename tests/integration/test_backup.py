@@ -32,6 +32,14 @@ def server_tool(dsn: str, tool: str) -> str:
     return tool
 
 
+def password_of(dsn: str) -> str:
+    """The password libpq used for ``dsn``: the DSN's, or the passfile's (PGPASSFILE, passfile=)."""
+    with psycopg.connect(dsn) as conn:
+        password = conn.info.password
+    assert password, "the test role connects without a password: nothing to look for in the output"
+    return password
+
+
 def cli(*args, env):
     return run_cli(*args, env={**os.environ, **env}, timeout=600)
 
@@ -56,7 +64,10 @@ out = {{
   "around": [h["id"] for h in PalaceSearch(palace_key={palace!r}).around_entity("Alice", q, hops=2)["hits"]],
 }}
 with psycopg.connect(os.environ["MEMPALACE_PG_DSN"], autocommit=True) as conn:
-    conn.execute("LOAD 'age'")
+    try:
+        conn.execute("LOAD 'age'")
+    except psycopg.errors.InsufficientPrivilege:  # no superuser: AGE from $libdir/plugins
+        conn.execute("LOAD '$libdir/plugins/age'")
     conn.execute("SET search_path = ag_catalog, public")
     g = os.environ["MEMPALACE_PG_SCHEMA"] + "_kg"
     out["cypher"] = conn.execute(
@@ -105,6 +116,10 @@ with unit_of_work(palace_key="home") as uow:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}_kg" CASCADE')
 
 
+def with_dbname(dsn: str, dbname: str) -> str:
+    return make_conninfo(**{**conninfo_to_dict(dsn), "dbname": dbname})
+
+
 def drop_palace(dsn: str, schema: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
@@ -118,7 +133,7 @@ def test_backup_drop_restore_in_place(seeded, pg_dsn, tmp_path):
     proc = cli("backup", str(path), "--pg-dump", server_tool(pg_dsn, "pg_dump"), "--json", env=seeded)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["labels"] == 4 and path.stat().st_size > 0
-    assert conninfo_to_dict(pg_dsn)["password"] not in proc.stdout + proc.stderr
+    assert password_of(pg_dsn) not in proc.stdout + proc.stderr
     drop_palace(pg_dsn, seeded["MEMPALACE_PG_SCHEMA"])
     proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), "--json", env=seeded)
     assert proc.returncode == 0, proc.stderr
@@ -129,20 +144,31 @@ def test_backup_drop_restore_in_place(seeded, pg_dsn, tmp_path):
     assert proc.returncode == 2 and "already exist" in proc.stderr
 
 
-def test_restore_into_an_empty_database(seeded, pg_dsn, tmp_path):
+def test_restore_into_an_empty_database(seeded, pg_dsn, pg_admin_dsn, tmp_path):
+    """Into a new database, as the homelab's application role would restore: a superuser creates the
+    database, its extensions and the role's grants there (`mempalace-pg db bootstrap --app-role`, with the
+    role's own password); the role restores."""
     before = answers(seeded, "home")
     path = tmp_path / "palace.dump"
     assert cli("backup", str(path), "--pg-dump", server_tool(pg_dsn, "pg_dump"), env=seeded).returncode == 0
     name = f"restore_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
-    params = conninfo_to_dict(pg_dsn)
-    params["dbname"] = name
-    target = {**seeded, "MEMPALACE_PG_DSN": make_conninfo(**params)}
+    target = {**seeded, "MEMPALACE_PG_DSN": with_dbname(pg_dsn, name)}
+    admin = {**seeded, "MEMPALACE_PG_DSN": with_dbname(pg_admin_dsn, name)}
     try:
         proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), env=target)
         assert proc.returncode == 2 and "mempalace-pg db bootstrap" in proc.stderr  # no extensions yet
-        assert cli("db", "bootstrap", env=target).returncode == 0
+        with psycopg.connect(pg_dsn) as conn:
+            role, superuser = conn.execute(
+                "SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user"
+            ).fetchone()
+        if superuser:
+            assert cli("db", "bootstrap", env=admin).returncode == 0
+        else:  # as the README says for the application role: the bootstrap grants it the new database
+            let_in = {**admin, "MEMPALACE_APP_PASSWORD": password_of(pg_dsn)}
+            proc = cli("db", "bootstrap", "--app-role", role, env=let_in)
+            assert proc.returncode == 0, proc.stderr
         proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), env=target)
         assert proc.returncode == 0, proc.stderr
         assert answers(target, "home") == before
@@ -157,7 +183,7 @@ def test_restore_into_an_empty_database(seeded, pg_dsn, tmp_path):
         )
         assert out.returncode == 0 and out.stdout.strip() == "5", out.stderr[-2000:]
     finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 

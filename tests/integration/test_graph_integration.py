@@ -128,25 +128,29 @@ def test_concurrent_processes_leave_one_open_fact(pg_dsn, pg_schema, pg_env):
 # -- a role that is not a superuser ------------------------------------------------------------
 
 
-def test_non_superuser_role_reads_and_writes(pg_dsn, pg_schema, pg_env):
+def test_non_superuser_role_reads_and_writes(pg_dsn, pg_admin_dsn, pg_schema, pg_env):
+    """A second role, given only the grants below, reads and writes the graph the test role owns."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     from mempalace_pg.config import Settings
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
-    AgeKnowledgeGraph(palace_key="owner-setup").stats()  # the superuser applied the schema
+    AgeKnowledgeGraph(palace_key="owner-setup").stats()  # the test role applied the schema and owns it
     role, password = f"kg_app_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     graph = f"{pg_schema}_kg"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:  # only a superuser may create roles
         conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}' NOSUPERUSER")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # the grants come from the owner
         for schema in (pg_schema, graph):
             conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {role}')
             conn.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO {role}')
             conn.execute(f'GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA "{schema}" TO {role}')
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
         conn.execute(f"GRANT USAGE ON SCHEMA ag_catalog TO {role}")
     try:
         params = conninfo_to_dict(pg_dsn)
         params.update(user=role, password=password)
+        params.pop("passfile", None)
         dsn = make_conninfo(**params)
         kg = AgeKnowledgeGraph(palace_key=f"app-{uuid.uuid4().hex}", settings=Settings.load({"dsn": dsn}))
         kg.add_triple("Quinn", "maintains", "Server", valid_from="2024-01-01")
@@ -167,7 +171,7 @@ def test_non_superuser_role_reads_and_writes(pg_dsn, pg_schema, pg_env):
         from mempalace_pg.db import pool
 
         pool.close_all()
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
 
@@ -269,21 +273,42 @@ def test_kg_query_and_stats_commands(tmp_path, pg_env):
 # -- the official Apache AGE driver reads our graph --------------------------------------------
 
 
-def test_official_age_driver_reads_the_graph(pg_dsn, pg_schema, age_kg):
-    import age  # apache-age-python (the optional extra "age-driver")
+def _age_driver_connection(dsn: str, graph: str):
+    """The official driver's connection to ``graph``, over the whole DSN (TLS and passfile included).
 
+    ``age.connect`` runs ``LOAD 'age'``, which only a superuser may: a role that is not one (the homelab
+    stack's application role) gets ``access to library "age" is not allowed``. For such a role this does the
+    driver's own set-up (``age.age.setUpAge``) by hand, loading AGE from ``$libdir/plugins`` instead, and
+    hands that connection to the driver's ``Age``: the driver's Cypher and agtype parsing are what is tested.
+    """
+    import age  # apache-age-python (the optional extra "age-driver")
+    import psycopg2
+    from psycopg2 import extensions
+
+    try:
+        return age.connect(dsn=dsn, graph=graph)
+    except psycopg2.errors.InsufficientPrivilege as exc:
+        assert 'access to library "age" is not allowed' in str(exc)
+    conn = psycopg2.connect(dsn)
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        assert not cursor.fetchone()[0]
+        cursor.execute("LOAD '$libdir/plugins/age'")
+        cursor.execute("SET search_path = ag_catalog, '$user', public")
+        cursor.execute("SELECT typelem FROM pg_type WHERE typname = '_agtype'")
+        oid = cursor.fetchone()[0]
+        cursor.execute("SELECT count(*) FROM ag_graph WHERE name = %s", (graph,))
+        assert cursor.fetchone()[0] == 1
+    extensions.register_type(extensions.new_type((oid,), "AGETYPE", age.age.parseAgeValue))
+    driver = age.Age()
+    driver.connection, driver.graphName = conn, graph
+    return driver
+
+
+def test_official_age_driver_reads_the_graph(pg_dsn, pg_schema, age_kg):
     age_kg.add_triple("Max", "child_of", "Alice", valid_from="2015-04-01", source_drawer_id="drawer_1")
     age_kg.add_entity("Alice", "person", {"born": 1980})
-    graph = f"{pg_schema}_kg"
-    params = psycopg.conninfo.conninfo_to_dict(pg_dsn)
-    conn = age.connect(
-        graph=graph,
-        host=params.get("host"),
-        port=params.get("port"),
-        dbname=params.get("dbname"),
-        user=params.get("user"),
-        password=params.get("password"),
-    )
+    conn = _age_driver_connection(pg_dsn, f"{pg_schema}_kg")
     try:
         cursor = conn.execCypher(
             "MATCH (s:Entity)-[f:Fact]->(o:Entity) WHERE s.palace = %s RETURN s, f, o",
