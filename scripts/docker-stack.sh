@@ -23,7 +23,9 @@
 #   6. copies the CA certificate the container made, writes a libpq password file for the application role,
 #      and checks (scripts/docker_smoke.py): TLS verify-full as the application role, no superuser, a
 #      password needed (the DSN without one is refused), a drawer and a fact added and found again; then
-#      `mempalace-pg doctor`.
+#      `mempalace-pg doctor`;
+#   7. the PgBouncer service (compose profile `pooler`, transaction pooling, port 6432): up, healthy, and the
+#      same smoke check and doctor through it, with MEMPALACE_PG_SESSION_DSN at the server's own port.
 # Networking: compose's own network (a bridge docker-compose creates; --bridge=none only removes docker0)
 # with the port published on 127.0.0.1:5432 by docker-proxy, so the README's compose file runs unchanged.
 #
@@ -77,6 +79,8 @@ compose() { docker-compose -p "$project" -f "$compose_file" "$@"; }
 engine_answers() { [[ -n "$docker_bin" ]] && timeout 10 "$docker_bin" version >/dev/null 2>&1; }
 
 dsn="postgresql://$app_user@localhost:$port/$app_db?sslmode=verify-full&sslrootcert=$state/ca.crt"
+pooler_port=6432
+pooler_dsn="postgresql://$app_user@localhost:$pooler_port/$app_db?sslmode=verify-full&sslrootcert=$state/ca.crt"
 
 # ------------------------------------------------------------------ stop
 if [[ "$action" == stop ]]; then
@@ -233,6 +237,31 @@ MEMPALACE_PG_DSN="$dsn" MEMPALACE_CONFIG_DIR="$smoke_config" "$(dirname "$py")/m
     || { rm -rf "$smoke_config"; die "mempalace-pg doctor found a problem (above)"; }
 rm -rf "$smoke_config"
 end "doctor"
+
+# ------------------------------------------------------------------ 7. the same through PgBouncer
+begin "PgBouncer (profile pooler): up, healthy, smoke check and doctor through it"
+(umask 077; printf 'localhost:%s:*:%s:%s\n' "$pooler_port" "$app_user" "$escaped" >>"$state/pgpass")
+compose --profile pooler up -d --no-build pgbouncer >&2
+bouncer=$(compose --profile pooler ps -q pgbouncer)
+status=""
+for _ in $(seq 60); do
+    status=$(docker_cli inspect -f '{{.State.Health.Status}}' "$bouncer" 2>/dev/null || echo gone)
+    [[ "$status" == healthy || "$status" == gone ]] && break
+    sleep 1
+done
+if [[ "$status" != healthy ]]; then
+    compose --profile pooler logs --tail 40 pgbouncer >&2 || true
+    die "the pgbouncer container is not healthy (health: $status)"
+fi
+# Transaction pooling: what needs a session of its own (the index folder) goes to the server's own port.
+smoke_config=$(mktemp -d)
+MEMPALACE_PG_DSN="$pooler_dsn" MEMPALACE_PG_SESSION_DSN="$dsn" MEMPALACE_CONFIG_DIR="$smoke_config" \
+    "$py" scripts/docker_smoke.py >&2 || { rm -rf "$smoke_config"; die "the smoke check through PgBouncer failed (above)"; }
+MEMPALACE_PG_DSN="$pooler_dsn" MEMPALACE_PG_SESSION_DSN="$dsn" MEMPALACE_CONFIG_DIR="$smoke_config" \
+    "$(dirname "$py")/mempalace-pg" doctor >&2 \
+    || { rm -rf "$smoke_config"; die "mempalace-pg doctor through PgBouncer found a problem (above)"; }
+rm -rf "$smoke_config"
+end "PgBouncer"
 
 if [[ "$action" == test ]]; then
     [[ $# -gt 0 ]] || set -- tests/integration/test_contract.py tests/integration/test_graph_integration.py \
