@@ -173,10 +173,12 @@ WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 SQL
     as_pg "${psql[@]}" -d "$db" -f "$bootstrap_sql/01_extensions.sql"
     # The password reaches psql through its environment (\getenv), never its command line.
-    as_pg "${psql[@]}" -d "$db" -v app_role="$app_user" -v app_db="$db" <<SQL
+    as_pg "${psql[@]}" -d "$db" -v app_role="$app_user" -v app_db="$db" \
+        -v app_connection_limit="${MEMPALACE_APP_CONNECTION_LIMIT:-64}" <<SQL
 \\getenv app_password MEMPALACE_APP_PASSWORD
 \\i $bootstrap_sql/02_app_role.sql
 SQL
+    as_pg "${psql[@]}" -d "$db" -f "$bootstrap_sql/03_graph_catalog.sql"
     as_pg pg_ctl -D "$init" -m fast -w -t 120 stop >/dev/null
     mv "$init" "$PGDATA"
     log "bootstrap done"

@@ -124,10 +124,32 @@ def cmd_db_bootstrap(args) -> int:
                 f"set the application role's password in ${args.app_password_env} "
                 "(--app-password-env names the variable; never on the command line)"
             )
+    if args.own_schema and not args.app_role:
+        raise ConfigError("--schema with db bootstrap gives a role its own schema: name it with --app-role")
+    if args.own_schema:
+        from dataclasses import replace
+
+        from mempalace_pg.db.schema import check_schema_is_for
+
+        own = replace(settings, schema=args.own_schema)
+        own.validate()
+        check_schema_is_for(own, args.app_role)  # before anything is changed
     with connect(settings, autocommit=True) as conn:
-        applied = apply_bootstrap(conn, app_role=args.app_role, app_password=password)
+        applied = apply_bootstrap(
+            conn, app_role=args.app_role, app_password=password, connection_limit=args.connection_limit
+        )
         database = conn.info.dbname
     print(f"applied {', '.join(applied)} to database {database!r} at {settings.redacted_dsn}")
+    if args.own_schema:
+        from mempalace_pg.db.schema import create_schema_as
+
+        revision = create_schema_as(own, args.app_role)
+        print(
+            f"schema {own.schema!r} and its graph {own.graph!r} (revision {revision}) "
+            f"belong to {args.app_role!r}; "
+            f"no other role but a superuser can read or change them. Connect as {args.app_role!r} with "
+            f"MEMPALACE_PG_SCHEMA={own.schema}"
+        )
     return 0
 
 
@@ -499,6 +521,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--app-password-env",
         default="MEMPALACE_APP_PASSWORD",
         help="environment variable holding the role's password (default MEMPALACE_APP_PASSWORD)",
+    )
+    boot.add_argument(
+        "--schema",
+        dest="own_schema",
+        metavar="SCHEMA",
+        help="with --app-role: make this schema and its graph now, owned by that role alone (a person's or "
+        "an agent's own palace; others cannot read, count, search or change it)",
+    )
+    boot.add_argument(
+        "--connection-limit",
+        type=int,
+        default=64,
+        help="with --app-role: most connections the role may hold at once (default 64)",
     )
     boot.set_defaults(func=cmd_db_bootstrap)
     cur = db.add_parser("current", help="show the schema revision (exit 1 when behind)")

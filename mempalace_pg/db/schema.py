@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
@@ -20,7 +21,7 @@ from typing import Optional
 import psycopg
 from psycopg import sql
 
-from mempalace_pg.config import Settings, validate_identifier
+from mempalace_pg.config import ConfigError, Settings, validate_identifier
 from mempalace_pg.db.connect import connect
 from mempalace_pg.errors import ExtensionMissingError, SchemaVersionError
 
@@ -167,7 +168,10 @@ def ensure_schema(settings: Settings) -> str:
 
     with connect(settings, autocommit=True) as conn:
         check_server(conn)
-        current = current_revision(conn, settings.schema)
+        try:
+            current = current_revision(conn, settings.schema)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise schema_access_error(settings, exc) from None
         if current == HEAD_REVISION:
             return current
         head = head_revision()
@@ -190,6 +194,53 @@ def ensure_schema(settings: Settings) -> str:
             )
     upgrade(settings)
     return head
+
+
+def schema_access_error(settings: Settings, exc: Exception) -> SchemaVersionError:
+    """The error for a schema this role may not use (PostgreSQL's ``permission denied``, ``exc``)."""
+    from mempalace_pg.config import dsn_target
+
+    return SchemaVersionError(
+        f"this role may not use schema {settings.schema!r} in {dsn_target(settings.dsn)['dbname']!r} "
+        f"({str(exc).splitlines()[0]}): each person's palace lives in a schema their role owns. Set "
+        "MEMPALACE_PG_SCHEMA to yours, or have a superuser give you one: MEMPALACE_APP_PASSWORD=... "
+        "mempalace-pg db bootstrap --app-role <you> --schema <you>"
+    )
+
+
+def check_schema_is_for(settings: Settings, role: str) -> None:
+    """ConfigError unless ``settings.schema`` and its graph are free, or ``role``'s already."""
+    validate_identifier(role, "application role")
+    with connect(settings, autocommit=True) as conn:
+        owners = conn.execute(
+            "SELECT 'schema ' || quote_literal(%s), pg_get_userbyid(nspowner) FROM pg_namespace "
+            "WHERE nspname = %s",
+            (settings.schema, settings.schema),
+        ).fetchall()
+        if conn.execute("SELECT to_regclass('ag_catalog.ag_graph')").fetchone()[0] is not None:
+            owners += conn.execute(
+                "SELECT 'graph ' || quote_literal(%s), pg_get_userbyid(n.nspowner) "
+                "FROM ag_catalog.ag_graph g JOIN pg_namespace n ON n.oid = g.namespace WHERE g.name = %s",
+                (settings.graph, settings.graph),
+            ).fetchall()
+    for what, owner in owners:
+        if owner != role:
+            raise ConfigError(
+                f"the {what} already exists and belongs to {owner!r}, not {role!r}: choose another "
+                "--schema, or drop it first"
+            )
+
+
+def create_schema_as(settings: Settings, role: str) -> str:
+    """Make ``settings.schema`` (and its graph) at the code's revision as ``role``, over the superuser's
+    connection with the role set (so everything in it is the role's own); a schema that exists must be
+    the role's already. Returns the revision."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    check_schema_is_for(settings, role)
+    params = conninfo_to_dict(settings.dsn)
+    params["options"] = " ".join(filter(None, [params.get("options"), f"-c role={role}"]))
+    return upgrade(replace(settings, dsn=make_conninfo(**params)))
 
 
 def upgrade(settings: Settings, revision: str = "head") -> str:
@@ -313,13 +364,23 @@ def bootstrap_statements(
 
 
 def apply_bootstrap(
-    conn: psycopg.Connection, *, app_role: Optional[str] = None, app_password: Optional[str] = None
+    conn: psycopg.Connection,
+    *,
+    app_role: Optional[str] = None,
+    app_password: Optional[str] = None,
+    connection_limit: int = 64,
 ) -> list[str]:
     """Apply sql/bootstrap/ to the database ``conn`` is connected to (as a superuser, autocommit): the
-    extensions, and with ``app_role`` the application role. Returns the files applied."""
+    extensions, with ``app_role`` the application role (at most ``connection_limit`` connections), and
+    the policies that keep each role to its own graphs in AGE's catalog. Returns the files applied."""
     applied = []
-    files = ["01_extensions.sql"] + (["02_app_role.sql"] if app_role else [])
-    variables = {"app_role": app_role or "", "app_password": app_password or "", "app_db": conn.info.dbname}
+    files = ["01_extensions.sql"] + (["02_app_role.sql"] if app_role else []) + ["03_graph_catalog.sql"]
+    variables = {
+        "app_role": app_role or "",
+        "app_password": app_password or "",
+        "app_db": conn.info.dbname,
+        "app_connection_limit": str(int(connection_limit)),
+    }
     if app_role:
         validate_identifier(app_role, "application role")
         if not app_password:
@@ -335,4 +396,13 @@ def apply_bootstrap(
     return applied
 
 
-__all__ = ["ensure_schema", "upgrade", "head_revision", "current_revision", "apply_sql_file", "sql_dir"]
+__all__ = [
+    "ensure_schema",
+    "upgrade",
+    "create_schema_as",
+    "schema_access_error",
+    "head_revision",
+    "current_revision",
+    "apply_sql_file",
+    "sql_dir",
+]

@@ -4,6 +4,7 @@
 --   app_role      the role MemPalace connects as          (e.g. mempalace)
 --   app_password  its password                            (any text; psql quotes it)
 --   app_db        the database                            (e.g. mempalace)
+--   app_connection_limit  most connections the role may hold at once (e.g. 64: pools, folders, psql)
 --
 -- The role is no superuser and cannot create databases or roles. It may create schemas in its database
 -- (mempalace-pg makes its schema and the AGE graph's on first use, and owns them), use AGE's catalog and
@@ -17,3 +18,9 @@ GRANT USAGE ON SCHEMA ag_catalog TO :"app_role";
 GRANT SELECT, INSERT, UPDATE, DELETE ON ag_catalog.ag_graph, ag_catalog.ag_label TO :"app_role";
 ALTER ROLE :"app_role" SET session_preload_libraries = 'age';
 ALTER ROLE :"app_role" SET search_path = "$user", public, ag_catalog;
+-- Limits that protect the server from one role: its connections, and (for its own sessions, psql
+-- included; mempalace-pg sets a shorter statement timeout for its own) runaway statements and
+-- transactions left open.
+SELECT format('ALTER ROLE %I CONNECTION LIMIT %s', :'app_role', (:'app_connection_limit')::int) \gexec
+ALTER ROLE :"app_role" SET statement_timeout = '5min';
+ALTER ROLE :"app_role" SET idle_in_transaction_session_timeout = '10min';

@@ -1,0 +1,273 @@
+"""Each person (or agent) on one database gets a place of their own, kept apart by PostgreSQL itself.
+
+`mempalace-pg db bootstrap --app-role alice --schema alice` makes a login role (no superuser) and, as
+that role, its schema and AGE graph: everything in them is alice's. The mechanism, chosen by measurement
+on both stacks (AGE 1.5 and 1.8): a schema per person, whose privileges hold for SQL and for Cypher alike
+(AGE reads a graph's label tables through the executor, which checks the schema's USAGE), plus row-level
+security on AGE's own catalog (sql/bootstrap/03_graph_catalog.sql), since every role that makes its
+graph holds INSERT/UPDATE/DELETE on ag_catalog.ag_graph and ag_label. Row-level security on the drawers
+themselves is not needed (and AGE 1.5 does not honour it for Cypher).
+
+The test: alice does normal work as herself (mine with the real CLI, search, the knowledge graph, the MCP
+tools); bob, with the same privileges on his own schema, cannot read, count, search, alter or delete
+anything of hers, through the plugin, plain SQL on every relation and function of her schemas, Cypher,
+or AGE's catalog; her palace is intact afterwards. In a database of its own, so the catalog policies
+apply there only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from run_cli import run_cli
+
+from mcp_client import pg_server, stdio_session, text_of
+from palace_pair import Palace
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "examples" / "corpus"
+QUESTION = "what happens when the power goes out"
+
+
+def _with(dsn: str, **changes) -> str:
+    params = conninfo_to_dict(dsn)
+    params.update(changes)
+    return make_conninfo(**params)
+
+
+@pytest.fixture(scope="module")
+def people(pg_admin_dsn):
+    tag = uuid.uuid4().hex[:6]
+    database = f"iso_{tag}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    admin = _with(pg_admin_dsn, dbname=database)
+    who = {}
+    try:
+        for person in ("alice", "bob"):
+            role, password = f"iso_{person}_{tag}", f"pw {person} {uuid.uuid4().hex}"
+            proc = run_cli(
+                "db",
+                "bootstrap",
+                "--app-role",
+                role,
+                "--schema",
+                role,
+                "--connection-limit",
+                "40",
+                env={**os.environ, "MEMPALACE_PG_DSN": admin, "MEMPALACE_APP_PASSWORD": password},
+            )
+            assert proc.returncode == 0, proc.stderr
+            assert f"belong to {role!r}" in proc.stdout and password not in proc.stdout + proc.stderr
+            who[person] = {"role": role, "schema": role, "dsn": _with(admin, user=role, password=password)}
+        yield {"admin": admin, **who}
+    finally:
+        from mempalace_pg.db import pool
+
+        pool.close_all()
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+            for person in who.values():
+                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(person["role"])))
+
+
+def _as(monkeypatch, person: dict) -> None:
+    from mempalace_pg.db import pool
+
+    pool.close_all()
+    monkeypatch.setenv("MEMPALACE_PG_DSN", person["dsn"])
+    monkeypatch.setenv("MEMPALACE_PG_SCHEMA", person["schema"])
+
+
+def _denied(conn: psycopg.Connection, statement, params=None) -> str:
+    """Run ``statement`` as the connection's role; it must be refused for want of a privilege."""
+    try:
+        with conn.transaction():
+            conn.execute(statement, params)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        return str(exc)
+    raise AssertionError(f"allowed: {statement if isinstance(statement, str) else statement.as_string(conn)}")
+
+
+def test_the_bootstrap_makes_a_role_that_owns_its_schema_and_graph(people):
+    alice = people["alice"]
+    with psycopg.connect(people["admin"]) as conn:
+        row = conn.execute(
+            "SELECT r.rolsuper, r.rolcreaterole, r.rolcreatedb, r.rolconnlimit, "
+            "  (SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = %(s)s), "
+            "  (SELECT pg_get_userbyid(n.nspowner) FROM ag_catalog.ag_graph g "
+            "   JOIN pg_namespace n ON n.oid = g.namespace WHERE g.name = %(g)s), "
+            "  (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "   WHERE n.nspname IN (%(s)s, %(g)s) AND pg_get_userbyid(c.relowner) <> %(r)s) "
+            "FROM pg_roles r WHERE r.rolname = %(r)s",
+            {"s": alice["schema"], "g": alice["schema"] + "_kg", "r": alice["role"]},
+        ).fetchone()
+    assert row == (False, False, False, 40, alice["role"], alice["role"], 0)
+    # rerun: the same role and schema are fine; a schema that is someone else's is refused
+    again = run_cli(
+        "db",
+        "bootstrap",
+        "--app-role",
+        people["bob"]["role"],
+        "--schema",
+        alice["schema"],
+        env={**os.environ, "MEMPALACE_PG_DSN": people["admin"], "MEMPALACE_APP_PASSWORD": "x y z"},
+    )
+    assert again.returncode != 0 and f"belongs to {alice['role']!r}" in again.stderr, again.stderr
+    assert "Traceback" not in again.stderr
+    with psycopg.connect(people["bob"]["dsn"]) as conn:  # refused before anything changed: his password too
+        assert conn.execute("SELECT current_user").fetchone()[0] == people["bob"]["role"]
+
+
+def test_bob_cannot_reach_anything_of_alices(people, monkeypatch, tmp_path, embedding_url):
+    from mempalace_pg import unit_of_work
+    from mempalace_pg.atomic import open_drawers
+    from mempalace_pg.errors import SchemaVersionError
+
+    alice, bob = people["alice"], people["bob"]
+    # -- alice works as herself: the real CLI mines her palace, and she adds a fact and searches
+    _as(monkeypatch, alice)
+    palace = Palace(tmp_path, "postgres", embedding_url)
+    palace.env.update(MEMPALACE_PG_DSN=alice["dsn"], MEMPALACE_PG_SCHEMA=alice["schema"])
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    palace.init_and_mine(corpus)
+    drawers, kg = open_drawers(str(palace.path), create=False)
+    power = next(
+        i
+        for i, m in zip(*(lambda r: (r.ids, r.metadatas))(drawers.get(include=["metadatas"])))
+        if m["source_file"].endswith("power.md")
+    )
+    kg.add_triple("Homelab NAS", "powered_by", "UPS", source_drawer_id=power)
+    kg.close()
+    drawn = drawers.count()
+    found = palace.cli("search", QUESTION, "--results", "2")
+    assert found["rc"] == 0 and "power.md" in found["out"], found["out"]
+
+    async def around(env):
+        async with stdio_session(pg_server(palace.path), env) as pg:
+            return await pg.result("pg_search_around_entity", entity="Homelab NAS", query=QUESTION)
+
+    answer = anyio.run(around, palace.env)
+    assert not answer.is_error and power in text_of(answer), text_of(answer)
+
+    # -- bob, with the same kind of role, through the plugin, MemPalace's CLI and its MCP tools
+    _as(monkeypatch, {**bob, "schema": alice["schema"]})
+    with pytest.raises(SchemaVersionError, match="may not use schema") as refused:
+        with unit_of_work(palace_key="anything"):
+            pass
+    bob_password = conninfo_to_dict(bob["dsn"])["password"]
+    assert "--app-role" in str(refused.value) and bob_password not in str(refused.value)
+    as_bob = {**palace.env, "MEMPALACE_PG_DSN": bob["dsn"]}
+    searched = palace.cli("search", QUESTION, "--results", "2", env=as_bob)
+    assert searched["rc"] != 0 and "power.md" not in searched["out"] and "UPS" not in searched["out"]
+    answer = anyio.run(around, as_bob)
+    refused_text = text_of(answer)
+    assert answer.is_error and power not in refused_text and "UPS" not in refused_text, refused_text
+
+    # -- bob in plain SQL: every relation and function of alice's two schemas, and Cypher
+    schemas = (alice["schema"], alice["schema"] + "_kg")
+    with psycopg.connect(people["admin"]) as conn:
+        relations = conn.execute(
+            "SELECT n.nspname, c.relname, c.relkind FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = ANY(%s) AND c.relkind IN ('r', 'p', 'v', 'm', 'S')",
+            (list(schemas),),
+        ).fetchall()
+        functions = conn.execute(
+            "SELECT n.nspname, p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = ANY(%s)",
+            (list(schemas),),
+        ).fetchall()
+    assert len(relations) > 10 and functions, (relations, functions)
+    with psycopg.connect(bob["dsn"], autocommit=True) as conn:
+        for nsp, rel, kind in relations:
+            name = sql.Identifier(nsp, rel)
+            reads = [sql.SQL("SELECT count(*) FROM {}").format(name)]
+            if kind == "S":
+                reads = [sql.SQL("SELECT nextval({})").format(sql.Literal(f"{nsp}.{rel}"))]
+            for statement in reads + [
+                sql.SQL("ALTER TABLE {} ADD COLUMN bob int").format(name),
+                sql.SQL("DROP TABLE {} CASCADE").format(name),
+            ]:
+                assert "permission denied" in _denied(conn, statement)
+            if kind in ("r", "p"):
+                for statement in (
+                    sql.SQL("DELETE FROM {}").format(name),
+                    sql.SQL("TRUNCATE {}").format(name),
+                    sql.SQL("UPDATE {} SET {} = {}").format(name, sql.Identifier("x"), sql.Identifier("x")),
+                ):
+                    assert "permission denied" in _denied(conn, statement)
+        for nsp, fn in functions:
+            assert "permission denied" in _denied(
+                conn, sql.SQL("SELECT {}()").format(sql.Identifier(nsp, fn))
+            )
+        graph = sql.Literal(schemas[1])
+        for cypher in (
+            "MATCH (n) RETURN count(n)",
+            "MATCH (n:Entity) RETURN n.name",
+            "MATCH (a)-[*1..3]->(b) RETURN b.name",
+            "MATCH ()-[f]->() RETURN f",
+            "CREATE (:Entity {name: 'bob was here'})",
+            "MATCH (n) SET n.name = 'bob'",
+            "MATCH (n) DETACH DELETE n",
+        ):
+            # AGE takes the query only as a dollar-quoted constant (these are the test's own)
+            statement = sql.SQL(
+                "SELECT * FROM ag_catalog.cypher({}, $$ "
+                + cypher.replace("{", "{{").replace("}", "}}")
+                + " $$) AS (v ag_catalog.agtype)"
+            ).format(graph)
+            assert "permission denied" in _denied(conn, statement), cypher
+        assert "permission denied" in _denied(
+            conn, sql.SQL("SELECT ag_catalog.drop_graph({}, true)").format(graph)
+        )
+        # AGE's catalog: bob may register his own graphs there, but change no row of alice's
+        mine = "(SELECT graphid FROM ag_catalog.ag_graph WHERE name = %s)"
+        assert (
+            conn.execute(f"DELETE FROM ag_catalog.ag_label WHERE graph = {mine}", (schemas[1],)).rowcount == 0
+        )
+        assert (
+            conn.execute(
+                "UPDATE ag_catalog.ag_graph SET name = 'stolen' WHERE name = %s", (schemas[1],)
+            ).rowcount
+            == 0
+        )
+        assert "row-level security" in _denied(
+            conn,
+            "INSERT INTO ag_catalog.ag_label (name, graph, id, kind, relation, seq_name) "
+            "SELECT 'Evil', graphid, 99, 'v', 'pg_class'::regclass, 'x' "
+            "FROM ag_catalog.ag_graph WHERE name = %s",
+            (schemas[1],),
+        )
+
+    # -- bob's own palace works as alice's does, and alice's is as she left it
+    _as(monkeypatch, bob)
+    with unit_of_work(palace_key="bob's") as uow:
+        uow.add_drawers(ids=["b1"], documents=["bob's own note"], embeddings=[[1.0] * 384])
+        uow.add_triple("Bob", "wrote", "Note", source_drawer_id="b1")
+    _as(monkeypatch, alice)
+    drawers, kg = open_drawers(str(palace.path), create=False)
+    try:
+        assert drawers.count() == drawn
+        assert [f["object"] for f in kg.query_entity("Homelab NAS")] == ["UPS"]
+    finally:
+        kg.close()
+    with psycopg.connect(alice["dsn"]) as conn:
+        names = conn.execute(
+            sql.SQL(
+                "SELECT * FROM ag_catalog.cypher({}, $$ MATCH (n:Entity) RETURN n.name $$) "
+                "AS (v ag_catalog.agtype)"
+            ).format(sql.Literal(schemas[1]))
+        ).fetchall()
+    assert '"Homelab NAS"' in {str(v) for (v,) in names} and '"bob was here"' not in {
+        str(v) for (v,) in names
+    }
