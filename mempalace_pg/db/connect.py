@@ -29,10 +29,20 @@ def describe_connect_error(settings: Settings, exc: BaseException) -> DatabaseUn
     target = dsn_target(settings.dsn)
     where = f"{target['host']}:{target['port']}/{target['dbname']}"
     reason = scrub_password(str(exc).strip() or type(exc).__name__, settings.dsn)
+    if "too many connections" in reason or "remaining connection slots" in reason:
+        # the server answered and refused: retrying at once would only add to the crowd
+        hint = (
+            "The server has no connection free for this role: close other MemPalace processes, lower "
+            "MEMPALACE_PG_POOL_MAX_SIZE, or have a superuser raise the role's CONNECTION LIMIT "
+            "(`mempalace-pg db bootstrap --app-role R --connection-limit N`) or max_connections."
+        )
+    else:
+        hint = (
+            "Check that the server is running and reachable, and set MEMPALACE_PG_DSN or the "
+            "config.json key 'postgres_dsn' to the right DSN."
+        )
     return DatabaseUnavailableError(
-        f"cannot connect to PostgreSQL at {where} (DSN {settings.redacted_dsn}): {reason}. "
-        "Check that the server is running and reachable, and set MEMPALACE_PG_DSN or the "
-        "config.json key 'postgres_dsn' to the right DSN."
+        f"cannot connect to PostgreSQL at {where} (DSN {settings.redacted_dsn}): {reason}. {hint}"
     )
 
 

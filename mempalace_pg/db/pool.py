@@ -113,7 +113,7 @@ class Database:
                 else:
                     yield conn
         except PoolTimeout as exc:
-            raise describe_connect_error(self.settings, exc) from None
+            raise pool_timeout_error(self.settings, exc) from None
         except psycopg.errors.ReadOnlySqlTransaction as exc:  # a write on a hot standby
             raise read_only_error(self.settings, exc) from None
 
@@ -168,7 +168,7 @@ class Database:
             try:
                 conn = pool.getconn()
             except PoolTimeout as exc:
-                raise describe_connect_error(self.settings, exc) from None
+                raise pool_timeout_error(self.settings, exc) from None
             try:
                 if _pooled(self.settings.dsn):
                     with conn.transaction():
@@ -191,6 +191,21 @@ class Database:
             finally:
                 pool.putconn(conn)  # the pool discards a broken connection and rolls back a failed one
         raise AssertionError("unreachable")
+
+
+def pool_timeout_error(settings: Settings, exc: PoolTimeout) -> DatabaseUnavailableError:
+    """Why no pooled connection came: one plain connection attempt says what the server answers (it
+    refused, or is down), else every connection of the pool is busy. The pool itself retries in the
+    background with growing pauses, so this adds one attempt, not a storm."""
+    try:
+        psycopg.connect(settings.dsn, connect_timeout=settings.connect_timeout_s).close()
+    except psycopg.OperationalError as reason:
+        return describe_connect_error(settings, reason)
+    return DatabaseUnavailableError(
+        f"no pooled connection to {redact_dsn(settings.dsn)} came free in time ({exc}): all "
+        f"{settings.pool_max_size} of this process's connections are busy. Raise "
+        "MEMPALACE_PG_POOL_MAX_SIZE, or look for a statement that holds one (pg_stat_activity)"
+    )
 
 
 def is_standby(settings: Settings) -> bool:

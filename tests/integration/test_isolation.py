@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -271,3 +272,73 @@ def test_bob_cannot_reach_anything_of_alices(people, monkeypatch, tmp_path, embe
     assert '"Homelab NAS"' in {str(v) for (v,) in names} and '"bob was here"' not in {
         str(v) for (v,) in names
     }
+
+
+def test_a_role_at_its_connection_limit_is_told_so_at_once_without_a_storm(people, monkeypatch):
+    """The bootstrap's connection limit holds, and a process that meets it gets the server's reason and
+    the fix: at once when it opens the palace, within the pool's wait once the pool is open (which retries
+    in the background with growing pauses, not in a loop)."""
+    from mempalace_pg import unit_of_work
+    from mempalace_pg.config import Settings
+    from mempalace_pg.db import pool
+    from mempalace_pg.db.pool import Database
+    from mempalace_pg.errors import DatabaseUnavailableError
+
+    role, password = f"iso_carol_{uuid.uuid4().hex[:6]}", f"pw {uuid.uuid4().hex}"
+    proc = run_cli(
+        "db",
+        "bootstrap",
+        "--app-role",
+        role,
+        "--schema",
+        role,
+        "--connection-limit",
+        "3",
+        env={**os.environ, "MEMPALACE_PG_DSN": people["admin"], "MEMPALACE_APP_PASSWORD": password},
+    )
+    assert proc.returncode == 0, proc.stderr
+    carol = {"role": role, "schema": role, "dsn": _with(people["admin"], user=role, password=password)}
+    _as(monkeypatch, carol)
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
+    monkeypatch.setenv("MEMPALACE_PG_POOL_MAX_SIZE", "2")
+    monkeypatch.setenv("MEMPALACE_PG_CONNECT_TIMEOUT_S", "2")
+    with unit_of_work(palace_key="carol") as uow:
+        uow.add_drawers(ids=["c1"], documents=["carol's note"], embeddings=[[1.0, 0.0]])
+    pool.close_all()
+    held = [psycopg.connect(carol["dsn"]) for _ in range(3)]
+    try:
+        with pytest.raises(psycopg.OperationalError, match="too many connections for role"):
+            psycopg.connect(carol["dsn"])
+        started = time.monotonic()
+        with pytest.raises(DatabaseUnavailableError) as refused:
+            with unit_of_work(palace_key="carol"):
+                pass
+        assert time.monotonic() - started < 3
+        message = str(refused.value)
+        assert "too many connections for role" in message and "CONNECTION LIMIT" in message, message
+        assert password not in message
+    finally:
+        held.pop().close()  # one free: the pool opens its first connection, and the next one is refused
+    try:
+        db = Database.get(Settings.load())
+        with db.connection():
+            started = time.monotonic()
+            with pytest.raises(DatabaseUnavailableError) as refused:
+                with db.connection():
+                    pass
+            waited = time.monotonic() - started
+        assert "too many connections for role" in str(refused.value) and 4 < waited < 12, (
+            waited,
+            refused.value,
+        )
+        stats = db.pool.get_stats()
+        assert stats.get("connections_errors", 0) <= 5, stats  # growing pauses, not a loop
+    finally:
+        for conn in held:
+            conn.close()
+        pool.close_all()
+    with psycopg.connect(people["admin"], autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(role)))
+        conn.execute("SELECT ag_catalog.drop_graph(%s, true)", (f"{role}_kg",))
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
