@@ -151,11 +151,19 @@ def backup(path: str, settings: Settings, *, pg_dump: str = "pg_dump") -> dict:
             raise ConfigError(f"no AGE graph {graph!r} in this database: nothing to back up (wrong schema?)")
         catalog = {"graph": graph, "schema": schema, "labels": labels}
         # COMMENT takes no bound parameters: the text is a literal
-        conn.execute(
-            sql.SQL("COMMENT ON SCHEMA {graph} IS {comment}").format(
-                graph=sql.Identifier(graph), comment=sql.Literal(CATALOG_MARK + json.dumps(catalog))
+        try:
+            conn.execute(
+                sql.SQL("COMMENT ON SCHEMA {graph} IS {comment}").format(
+                    graph=sql.Identifier(graph), comment=sql.Literal(CATALOG_MARK + json.dumps(catalog))
+                )
             )
-        )
+        except psycopg.errors.InsufficientPrivilege as exc:
+            # the catalog goes into the graph schema's comment, which only its owner may write
+            raise ConfigError(
+                f"role {conn.info.user!r} may not back up schema {schema!r} and graph {graph!r} "
+                f"({str(exc).splitlines()[0]}): back up as their owner (the role that `db bootstrap "
+                "--schema` made them for) or a superuser"
+            ) from None
     # a failed dump never leaves a file that looks complete
     with write_atomically(path, binary=True) as out:
         _run(

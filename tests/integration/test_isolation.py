@@ -250,6 +250,24 @@ def test_bob_cannot_reach_anything_of_alices(people, monkeypatch, tmp_path, embe
             (schemas[1],),
         )
 
+    # -- backups: alice dumps her own schema and graph; bob cannot dump hers
+    major = psycopg.connect(people["admin"]).info.server_version // 10000
+    stack = os.environ.get("MEMPALACE_PG_TEST_STACK", "")
+    assert stack in ("trixie", "sid"), "needs the provisioned server's own pg_dump (its Debian root)"
+    root = Path(os.environ.get("MEMPALACE_PG_ROOT_BASE", "/var/tmp/mempalace-pg")) / stack
+    pg_dump = f"chroot {root} /usr/lib/postgresql/{major}/bin/pg_dump"
+    dumps = {}
+    for name, person in (("alice", alice), ("bob", bob)):
+        env = {**os.environ, "MEMPALACE_PG_DSN": person["dsn"], "MEMPALACE_PG_SCHEMA": alice["schema"]}
+        dumps[name] = run_cli(
+            "backup", str(tmp_path / f"{name}.dump"), "--pg-dump", pg_dump, "--json", env=env
+        )
+    assert dumps["alice"].returncode == 0, dumps["alice"].stderr
+    assert (tmp_path / "alice.dump").stat().st_size > 0
+    assert dumps["bob"].returncode != 0 and "may not back up" in dumps["bob"].stderr, dumps["bob"].stderr
+    assert "Traceback" not in dumps["bob"].stderr
+    assert not (tmp_path / "bob.dump").exists() or (tmp_path / "bob.dump").stat().st_size == 0
+
     # -- bob's own palace works as alice's does, and alice's is as she left it
     _as(monkeypatch, bob)
     with unit_of_work(palace_key="bob's") as uow:
