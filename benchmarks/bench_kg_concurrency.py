@@ -1,0 +1,235 @@
+"""Knowledge-graph writes from many processes at once: AGE against MemPalace's SQLite graph, one run.
+
+W writer processes (default 8) start together on one graph and each runs the same mix, as agents filing
+facts do: ``add_triple`` of new facts, and after every fourth one an ``invalidate`` of one of its own
+earlier facts and a ``query_entity`` of its writer entity. Per backend: aggregate facts/s (facts added by
+all processes over the wall time from the common start to the last one's end), p50/p95 of each call,
+errors, and afterwards every fact counted (none lost, none twice). MemPalace's SQLite graph serializes
+writers on its file lock; AGE commits each call durably (``synchronous_commit`` stays on: nothing is
+traded for speed here).
+
+Alongside, in the same run: one process alone (``add_triple`` p50) against the durable-commit floor of
+this server (a one-row INSERT committed and flushed, from bench_kg.write_floor), the bound on any single
+durable write from Python.
+
+    python benchmarks/bench_kg_concurrency.py [--writers 8] [--facts 400] [--no-write]
+
+PostgreSQL is the provisioned server (MEMPALACE_PG_STACK, default trixie). The report replaces this
+benchmark's section of RESULTS.md; raw figures go to out/bench_kg_concurrency.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+import bench_backends as bb  # noqa: E402
+import bench_kg  # noqa: E402
+
+CHILD = r"""
+import json, sys, time
+backend, where = sys.argv[1], sys.argv[5]
+worker, facts, start = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+if backend == "age":
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    kg = AgeKnowledgeGraph(palace_key=where)
+else:
+    from mempalace_pg.graph.routing import sqlite_class
+    kg = sqlite_class()(where)
+kg.query_entity("warm up")  # connect (and open the pool) before the common start
+out = {"add": [], "invalidate": [], "query": [], "errors": {}}
+def timed(key, fn):
+    t = time.perf_counter()
+    try:
+        fn()
+    except Exception as exc:  # counted and reported, never hidden
+        name = type(exc).__name__ + ": " + str(exc).splitlines()[0][:80]
+        out["errors"][name] = out["errors"].get(name, 0) + 1
+        return False
+    out[key].append((time.perf_counter() - t) * 1000)
+    return True
+while time.time() < start:
+    time.sleep(0.001)
+t0 = time.time()
+me = f"Writer {worker}"
+for i in range(facts):
+    timed("add", lambda: kg.add_triple(me, "filed", f"Fact {worker}-{i}", valid_from="2026-12-01"))
+    if i % 4 == 3:
+        j = i - 3
+        timed("invalidate", lambda: kg.invalidate(me, "filed", f"Fact {worker}-{j}", ended="2026-12-02"))
+        timed("query", lambda: kg.query_entity(me))
+out["seconds"] = time.time() - t0
+out["end"] = time.time()
+kg.close()
+print(json.dumps(out))
+"""
+
+
+def run_writers(backend: str, where: str, writers: int, facts: int, env: dict) -> dict:
+    start = time.time() + 3.0 + 0.3 * writers  # every process imported and connected by then
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, backend, str(w), str(facts), repr(start), where],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(writers)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{backend} writer failed: {err[-2000:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    wall = max(r["end"] for r in results) - start
+    merged: dict = {"errors": {}}
+    for key in ("add", "invalidate", "query"):
+        xs = [x for r in results for x in r[key]]
+        merged[key] = {**bb.summary(xs), "done": len(xs)} if xs else {"done": 0}
+    for r in results:
+        for name, count in r["errors"].items():
+            merged["errors"][name] = merged["errors"].get(name, 0) + count
+    merged["wall_s"] = wall
+    merged["facts_per_s"] = merged["add"]["done"] / wall
+    return merged
+
+
+def count_facts(backend: str, where: str, writers: int) -> dict:
+    """Facts stored per writer entity, after the run: open and closed, as MemPalace's API returns them."""
+    if backend == "age":
+        from mempalace_pg.graph.kg import AgeKnowledgeGraph
+
+        kg = AgeKnowledgeGraph(palace_key=where)
+    else:
+        from mempalace_pg.graph.routing import sqlite_class
+
+        kg = sqlite_class()(where)
+    try:
+        stored, closed, distinct = 0, 0, set()
+        for w in range(writers):
+            rows = kg.query_entity(f"Writer {w}")
+            stored += len(rows)
+            closed += sum(1 for r in rows if not r.get("current", r.get("valid_to") is None))
+            distinct.update(r["object"] for r in rows)
+        return {"stored": stored, "distinct": len(distinct), "closed": closed}
+    finally:
+        kg.close()
+
+
+def render(r: dict, meta: dict) -> str:
+    age, lite = r["age"], r["sqlite"]
+    w = meta["writers"]
+    ratio = age["facts_per_s"] / lite["facts_per_s"] if lite["facts_per_s"] else float("inf")
+
+    def cell(x, key):
+        return f"{x[key]['p50']:.2f} / {x[key]['p95']:.2f}" if x[key].get("done") else "—"
+
+    def errors(x):
+        return "; ".join(f"{n}× {e}" for e, n in x["errors"].items()) or "none"
+
+    floor = r["floor"]
+    single = r["single"]["add"]["p50"]
+    lines = [
+        f"## Knowledge-graph writes from {w} processes at once: AGE against SQLite ({meta['when']})",
+        "",
+        f"`python benchmarks/bench_kg_concurrency.py --writers {w} --facts {meta['facts']}` "
+        f"on {meta['machine']}; "
+        f"{meta['versions']}. Each process: {meta['facts']} `add_triple`, and after every fourth an "
+        "`invalidate` of one of its own facts and a `query_entity`, all starting together on one graph. "
+        "AGE commits every call durably (synchronous_commit on).",
+        "",
+        "| | AGE (mempalace-pg) | MemPalace's SQLite graph |",
+        "|---|---|---|",
+        f"| aggregate facts/s, {w} processes | {age['facts_per_s']:,.0f} | {lite['facts_per_s']:,.0f} |",
+        f"| AGE / SQLite | {ratio:.1f}× | |",
+        f"| add_triple p50 / p95 ms | {cell(age, 'add')} | {cell(lite, 'add')} |",
+        f"| invalidate p50 / p95 ms | {cell(age, 'invalidate')} | {cell(lite, 'invalidate')} |",
+        f"| query_entity p50 / p95 ms | {cell(age, 'query')} | {cell(lite, 'query')} |",
+        f"| calls that failed | {errors(age)} | {errors(lite)} |",
+        f"| facts stored afterwards (expected {w * meta['facts']:,}) | {r['age_count']['stored']:,} "
+        f"({r['age_count']['distinct']:,} distinct) | {r['sqlite_count']['stored']:,} "
+        f"({r['sqlite_count']['distinct']:,} distinct) |",
+        "",
+        f"One process alone: AGE `add_triple` p50 {single:.3f} ms against this server's durable-commit floor "
+        f"{floor['durable_commit']:.3f} ms (a one-row INSERT committed and flushed; a bare round trip "
+        f"{floor['round_trip']:.3f} ms): {single / floor['durable_commit']:.2f}× the floor.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--writers", type=int, default=8)
+    ap.add_argument("--facts", type=int, default=400)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    dsn = bb.provisioned_dsn()
+    schema = f"bench_kgc_{uuid.uuid4().hex[:6]}"
+    work = Path(tempfile.mkdtemp(prefix="mpbench_kgc_"))
+    env = {
+        **os.environ,
+        "MEMPALACE_PG_DSN": dsn,
+        "MEMPALACE_PG_SCHEMA": schema,
+        "MEMPALACE_CONFIG_DIR": str(work / "config"),
+    }
+    os.environ.update(env)
+    result: dict = {}
+    try:
+        from mempalace_pg.graph.kg import AgeKnowledgeGraph
+
+        single_key, key = "kgc-single", "kgc-team"
+        for k in (single_key, key):
+            kg = AgeKnowledgeGraph(palace_key=k)
+            kg.query_entity("create the palace")
+            kg.close()
+        result["single"] = run_writers("age", single_key, 1, args.facts, env)
+        kg = AgeKnowledgeGraph(palace_key=single_key)
+        result["floor"] = bench_kg.write_floor(kg)
+        kg.close()
+        result["age"] = run_writers("age", key, args.writers, args.facts, env)
+        result["age_count"] = count_facts("age", key, args.writers)
+        sqlite_path = str(work / "knowledge_graph.sqlite3")
+        from mempalace_pg.graph.routing import sqlite_class
+
+        sqlite_class()(sqlite_path).close()
+        result["sqlite"] = run_writers("sqlite", sqlite_path, args.writers, args.facts, env)
+        result["sqlite_count"] = count_facts("sqlite", sqlite_path, args.writers)
+    finally:
+        from mempalace_pg.db import pool
+
+        pool.close_all()
+        bench_kg.fresh_schema(dsn, schema)
+    meta = {
+        "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "writers": args.writers,
+        "facts": args.facts,
+        "machine": f"{os.cpu_count()} cores",
+        "versions": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
+    }
+    out = HERE / "out" / "bench_kg_concurrency.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "results": result}, indent=1))
+    report = render(result, meta)
+    if not args.no_write:
+        bb.record_report(HERE / "RESULTS.md", "bench_kg_concurrency", report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
