@@ -39,7 +39,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mempalace_pg.config import ConfigError, Settings, redact_dsn
-from mempalace_pg.db.connect import describe_connect_error
+from mempalace_pg.db.connect import connect, describe_connect_error
 from mempalace_pg.db.schema import ensure_schema
 from mempalace_pg.errors import DatabaseUnavailableError, ReadOnlyDatabaseError
 
@@ -105,13 +105,8 @@ class Database:
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         try:
-            with self.pool.connection() as conn:
-                if _pooled(self.settings.dsn):
-                    with conn.transaction():
-                        _begin_pooled(conn, self.settings)
-                        yield conn
-                else:
-                    yield conn
+            with self.pool.connection() as conn, _unit(conn, self.settings, atomic=False):
+                yield conn
         except PoolTimeout as exc:
             raise pool_timeout_error(self.settings, exc) from None
         except psycopg.errors.ReadOnlySqlTransaction as exc:  # a write on a hot standby
@@ -135,16 +130,7 @@ class Database:
                 "'postgres_session_dsn') to PostgreSQL's own address, or to a session-mode pool"
             )
         session_settings = replace(self.settings, dsn=dsn)
-        try:
-            conn = psycopg.connect(
-                dsn,
-                autocommit=True,
-                connect_timeout=self.settings.connect_timeout_s,
-                application_name="mempalace-pg",
-            )
-        except psycopg.OperationalError as exc:
-            raise describe_connect_error(session_settings, exc) from None
-        with conn:
+        with connect(session_settings, autocommit=True) as conn:
             # session settings even when the session DSN is a (session-mode) pool: it was named for that
             _configure(session_settings, session=True)(conn)
             try:
@@ -170,13 +156,7 @@ class Database:
             except PoolTimeout as exc:
                 raise pool_timeout_error(self.settings, exc) from None
             try:
-                if _pooled(self.settings.dsn):
-                    with conn.transaction():
-                        _begin_pooled(conn, self.settings)
-                        return work(conn)
-                if not atomic:
-                    return work(conn)
-                with conn.transaction():
+                with _unit(conn, self.settings, atomic=atomic):
                     return work(conn)
             except psycopg.errors.ReadOnlySqlTransaction as exc:
                 raise read_only_error(self.settings, exc) from None
@@ -198,9 +178,9 @@ def pool_timeout_error(settings: Settings, exc: PoolTimeout) -> DatabaseUnavaila
     refused, or is down), else every connection of the pool is busy. The pool itself retries in the
     background with growing pauses, so this adds one attempt, not a storm."""
     try:
-        psycopg.connect(settings.dsn, connect_timeout=settings.connect_timeout_s).close()
-    except psycopg.OperationalError as reason:
-        return describe_connect_error(settings, reason)
+        connect(settings).close()
+    except DatabaseUnavailableError as refused:
+        return refused
     return DatabaseUnavailableError(
         f"no pooled connection to {redact_dsn(settings.dsn)} came free in time ({exc}): all "
         f"{settings.pool_max_size} of this process's connections are busy. Raise "
@@ -222,8 +202,6 @@ def holds_palace(settings: Settings, recorded: dict) -> bool:
     """Whether the database ``settings`` point at already holds the palace a marker ``recorded`` (its
     namespace and key in this schema): then a marker naming another address names this palace all the
     same. Read over a connection of its own, creating nothing; False when it cannot be reached."""
-    from mempalace_pg.db.connect import connect
-
     table = f"{settings.schema}.palaces"
     try:
         with connect(settings, autocommit=True) as conn:
@@ -275,6 +253,21 @@ _SEARCH_PATH: dict[str, str] = {}
 
 def _pooled(dsn: str) -> bool:
     return _POOLED.get(dsn, False)
+
+
+@contextmanager
+def _unit(conn: psycopg.Connection, settings: Settings, *, atomic: bool) -> Iterator[None]:
+    """The scope of one checkout's work: behind a pooler always one transaction, begun with our
+    settings for it alone; else a transaction only for ``atomic`` work (the connection autocommits)."""
+    if _pooled(settings.dsn):
+        with conn.transaction():
+            _begin_pooled(conn, settings)
+            yield
+    elif atomic:
+        with conn.transaction():
+            yield
+    else:
+        yield
 
 
 def _begin_pooled(conn: psycopg.Connection, settings: Settings) -> None:

@@ -20,8 +20,9 @@ from typing import Optional
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from mempalace_pg.config import ConfigError, Settings, validate_identifier
+from mempalace_pg.config import ConfigError, Settings, dsn_target, validate_identifier
 from mempalace_pg.db.connect import connect
 from mempalace_pg.errors import ExtensionMissingError, SchemaVersionError
 
@@ -198,8 +199,6 @@ def ensure_schema(settings: Settings) -> str:
 
 def schema_access_error(settings: Settings, exc: Exception) -> SchemaVersionError:
     """The error for a schema this role may not use (PostgreSQL's ``permission denied``, ``exc``)."""
-    from mempalace_pg.config import dsn_target
-
     return SchemaVersionError(
         f"this role may not use schema {settings.schema!r} in {dsn_target(settings.dsn)['dbname']!r} "
         f"({str(exc).splitlines()[0]}): each person's palace lives in a schema their role owns. Set "
@@ -235,8 +234,6 @@ def create_schema_as(settings: Settings, role: str) -> str:
     """Make ``settings.schema`` (and its graph) at the code's revision as ``role``, over the superuser's
     connection with the role set (so everything in it is the role's own); a schema that exists must be
     the role's already. Returns the revision."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
     check_schema_is_for(settings, role)
     params = conninfo_to_dict(settings.dsn)
     params["options"] = " ".join(filter(None, [params.get("options"), f"-c role={role}"]))
@@ -399,6 +396,7 @@ def apply_bootstrap(
 __all__ = [
     "ensure_schema",
     "upgrade",
+    "check_schema_is_for",
     "create_schema_as",
     "schema_access_error",
     "head_revision",
