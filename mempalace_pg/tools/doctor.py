@@ -18,7 +18,8 @@ from typing import Optional
 import psycopg
 from psycopg import sql
 
-from mempalace_pg.config import Settings
+from mempalace_pg.config import Settings, redact_dsn
+from mempalace_pg.db.connect import scrub_password
 from mempalace_pg.store.indexing import HNSW_MAX_DIM
 
 #: Versions with known problems that matter here (the code works around them; say so).
@@ -386,8 +387,8 @@ def _server_pid(dsn: str, timeout: int) -> int:
 
 def _check_pooler(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
     """Is a connection pooler (PgBouncer) between us and the server, in which mode, and has the work
-    that needs a session of its own somewhere to go?"""
-    from mempalace_pg.config import redact_dsn
+    that needs a session of its own somewhere to go? One check: the worst of what it finds."""
+    from mempalace_pg.db.pool import pooler_carries_prepared_statements
 
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     if pid == conn.info.backend_pid:
@@ -400,51 +401,50 @@ def _check_pooler(report: Report, conn: psycopg.Connection, settings: Settings) 
         if _server_pid(settings.dsn, settings.connect_timeout_s) == pid
         else "session pooling (or a pool with spare server connections)"
     )
-    from mempalace_pg.db.pool import pooler_carries_prepared_statements
-
-    finding = (
+    findings = [
         f"a connection pooler is between (likely {mode}): mempalace-pg runs each unit of work as one "
         "transaction with its settings made for that transaction alone"
-    )
+    ]
+    status, fixes = "ok", []
+
+    def worse(level: str, finding: str, fix: str) -> None:
+        nonlocal status
+        findings.append(finding)
+        fixes.append(fix)
+        status = "fail" if "fail" in (status, level) else level
+
     if pooler_carries_prepared_statements(conn):
-        finding += "; the pooler carries prepared statements to its server connections, and they are used"
+        findings.append("the pooler carries prepared statements to its server connections, and they are used")
     else:
-        report.add(
-            "pooler",
+        worse(
             "warn",
-            finding + "; the pooler does not carry prepared statements, so mempalace-pg makes none and every "
-            "search is planned again (slower: benchmarks/RESULTS.md, 'Through PgBouncer')",
+            "the pooler does not carry prepared statements, so mempalace-pg makes none and every search is "
+            "planned again (slower: benchmarks/RESULTS.md, 'Through PgBouncer')",
             "PgBouncer 1.21 or later: set max_prepared_statements = 200 in pgbouncer.ini, then RELOAD",
         )
     if not settings.session_dsn:
-        report.add(
-            "pooler",
+        worse(
             "warn",
-            finding + "; MEMPALACE_PG_SESSION_DSN is not set, so no vector index folder runs (new rows are "
-            "searched exactly: correct, slower as they grow) and bulk loads and maintenance refuse to run",
+            "MEMPALACE_PG_SESSION_DSN is not set, so no vector index folder runs (new rows are searched "
+            "exactly: correct, slower as they grow) and bulk loads and maintenance refuse to run",
             "set MEMPALACE_PG_SESSION_DSN (config.json: postgres_session_dsn) to PostgreSQL's own address "
             "(or a session-mode pool) for the work that needs a session of its own",
         )
-        return
-    from mempalace_pg.db.connect import scrub_password
-
-    try:
-        _server_pid(settings.session_dsn, settings.connect_timeout_s)
-    except psycopg.OperationalError as exc:
-        report.add(
-            "pooler",
-            "fail",
-            finding
-            + f"; MEMPALACE_PG_SESSION_DSN ({redact_dsn(settings.session_dsn)}) cannot be reached: "
-            + scrub_password(" ".join(str(exc).split()), settings.session_dsn),
-            "point MEMPALACE_PG_SESSION_DSN at PostgreSQL's own address",
-        )
-        return
-    report.add(
-        "pooler",
-        "ok",
-        finding + f"; the index folder, bulk loads and maintenance go to {redact_dsn(settings.session_dsn)}",
-    )
+    else:
+        try:
+            _server_pid(settings.session_dsn, settings.connect_timeout_s)
+        except psycopg.OperationalError as exc:
+            worse(
+                "fail",
+                f"MEMPALACE_PG_SESSION_DSN ({redact_dsn(settings.session_dsn)}) cannot be reached: "
+                + scrub_password(" ".join(str(exc).split()), settings.session_dsn),
+                "point MEMPALACE_PG_SESSION_DSN at PostgreSQL's own address",
+            )
+        else:
+            findings.append(
+                f"the index folder, bulk loads and maintenance go to {redact_dsn(settings.session_dsn)}"
+            )
+    report.add("pooler", status, "; ".join(findings), "; ".join(fixes) or None)
 
 
 def _check_role(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
