@@ -585,6 +585,27 @@ RESULTS_HEADER = (
 )
 
 
+def run_meta(dsn: str, **fields) -> dict:
+    """What a report states about its run: when (UTC), the machine, the versions, and ``fields``."""
+    return {
+        "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        **fields,
+        "machine": f"{os.cpu_count()} cores",
+        "versions": ", ".join(f"{k} {v}" for k, v in versions(dsn).items()),
+    }
+
+
+def save_run(name: str, meta: dict, results: dict, report: str, *, write: bool) -> None:
+    """Keep a run's figures as out/<name>.json and, with ``write``, make ``report`` benchmark ``name``'s
+    section of RESULTS.md (:func:`record_report`); print the report."""
+    out = HERE / "out" / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    if write:
+        record_report(HERE / "RESULTS.md", name, report)
+    print(report)
+
+
 def record_report(out: Path, name: str, report: str) -> None:
     """Make ``report`` (a section starting with '## ') benchmark ``name``'s section of RESULTS.md: it replaces
     that benchmark's earlier section, which moves to ``out/history/<name>.md`` (newest first); a benchmark

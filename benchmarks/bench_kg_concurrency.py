@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -214,20 +213,8 @@ def main() -> int:
 
         pool.close_all()
         bench_kg.fresh_schema(dsn, schema)
-    meta = {
-        "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "writers": args.writers,
-        "facts": args.facts,
-        "machine": f"{os.cpu_count()} cores",
-        "versions": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
-    }
-    out = HERE / "out" / "bench_kg_concurrency.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "results": result}, indent=1))
-    report = render(result, meta)
-    if not args.no_write:
-        bb.record_report(HERE / "RESULTS.md", "bench_kg_concurrency", report)
-    print(report)
+    meta = bb.run_meta(dsn, writers=args.writers, facts=args.facts)
+    bb.save_run("bench_kg_concurrency", meta, result, render(result, meta), write=not args.no_write)
     return 0
 
 

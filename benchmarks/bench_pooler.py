@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -178,11 +177,25 @@ def writers(env: dict, count: int, units: int) -> dict:
 def render(r: dict, meta: dict) -> str:
     d, p, c = r["direct"], r["pooler"], r["chroma"]
 
-    def row(label, a, b, ch=None, key="p50"):
-        ratio = b[key] / a[key]
-        chroma = f"{ch[key]:.2f}" if ch else "—"
-        return f"| {label} | {a[key]:.2f} | {b[key]:.2f} | {ratio:.2f}× | {chroma} |"
-
+    # each measure: its label, and its summaries direct, through PgBouncer and on Chroma (None: not run)
+    measures = [
+        ("new process: start to answer", d["process"]["total"], p["process"]["total"], c["process"]["total"]),
+        ("new process: its one query", d["process"]["query"], p["process"]["query"], c["process"]["query"]),
+        ("warm search", d["warm"], p["warm"], c["warm"]),
+        (
+            f"unit of work, {meta['writers']} writers at once",
+            d["writers"]["unit_ms"],
+            p["writers"]["unit_ms"],
+            None,
+        ),
+    ]
+    rows = [
+        f"| {label}, {key} | {a[key]:.2f} | {b[key]:.2f} | {b[key] / a[key]:.2f}× | "
+        + (f"{ch[key]:.2f}" if ch else "—")
+        + " |"
+        for label, a, b, ch in measures
+        for key in ("p50", "p95")
+    ]
     lines = [
         f"## Through PgBouncer: what transaction pooling costs ({meta['when']})",
         "",
@@ -194,45 +207,7 @@ def render(r: dict, meta: dict) -> str:
         "",
         "| ms | direct | through PgBouncer | PgBouncer / direct | Chroma |",
         "|---|---|---|---|---|",
-        row(
-            "new process: start to answer, p50",
-            d["process"]["total"],
-            p["process"]["total"],
-            c["process"]["total"],
-        ),
-        row(
-            "new process: start to answer, p95",
-            d["process"]["total"],
-            p["process"]["total"],
-            c["process"]["total"],
-            "p95",
-        ),
-        row(
-            "new process: its one query, p50",
-            d["process"]["query"],
-            p["process"]["query"],
-            c["process"]["query"],
-        ),
-        row(
-            "new process: its one query, p95",
-            d["process"]["query"],
-            p["process"]["query"],
-            c["process"]["query"],
-            "p95",
-        ),
-        row("warm search, p50", d["warm"], p["warm"], c["warm"]),
-        row("warm search, p95", d["warm"], p["warm"], c["warm"], "p95"),
-        row(
-            f"unit of work, {meta['writers']} writers at once, p50",
-            d["writers"]["unit_ms"],
-            p["writers"]["unit_ms"],
-        ),
-        row(
-            f"unit of work, {meta['writers']} writers at once, p95",
-            d["writers"]["unit_ms"],
-            p["writers"]["unit_ms"],
-            key="p95",
-        ),
+        *rows,
         "",
         f"Concurrent units of work (a drawer and two facts each, one transaction): direct "
         f"{d['writers']['units_per_s']:.0f}/s, through PgBouncer {p['writers']['units_per_s']:.0f}/s "
@@ -316,23 +291,15 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     with __import__("psycopg").connect(pooled.rsplit("/", 1)[0] + "/pgbouncer", autocommit=True) as admin:
         pgbouncer = admin.execute("SHOW VERSION").fetchone()[0].replace("PgBouncer ", "")
-    meta = {
-        "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "drawers": args.drawers,
-        "writers": args.writers,
-        "units": args.units,
-        "process_runs": args.process_runs,
-        "machine": f"{os.cpu_count()} cores",
-        "versions": ", ".join(f"{k} {v}" for k, v in bb.versions(direct).items()),
-        "pgbouncer": pgbouncer,
-    }
-    out = HERE / "out" / "bench_pooler.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    report = render(results, meta)
-    if not args.no_write:
-        bb.record_report(HERE / "RESULTS.md", "bench_pooler", report)
-    print(report)
+    meta = bb.run_meta(
+        direct,
+        drawers=args.drawers,
+        writers=args.writers,
+        units=args.units,
+        process_runs=args.process_runs,
+        pgbouncer=pgbouncer,
+    )
+    bb.save_run("bench_pooler", meta, results, render(results, meta), write=not args.no_write)
     return 0
 
 
