@@ -44,6 +44,20 @@ def _with(dsn: str, **changes) -> str:
     return make_conninfo(**params)
 
 
+def _bootstrap(admin: str, role: str, schema: str, password: str, *extra: str):
+    """`mempalace-pg db bootstrap --app-role ROLE --schema SCHEMA` as the superuser ``admin``."""
+    return run_cli(
+        "db",
+        "bootstrap",
+        "--app-role",
+        role,
+        "--schema",
+        schema,
+        *extra,
+        env={**os.environ, "MEMPALACE_PG_DSN": admin, "MEMPALACE_APP_PASSWORD": password},
+    )
+
+
 @pytest.fixture(scope="module")
 def people(pg_admin_dsn):
     tag = uuid.uuid4().hex[:6]
@@ -55,17 +69,7 @@ def people(pg_admin_dsn):
     try:
         for person in ("alice", "bob"):
             role, password = f"iso_{person}_{tag}", f"pw {person} {uuid.uuid4().hex}"
-            proc = run_cli(
-                "db",
-                "bootstrap",
-                "--app-role",
-                role,
-                "--schema",
-                role,
-                "--connection-limit",
-                "40",
-                env={**os.environ, "MEMPALACE_PG_DSN": admin, "MEMPALACE_APP_PASSWORD": password},
-            )
+            proc = _bootstrap(admin, role, role, password, "--connection-limit", "40")
             assert proc.returncode == 0, proc.stderr
             assert f"belong to {role!r}" in proc.stdout and password not in proc.stdout + proc.stderr
             who[person] = {"role": role, "schema": role, "dsn": _with(admin, user=role, password=password)}
@@ -113,15 +117,7 @@ def test_the_bootstrap_makes_a_role_that_owns_its_schema_and_graph(people):
         ).fetchone()
     assert row == (False, False, False, 40, alice["role"], alice["role"], 0)
     # rerun: the same role and schema are fine; a schema that is someone else's is refused
-    again = run_cli(
-        "db",
-        "bootstrap",
-        "--app-role",
-        people["bob"]["role"],
-        "--schema",
-        alice["schema"],
-        env={**os.environ, "MEMPALACE_PG_DSN": people["admin"], "MEMPALACE_APP_PASSWORD": "x y z"},
-    )
+    again = _bootstrap(people["admin"], people["bob"]["role"], alice["schema"], "x y z")
     assert again.returncode != 0 and f"belongs to {alice['role']!r}" in again.stderr, again.stderr
     assert "Traceback" not in again.stderr
     with psycopg.connect(people["bob"]["dsn"]) as conn:  # refused before anything changed: his password too
@@ -303,17 +299,7 @@ def test_a_role_at_its_connection_limit_is_told_so_at_once_without_a_storm(peopl
     from mempalace_pg.errors import DatabaseUnavailableError
 
     role, password = f"iso_carol_{uuid.uuid4().hex[:6]}", f"pw {uuid.uuid4().hex}"
-    proc = run_cli(
-        "db",
-        "bootstrap",
-        "--app-role",
-        role,
-        "--schema",
-        role,
-        "--connection-limit",
-        "3",
-        env={**os.environ, "MEMPALACE_PG_DSN": people["admin"], "MEMPALACE_APP_PASSWORD": password},
-    )
+    proc = _bootstrap(people["admin"], role, role, password, "--connection-limit", "3")
     assert proc.returncode == 0, proc.stderr
     carol = {"role": role, "schema": role, "dsn": _with(people["admin"], user=role, password=password)}
     _as(monkeypatch, carol)
