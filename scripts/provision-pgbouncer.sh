@@ -29,23 +29,12 @@ cd "$(dirname "$0")/.."
 log() { printf '[pgbouncer] %s\n' "$*" >&2; }
 die() { printf '[pgbouncer] ERROR: %s\n' "$*" >&2; exit 1; }
 
-stack="${MEMPALACE_PG_STACK:-trixie}"
-case "$stack" in
-    trixie) pgmajor=17; default_port=55437 ;;
-    sid)    pgmajor=18; default_port=55438 ;;
-    *) die "MEMPALACE_PG_STACK must be 'trixie' or 'sid', not '$stack'" ;;
-esac
-root="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}/$stack"
-port="${MEMPALACE_PG_POOLER_PORT:-$default_port}"
+source scripts/stack-root.sh
+port="${MEMPALACE_PG_POOLER_PORT:-$(stack_port 55437 55438)}"
 dir="/var/lib/mempalace-pg/pgbouncer-$port"   # inside the root
 prepared="${MEMPALACE_PG_POOLER_PREPARED:-200}"
-pgbin="/usr/lib/postgresql/$pgmajor/bin"    # inside the root
-in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
-as_pg() { chroot --userspec=postgres:postgres "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
 
-primary_dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1)
-pw=$(sed -E 's|^postgresql://postgres:([^@]*)@.*$|\1|' <<<"$primary_dsn")
-primary_port=$(sed -E 's|^.*@127\.0\.0\.1:([0-9]+)/.*$|\1|' <<<"$primary_dsn")
+primary
 dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
 
 admin() {   # a command on PgBouncer's admin console (the virtual database "pgbouncer")

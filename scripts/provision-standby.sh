@@ -20,17 +20,9 @@ cd "$(dirname "$0")/.."
 log() { printf '[standby] %s\n' "$*" >&2; }
 die() { printf '[standby] ERROR: %s\n' "$*" >&2; exit 1; }
 
-stack="${MEMPALACE_PG_STACK:-trixie}"
-case "$stack" in
-    trixie) pgmajor=17; default_port=55427 ;;
-    sid)    pgmajor=18; default_port=55428 ;;
-    *) die "MEMPALACE_PG_STACK must be 'trixie' or 'sid', not '$stack'" ;;
-esac
-root="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}/$stack"
-port="${MEMPALACE_PG_STANDBY_PORT:-$default_port}"
+source scripts/stack-root.sh
+port="${MEMPALACE_PG_STANDBY_PORT:-$(stack_port 55427 55428)}"
 standby=/var/lib/mempalace-pg/standby       # inside the root
-pgbin="/usr/lib/postgresql/$pgmajor/bin"    # inside the root
-as_pg() { chroot --userspec=postgres:postgres "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
 
 if [[ "$action" == stop ]]; then
     [[ -f "$root$standby/PG_VERSION" ]] || die "no standby in $root$standby"
@@ -38,9 +30,7 @@ if [[ "$action" == stop ]]; then
     exit 0
 fi
 
-primary_dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1)
-pw=$(sed -E 's|^postgresql://postgres:([^@]*)@.*$|\1|' <<<"$primary_dsn")
-primary_port=$(sed -E 's|^.*@127\.0\.0\.1:([0-9]+)/.*$|\1|' <<<"$primary_dsn")
+primary
 dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
 
 in_recovery() {   # "t" when a standby answers on the port

@@ -1,0 +1,28 @@
+# Sourced (not run) by the scripts that work beside the server scripts/provision-postgres.sh provisions
+# (provision-standby.sh, provision-pgbouncer.sh): its Debian root for MEMPALACE_PG_STACK, and how to run
+# that root's programs. The sourcing script defines die() first.
+#
+# Sets: stack, pgmajor, root, pgbin (inside the root). Defines:
+#   in_root CMD...             run CMD in the root as root, with a clean environment
+#   as_pg CMD...               the same as the postgres user
+#   stack_port TRIXIE SID      the one of two ports that belongs to this stack
+#   primary                    provision (or reuse) the server; sets primary_dsn, pw, primary_port
+stack="${MEMPALACE_PG_STACK:-trixie}"
+case "$stack" in
+    trixie) pgmajor=17 ;;
+    sid)    pgmajor=18 ;;
+    *) die "MEMPALACE_PG_STACK must be 'trixie' or 'sid', not '$stack'" ;;
+esac
+root="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}/$stack"
+pgbin="/usr/lib/postgresql/$pgmajor/bin"    # inside the root
+
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+as_pg() { chroot --userspec=postgres:postgres "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+
+stack_port() { if [[ "$stack" == trixie ]]; then echo "$1"; else echo "$2"; fi; }
+
+primary() {
+    primary_dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1)
+    pw=$(sed -E 's|^postgresql://postgres:([^@]*)@.*$|\1|' <<<"$primary_dsn")
+    primary_port=$(sed -E 's|^.*@127\.0\.0\.1:([0-9]+)/.*$|\1|' <<<"$primary_dsn")
+}
