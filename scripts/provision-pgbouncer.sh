@@ -17,7 +17,7 @@
 # then share server connections, which is what transaction pooling does to session state.
 #
 # Settings (environment): MEMPALACE_PG_STACK, MEMPALACE_PG_ROOT_BASE as for the server;
-#   MEMPALACE_PG_POOLER_PORT  TCP port on 127.0.0.1 (default 55437 trixie, 55438 sid); each port is a
+#   MEMPALACE_PG_POOLER_PORT  TCP port on 127.0.0.1 (default 15437 trixie, 15438 sid); each port is a
 #                             PgBouncer of its own (configuration, log and pid file under pgbouncer-<port>)
 #   MEMPALACE_PG_POOLER_PREPARED  its max_prepared_statements (default 200; 0: it does not carry
 #                             prepared statements, as PgBouncer before 1.21 did not)
@@ -30,7 +30,7 @@ log() { printf '[pgbouncer] %s\n' "$*" >&2; }
 die() { printf '[pgbouncer] ERROR: %s\n' "$*" >&2; exit 1; }
 
 source scripts/stack-root.sh
-port="${MEMPALACE_PG_POOLER_PORT:-$(stack_port 55437 55438)}"
+port="${MEMPALACE_PG_POOLER_PORT:-$(stack_port 15437 15438)}"
 dir="/var/lib/mempalace-pg/pgbouncer-$port"   # inside the root
 prepared="${MEMPALACE_PG_POOLER_PREPARED:-200}"
 
@@ -65,6 +65,7 @@ if [[ ! -x "$root/usr/sbin/pgbouncer" ]]; then
         || { tail -n 20 "$root/../apt-pgbouncer-$stack.log" >&2; die "apt-get install pgbouncer failed"; }
 fi
 
+port_taken "$port" && die "127.0.0.1:$port is in use by another program; set MEMPALACE_PG_POOLER_PORT"
 mkdir -p "$root$dir"
 (
     umask 077

@@ -14,8 +14,9 @@
 # Settings (environment):
 #   MEMPALACE_PG_STACK      trixie (default) | sid
 #   MEMPALACE_PG_ROOT_BASE  where the roots live          (default /var/tmp/mempalace-pg)
-#   MEMPALACE_PG_PORT       TCP port on 127.0.0.1         (default 55417 trixie, 55418 sid; when another
-#                           program holds the default, the server starts on a free port nearby)
+#   MEMPALACE_PG_PORT       TCP port on 127.0.0.1         (default 15417 trixie, 15418 sid, below the
+#                           kernel's ephemeral range; when another socket holds the default, the
+#                           server starts on a free port nearby)
 #   MEMPALACE_PG_MIRROR     Debian mirror                 (default: the host's apt mirror)
 #   MEMPALACE_PG_TEST_DSN   an existing server to use instead
 set -euo pipefail
@@ -31,17 +32,13 @@ if [[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]]; then
     exit 0
 fi
 
-stack="${MEMPALACE_PG_STACK:-trixie}"
-case "$stack" in
-    trixie) suite=trixie; pgmajor=17; default_port=55417 ;;
-    sid)    suite=sid;    pgmajor=18; default_port=55418 ;;
-    *) die "MEMPALACE_PG_STACK must be 'trixie' or 'sid', not '$stack'" ;;
-esac
+# stack, pgmajor, root, pgbin, in_root, as_pg, stack_port, port_taken
+source "$(dirname "$0")/stack-root.sh"
+suite=$stack
 base="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}"
-root="$base/$stack"
+default_port=$(stack_port 15417 15418)
 wanted_port="${MEMPALACE_PG_PORT:-$default_port}"   # where a server of this cluster is started
 pgdata=/var/lib/mempalace-pg/data          # inside the root
-pgbin="/usr/lib/postgresql/$pgmajor/bin"   # inside the root
 password_file="$root/var/lib/mempalace-pg/superuser-password"
 
 [[ "$(id -u)" == 0 ]] || die "run as root (debootstrap and chroot need it), or set MEMPALACE_PG_TEST_DSN"
@@ -52,9 +49,6 @@ if [[ -z "$mirror" ]]; then
              | awk '{print $2}' | grep -v -- '-security' | head -n1 || true)
     mirror="${mirror:-http://deb.debian.org/debian}"
 fi
-
-in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
-as_pg()   { chroot --userspec=postgres:postgres "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
 
 apt_opts=(-o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false)
 [[ "$suite" == sid ]] && apt_opts+=(-o Acquire::Check-Valid-Until=false)
@@ -151,7 +145,6 @@ answering_id() {   # the system identifier of the PostgreSQL answering at host $
     in_root env PGPASSWORD="$pw" PGCONNECT_TIMEOUT=3 "$pgbin/psql" -h "$1" -p "$2" -U postgres -d postgres \
         -qAtX -c "SELECT system_identifier FROM pg_control_system()" 2>/dev/null || true
 }
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 if [[ -n "$cluster_id" && "$(answering_id 127.0.0.1 "$port")" == "$cluster_id" ]]; then
     log "server already running on 127.0.0.1:$port"
@@ -161,12 +154,12 @@ elif as_pg "$pgbin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1 \
 else
     port=$wanted_port
     # The port may be held by a server that is shutting down; give it a moment, then go elsewhere.
-    for _ in 1 2 3 4 5 6 7 8 9 10; do port_busy "$port" || break; sleep 1; done
-    if port_busy "$port"; then
+    for _ in 1 2 3 4 5 6 7 8 9 10; do port_taken "$port" || break; sleep 1; done
+    if port_taken "$port"; then
         [[ -n "${MEMPALACE_PG_PORT:-}" ]] && die "127.0.0.1:$port (MEMPALACE_PG_PORT) is in use by another program"
         taken=$port
-        for candidate in $(seq $((default_port + 10)) $((default_port + 60))); do
-            port_busy "$candidate" || { port=$candidate; break; }
+        for candidate in $(seq $((default_port + 200)) $((default_port + 250))); do   # clear of the standby and pooler ports
+            port_taken "$candidate" || { port=$candidate; break; }
         done
         [[ "$port" != "$taken" ]] || die "127.0.0.1:$taken is in use by another program and no free port was found near it"
         log "127.0.0.1:$taken is in use by another program; this server moves to port $port"

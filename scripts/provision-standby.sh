@@ -11,7 +11,7 @@
 # the port differs. A standby that already answers is left running; one that does not is copied anew.
 #
 # Settings (environment): MEMPALACE_PG_STACK, MEMPALACE_PG_ROOT_BASE as for the primary;
-#   MEMPALACE_PG_STANDBY_PORT  TCP port on 127.0.0.1 (default 55427 trixie, 55428 sid)
+#   MEMPALACE_PG_STANDBY_PORT  TCP port on 127.0.0.1 (default 15427 trixie, 15428 sid)
 set -euo pipefail
 action="${1:-start}"
 case "$action" in start|stop) ;; *) echo "usage: $0 [start|stop]" >&2; exit 2 ;; esac
@@ -21,7 +21,7 @@ log() { printf '[standby] %s\n' "$*" >&2; }
 die() { printf '[standby] ERROR: %s\n' "$*" >&2; exit 1; }
 
 source scripts/stack-root.sh
-port="${MEMPALACE_PG_STANDBY_PORT:-$(stack_port 55427 55428)}"
+port="${MEMPALACE_PG_STANDBY_PORT:-$(stack_port 15427 15428)}"
 standby=/var/lib/mempalace-pg/standby       # inside the root
 
 if [[ "$action" == stop ]]; then
@@ -55,7 +55,14 @@ if [[ "$(in_recovery "$port")" == t ]]; then
     as_pg "$pgbin/pg_ctl" -D "$standby" -m fast -w stop >&2
 fi
 [[ "$(in_recovery "$port")" == "" ]] || die "127.0.0.1:$port answers but is not a standby"
+port_taken "$port" && die "127.0.0.1:$port is in use by another program; set MEMPALACE_PG_STANDBY_PORT"
 
+# The same data directory may still serve on the port an earlier default gave it; it is copied over below.
+old_port=$(sed -n 's/^port = \([0-9]\+\)$/\1/p' "$root$standby/conf.d/mempalace-pg.conf" 2>/dev/null || true)
+if [[ -n "$old_port" && "$old_port" != "$port" && "$(in_recovery "$old_port")" == t ]]; then
+    log "stopping the standby of $root$standby on its earlier port $old_port"
+    as_pg "$pgbin/pg_ctl" -D "$standby" -m fast -w stop >&2
+fi
 # A standby that is not running is made afresh: without a replication slot the primary keeps no WAL for
 # it, so one stopped while the primary went on writing could never catch up. A copy takes seconds here.
 log "pg_basebackup of 127.0.0.1:$primary_port into $root$standby"

@@ -63,7 +63,7 @@ def unprepared_pooler_dsn(pg_dsn):
     """A second PgBouncer that does not carry prepared statements (max_prepared_statements = 0, as every
     PgBouncer before 1.21): a psycopg client that prepares through it fails once a statement it prepared
     on one server connection is run on another."""
-    port = {"trixie": "55537", "sid": "55538"}[os.environ.get("MEMPALACE_PG_TEST_STACK", "")]
+    port = {"trixie": "15537", "sid": "15538"}[os.environ.get("MEMPALACE_PG_TEST_STACK", "")]
     settings = {"MEMPALACE_PG_POOLER_PORT": port, "MEMPALACE_PG_POOLER_PREPARED": "0"}
     yield _pgbouncer(**settings)
     _pgbouncer("stop", **settings)
