@@ -434,6 +434,8 @@ class PalaceSearch:
         def build():
             t = self._fn("kg_text")
             arms = []
+            # A fact from the entity to itself is in both arms with one seq: direction breaks that tie,
+            # or two calls could list the pair in either order.
             if direction in ("outgoing", "both"):
                 arms.append(
                     sql.SQL(
@@ -459,7 +461,7 @@ class PalaceSearch:
                 "  FROM f JOIN {entity} s ON s.id = f.start_id JOIN {entity} o ON o.id = f.end_id {drawer}"
                 "  ORDER BY similarity DESC NULLS LAST, ({t}(f.properties, 'confidence'))::float8 DESC "
                 "NULLS LAST,"
-                "  seq LIMIT {limit})"
+                "  seq, f.direction LIMIT {limit})"
                 " SELECT (SELECT count(*) FROM v), (SELECT coalesce(jsonb_agg(rows.fact || "
                 "jsonb_build_object("
                 "  'direction', rows.direction, 'drawer_found', rows.drawer IS NOT NULL, 'document', "
@@ -467,7 +469,7 @@ class PalaceSearch:
                 "  'wing', rows.wing, 'room', rows.room, 'similarity', rows.similarity)"
                 "  ORDER BY rows.similarity DESC NULLS LAST, (rows.fact ->> 'confidence')::float8 DESC "
                 "NULLS LAST,"
-                "  rows.seq), '[]') FROM rows)"
+                "  rows.seq, rows.direction), '[]') FROM rows)"
             ).format(
                 entity=self._entity,
                 t=t,
