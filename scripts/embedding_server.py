@@ -514,6 +514,14 @@ def _make_handler(model: str, quiet: bool = False):  # noqa: C901 - one HTTP han
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # MemPalace opens a connection per embedding call; socketserver's backlog of 5 made a burst of 64
+    # concurrent searches fail with "Embedding API unavailable", a limit of this stand-in, not of the
+    # embedding services it stands in for.
+    request_queue_size = 256
+
+
 def make_server(model: str, host: str = "127.0.0.1", port: int = 0, quiet: bool = False):
     """Load the model and bind a ThreadingHTTPServer (not yet serving).
 
@@ -525,8 +533,7 @@ def make_server(model: str, host: str = "127.0.0.1", port: int = 0, quiet: bool 
         raise ValueError(f"unknown model {model!r}; choose from {MODELS}")
     if model == "minilm":
         get_minilm()  # load before listening, so "listening" means "ready"
-    server = ThreadingHTTPServer((host, port), _make_handler(model, quiet))
-    server.daemon_threads = True
+    server = _Server((host, port), _make_handler(model, quiet))
     return server
 
 
