@@ -246,7 +246,16 @@ def fresh_schema(dsn, schema):
 
     validate_identifier(schema, "schema")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        for attempt in range(10):
+            # An index folder still building in the schema (CREATE INDEX CONCURRENTLY) can deadlock with
+            # the DROP, and PostgreSQL cancels the DROP: try again once the build has moved on.
+            try:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                break
+            except psycopg.errors.DeadlockDetected:
+                if attempt == 9:
+                    raise
+                time.sleep(2)
         conn.execute(
             "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
             (f"{schema}_kg",),
