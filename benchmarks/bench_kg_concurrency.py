@@ -135,7 +135,9 @@ def single_call_parts(kg, n: int = 400) -> dict:
     (argument checks, psycopg, the pool), and PostgreSQL's execution of the statement by EXPLAIN ANALYZE
     (the function's work on the graph; parse, plan and the commit's WAL flush excluded). What is left of
     the wall time is the round trip and the durable commit, which the floor measures."""
+    from mempalace_pg.config import Settings
     from mempalace_pg.graph.kg import entity_id_of, predicate_key
+    from mempalace_pg.graph.statements import statements
 
     walls, cpus = [], []
     for i in range(n):
@@ -143,7 +145,10 @@ def single_call_parts(kg, n: int = 400) -> dict:
         kg.add_triple("Parts", "filed", f"Part {i}", valid_from="2026-12-01")
         walls.append((time.perf_counter() - w) * 1000)
         cpus.append((time.process_time() - c) * 1000)
-    explain = "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + kg._sql.add_triple
+    settings = Settings.load()  # the graph kg writes: this process's schema
+    explain = (
+        "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + statements(settings.schema, settings.graph).add_triple
+    )
     execs = []
     for i in range(n):
         params = {

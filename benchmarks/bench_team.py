@@ -269,7 +269,6 @@ def client_loop(
             record["ok"] = True
             if tool == "mempalace_add_drawer":
                 record["drawer_id"] = answer.get("drawer_id")
-                record["reason"] = answer.get("reason")
         except Exception as exc:  # noqa: BLE001 - every failure is a measured outcome, kept with its words
             record["ok"] = False
             record["error"] = (str(exc) if isinstance(exc, CallFailed) else f"{type(exc).__name__}: {exc}")[
@@ -389,10 +388,10 @@ def run_level(
     procs = min(2, n)
     start = time.time() + 3.0  # every client connected and initialised before the clock starts
     script = str(Path(__file__).resolve())
+    counts = [n // procs + (1 if p < n % procs else 0) for p in range(procs)]  # clients per process
     clients = []
-    for p in range(procs):
-        count = n // procs + (1 if p < n % procs else 0)
-        first = sum(n // procs + (1 if q < n % procs else 0) for q in range(p))
+    for p, count in enumerate(counts):
+        first = sum(counts[:p])
         clients.append(
             subprocess.Popen(
                 [
@@ -446,7 +445,7 @@ def run_level(
     cpu = server.cpu_s() - cpu0
     tcp = {k: v - tcp0[k] for k, v in tcp_counters().items()}
     waiter.join()
-    mine_out, mine_err, mine_s = mine_done["out"], mine_done["err"], mine_done["wall_s"]
+    mine_err, mine_s = mine_done["err"], mine_done["wall_s"]
     return {
         "clients": n,
         "think_s": think_s,
@@ -459,7 +458,6 @@ def run_level(
             "rc": mine.returncode,
             "wall_s": mine_s,
             "stderr_tail": mine_err[-1500:],
-            "stdout_tail": mine_out[-600:],
         },
     }
 
