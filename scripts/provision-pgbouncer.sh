@@ -61,8 +61,8 @@ if [[ ! -x "$root/usr/sbin/pgbouncer" ]]; then
     log "apt-get install pgbouncer in $root"
     in_root apt-get -o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false -qq update >&2 || true
     in_root env DEBIAN_FRONTEND=noninteractive apt-get -o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false \
-        -y -qq install pgbouncer >"$root/../apt-pgbouncer-$stack.log" 2>&1 \
-        || { tail -n 20 "$root/../apt-pgbouncer-$stack.log" >&2; die "apt-get install pgbouncer failed"; }
+        -y -qq install pgbouncer >"$base/apt-pgbouncer-$stack.log" 2>&1 \
+        || { tail -n 20 "$base/apt-pgbouncer-$stack.log" >&2; die "apt-get install pgbouncer failed"; }
 fi
 
 port_taken "$port" && die "127.0.0.1:$port is in use by another program; set MEMPALACE_PG_POOLER_PORT"

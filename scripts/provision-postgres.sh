@@ -32,10 +32,9 @@ if [[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]]; then
     exit 0
 fi
 
-# stack, pgmajor, root, pgbin, in_root, as_pg, stack_port, port_taken
+# stack, pgmajor, base, root, pgbin, in_root, as_pg, stack_port, port_taken
 source "$(dirname "$0")/stack-root.sh"
 suite=$stack
-base="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}"
 default_port=$(stack_port 15417 15418)
 wanted_port="${MEMPALACE_PG_PORT:-$default_port}"   # where a server of this cluster is started
 pgdata=/var/lib/mempalace-pg/data          # inside the root

@@ -2,7 +2,7 @@
 # provisions (provision-standby.sh, provision-pgbouncer.sh): its Debian root for MEMPALACE_PG_STACK, and
 # how to run that root's programs. The sourcing script defines die() first.
 #
-# Sets: stack, pgmajor, root, pgbin (inside the root). Defines:
+# Sets: stack, pgmajor, base, root, pgbin (inside the root). Defines:
 #   in_root CMD...             run CMD in the root as root, with a clean environment
 #   as_pg CMD...               the same as the postgres user
 #   stack_port TRIXIE SID      the one of two ports that belongs to this stack
@@ -14,7 +14,8 @@ case "$stack" in
     sid)    pgmajor=18 ;;
     *) die "MEMPALACE_PG_STACK must be 'trixie' or 'sid', not '$stack'" ;;
 esac
-root="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}/$stack"
+base="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}"   # every stack's root, and their logs
+root="$base/$stack"
 pgbin="/usr/lib/postgresql/$pgmajor/bin"    # inside the root
 
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
