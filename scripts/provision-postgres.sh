@@ -18,6 +18,8 @@
 #                           kernel's ephemeral range; when another socket holds the default, the
 #                           server starts on a free port nearby)
 #   MEMPALACE_PG_MIRROR     Debian mirror                 (default: the host's apt mirror)
+#   MEMPALACE_PG_SECURITY_MIRROR  Debian security mirror  (default: the host's, else deb.debian.org's);
+#                           the trixie root takes trixie-security and trixie-updates from these two
 #   MEMPALACE_PG_TEST_DSN   an existing server to use instead
 set -euo pipefail
 action="${1:-start}"
@@ -49,6 +51,14 @@ if [[ -z "$mirror" ]]; then
     mirror="${mirror:-http://deb.debian.org/debian}"
 fi
 
+security_mirror="${MEMPALACE_PG_SECURITY_MIRROR:-}"
+if [[ -z "$security_mirror" ]]; then
+    security_mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
+                      | awk '{print $2}' | grep -- '-security' | head -n1 || true)
+    security_mirror="${security_mirror:-http://deb.debian.org/debian-security}"
+fi
+[[ "$suite" == sid ]] && security_mirror=""
+
 apt_opts=(-o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false)
 [[ "$suite" == sid ]] && apt_opts+=(-o Acquire::Check-Valid-Until=false)
 
@@ -63,8 +73,18 @@ if [[ "$action" != start ]]; then
 fi
 
 # ---------------------------------------------------------------- 1. the root, with the packages
+# Debian's security fixes reach a stable suite through <suite>-security and its point-release fixes
+# through <suite>-updates; debootstrap configures neither. sid has no such suites: it is updated in place.
+updates_list="$root/etc/apt/sources.list.d/mempalace-pg-updates.list"
+updates_lines() {
+    [[ "$suite" == sid ]] && return 0
+    printf 'deb %s %s-updates main
+deb %s %s-security main
+' "$mirror" "$suite" "$security_mirror" "$suite"
+}
 if [[ ! -x "$root$pgbin/postgres" || ! -f "$root/usr/share/postgresql/$pgmajor/extension/vector.control" \
-      || ! -f "$root/usr/share/postgresql/$pgmajor/extension/age.control" ]]; then
+      || ! -f "$root/usr/share/postgresql/$pgmajor/extension/age.control" \
+      || "$(cat "$updates_list" 2>/dev/null)" != "$(updates_lines)" ]]; then
     if ! command -v debootstrap >/dev/null; then
         log "installing debootstrap from the host's apt archive"
         apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >&2
@@ -84,10 +104,15 @@ if [[ ! -x "$root$pgbin/postgres" || ! -f "$root/usr/share/postgresql/$pgmajor/e
     mounted_proc=0
     if ! mountpoint -q "$root/proc"; then mount -t proc proc "$root/proc" && mounted_proc=1; fi
     trap '[[ $mounted_proc == 1 ]] && umount "$root/proc" || true' EXIT
-    log "apt-get install postgresql-$pgmajor postgresql-$pgmajor-pgvector postgresql-$pgmajor-age (in the root)"
+    updates_lines >"$updates_list"
+    log "apt-get upgrade, then install postgresql-$pgmajor postgresql-$pgmajor-pgvector postgresql-$pgmajor-age (in the root, with $suite${security_mirror:+ and its -updates and -security suites})"
     in_root apt-get "${apt_opts[@]}" update -qq >&2
-    in_root env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq \
-        "postgresql-$pgmajor" "postgresql-$pgmajor-pgvector" "postgresql-$pgmajor-age" >"$base/apt-$stack.log" 2>&1 \
+    # Upgrade first: a root made before the update suites were configured takes their fixes now. A
+    # server already running keeps its binaries until it restarts (policy-rc.d stops the packages from
+    # restarting it underneath the tests).
+    { in_root env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" full-upgrade -y -qq \
+      && in_root env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq \
+        "postgresql-$pgmajor" "postgresql-$pgmajor-pgvector" "postgresql-$pgmajor-age"; } >"$base/apt-$stack.log" 2>&1 \
         || { tail -n 30 "$base/apt-$stack.log" >&2; die "apt-get install in the root failed (log: $base/apt-$stack.log)"; }
     in_root apt-get clean
     if [[ $mounted_proc == 1 ]]; then umount "$root/proc"; mounted_proc=0; fi
