@@ -3,6 +3,7 @@
     mempalace-pg db upgrade     apply the schema migrations (sql/ via Alembic) to the configured database
     mempalace-pg db current     show the schema revision of the database and of this code
     mempalace-pg db bootstrap   as a superuser: the extensions and a least-privilege application role
+    mempalace-pg db drop --yes  delete the schema (every palace in it) and its graph; its folders stop
     mempalace-pg kg import F    copy a MemPalace SQLite knowledge graph into the palace's AGE graph
     mempalace-pg kg query E     what the palace's knowledge graph knows about an entity
     mempalace-pg kg stats       counts of the palace's knowledge graph
@@ -45,6 +46,21 @@ def cmd_db_upgrade(args) -> int:
     print(
         f"schema {settings.schema} at {settings.redacted_dsn}: revision {revision} (head {head_revision()})"
     )
+    return 0
+
+
+def cmd_db_drop(args) -> int:
+    from mempalace_pg.db.schema import drop
+
+    settings = _settings(args)
+    if not args.yes:
+        raise ConfigError(
+            f"db drop deletes schema {settings.schema!r} (every palace in it) and its graph "
+            f"{settings.graph!r} at {settings.redacted_dsn}: add --yes to do it"
+        )
+    dropped = drop(settings)
+    gone = [f"{kind} {name!r}" for kind, name in dropped.items() if name]
+    print(f"dropped {' and '.join(gone)}" if gone else f"nothing to drop: no schema {settings.schema!r}")
     return 0
 
 
@@ -126,6 +142,8 @@ def cmd_db_bootstrap(args) -> int:
             )
     if args.own_schema and not args.app_role:
         raise ConfigError("--schema with db bootstrap gives a role its own schema: name it with --app-role")
+    if args.accept_known_defect and not args.app_role:
+        raise ConfigError("--accept-known-defect goes with the --app-role it lets db bootstrap make")
     if args.own_schema:
         from dataclasses import replace
 
@@ -136,7 +154,12 @@ def cmd_db_bootstrap(args) -> int:
         check_schema_is_for(own, args.app_role)  # before anything is changed
     with connect(settings, autocommit=True) as conn:
         applied = apply_bootstrap(
-            conn, app_role=args.app_role, app_password=password, connection_limit=args.connection_limit
+            conn,
+            app_role=args.app_role,
+            app_password=password,
+            connection_limit=args.connection_limit,
+            accept_defects=args.accept_known_defect,
+            warn=lambda text: print(f"mempalace-pg: warning: {text}", file=sys.stderr),
         )
         database = conn.info.dbname
     print(f"applied {', '.join(applied)} to database {database!r} at {settings.redacted_dsn}")
@@ -535,7 +558,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=64,
         help="with --app-role: most connections the role may hold at once (default 64)",
     )
+    boot.add_argument(
+        "--accept-known-defect",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="with --app-role: make the role although the server has this known defect, which lets one "
+        "palace role reach another's palace (parallel-hnsw-build-overflow: pgvector before 0.8.2, "
+        "CVE-2026-3172), and another palace role exists; refused otherwise. Prints a warning; "
+        "`mempalace-pg doctor` fails until the server is fixed. Repeat for several",
+    )
     boot.set_defaults(func=cmd_db_bootstrap)
+    dropping = db.add_parser(
+        "drop", help="delete the schema (every palace in it) and its AGE graph; its index folders stop"
+    )
+    dropping.add_argument("--yes", action="store_true", help="really drop it")
+    dropping.set_defaults(func=cmd_db_drop)
     cur = db.add_parser("current", help="show the schema revision (exit 1 when behind)")
     cur.add_argument("--json", action="store_true", help="machine-readable output")
     cur.set_defaults(func=cmd_db_current)

@@ -29,3 +29,14 @@ class InvalidRecordError(BackendError, ValueError):
 
     Also a ``ValueError``, as MemPalace's built-in backends raise for bad input.
     """
+
+
+class BusyError(BackendError, TimeoutError):
+    """Maintenance waited for a running vector index build (or another maintenance run) and gave up.
+
+    Also a ``TimeoutError``: trying again later succeeds."""
+
+
+class KnownDefectError(BackendError):
+    """Refused: the server has a known defect that lets one palace role reach another's palace (pgvector
+    < 0.8.2), and what was asked would make a second palace role there."""

@@ -16,14 +16,16 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterable, Optional
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from mempalace_pg.config import ConfigError, Settings, dsn_target, validate_identifier
+from mempalace_pg.db import defects, locks
 from mempalace_pg.db.connect import connect
+from mempalace_pg.db.defects import version_tuple
 from mempalace_pg.errors import ExtensionMissingError, SchemaVersionError
 
 log = logging.getLogger(__name__)
@@ -47,11 +49,11 @@ def migrations_dir() -> Path:
     return _data_dir("migrations")
 
 
-def _alembic_config(settings: Settings, connection=None):
+def _alembic_config(settings: Settings, connection=None, scripts: Optional[Path] = None):
     from alembic.config import Config
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.set_main_option("script_location", str(scripts or migrations_dir()))
     cfg.attributes["settings"] = settings
     if connection is not None:
         cfg.attributes["connection"] = connection
@@ -103,14 +105,6 @@ def server_major(conn: psycopg.Connection) -> int:
 #: (halfvec indexes, iterative index scans).
 MIN_POSTGRES = 15
 MIN_PGVECTOR = (0, 8, 0)
-
-
-def version_tuple(text: str) -> tuple:
-    parts = []
-    for piece in text.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
 
 
 def check_server(conn: psycopg.Connection) -> None:
@@ -240,8 +234,11 @@ def create_schema_as(settings: Settings, role: str) -> str:
     return upgrade(replace(settings, dsn=make_conninfo(**params)))
 
 
-def upgrade(settings: Settings, revision: str = "head") -> str:
-    """Apply migrations up to ``revision`` under an advisory lock; return the resulting revision."""
+def upgrade(settings: Settings, revision: str = "head", *, scripts: Optional[Path] = None) -> str:
+    """Apply migrations up to ``revision`` under an advisory lock; return the resulting revision.
+
+    ``scripts``: an Alembic script directory to take the revisions from instead of the package's own
+    ``migrations/`` (a copy with revisions of your own on top of ours)."""
     from alembic import command
 
     with connect(settings, autocommit=True) as conn:
@@ -251,17 +248,80 @@ def upgrade(settings: Settings, revision: str = "head") -> str:
         require_extension(
             conn, "age", "postgresql-{major}-age", "https://age.apache.org/getstarted/quickstart"
         )
-    cfg = _alembic_config(settings)
-    command.upgrade(cfg, revision)
+    cfg = _alembic_config(settings, scripts=scripts)
     with connect(settings, autocommit=True) as conn:
+        try:
+            current = current_revision(conn, settings.schema)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise schema_access_error(settings, exc) from None
+        target = revision
+        if revision == "head":
+            from alembic.script import ScriptDirectory
+
+            target = ScriptDirectory.from_config(cfg).get_current_head()
+        # A revision that alters a collection's table would wait for a folder's concurrent build, which
+        # waits for the revision's transaction: no build may run while one is applied (db/locks.py).
+        pks = collection_pks(conn, settings.schema) if current not in (None, target) else []
+        keys = [locks.segments_key(settings.schema, pk) for pk in pks]
+        with locks.held(conn, keys, what=f"the upgrade of schema {settings.schema!r}"):
+            command.upgrade(cfg, revision)
         return current_revision(conn, settings.schema) or ""
 
 
+def drop(settings: Settings, *, lock_timeout_s: float = 30.0) -> dict:
+    """Drop ``settings.schema`` (every palace in it) and its AGE graph; returns what was dropped.
+
+    Safe beside the schema's folders: it first holds every collection's segments lock (waiting for a
+    running build to end, db/locks.py), so no build meets the DROP; a folder then finds its schema gone
+    and exits. A DROP that waits longer than ``lock_timeout_s`` for a table another session uses gives up
+    with :class:`BusyError` and changes nothing."""
+    from mempalace_pg.errors import BusyError
+
+    validate_identifier(settings.schema, "schema")
+    with connect(settings, autocommit=True) as conn:
+        keys = [locks.segments_key(settings.schema, pk) for pk in collection_pks(conn, settings.schema)]
+        with locks.held(conn, keys, what=f"dropping schema {settings.schema!r}"):
+            try:
+                with conn.transaction():
+                    conn.execute(
+                        "SELECT set_config('lock_timeout', %s, true)", (str(int(lock_timeout_s * 1000)),)
+                    )
+                    return _drop_schema_and_graph(conn, settings.schema, settings.graph)
+            except psycopg.errors.LockNotAvailable:
+                raise BusyError(
+                    f"schema {settings.schema!r} is in use: another session held one of its tables for "
+                    f"{lock_timeout_s:.0f} s. Nothing was dropped; stop what uses the palace (an MCP server, "
+                    "a mine) and try again."
+                ) from None
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise schema_access_error(settings, exc) from None
+
+
+def _drop_schema_and_graph(conn: psycopg.Connection, schema: str, graph: str) -> dict:
+    """The statements of :func:`drop`, in its transaction."""
+    found = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()[0]
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    graphs = 0
+    if conn.execute("SELECT to_regclass('ag_catalog.ag_graph')").fetchone()[0] is not None:  # AGE created
+        # AGE's DDL functions need ag_catalog on the path even when called qualified (apache/age#2504)
+        conn.execute("SELECT set_config('search_path', 'ag_catalog, public', true)")
+        graphs = len(
+            conn.execute(
+                "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s", (graph,)
+            ).fetchall()
+        )
+    return {"schema": schema if found else None, "graph": graph if graphs else None}
+
+
+def collection_pks(conn: psycopg.Connection, schema: str) -> list[int]:
+    """The collections stored in ``schema`` (none when it has no collections table yet)."""
+    table = sql.Identifier(schema, "collections")
+    if conn.execute("SELECT to_regclass(%s)", (table.as_string(conn),)).fetchone()[0] is None:
+        return []
+    return [pk for (pk,) in conn.execute(sql.SQL("SELECT collection_pk FROM {} ORDER BY 1").format(table))]
+
+
 # -- used by migrations/env.py and the revision files ------------------------------------
-
-
-def _lock_key(schema: str) -> str:
-    return f"mempalace_pg:schema:{schema}"
 
 
 def run_migrations_online(context) -> None:
@@ -289,7 +349,11 @@ def run_migrations_online(context) -> None:
         )
         with context.begin_transaction():
             # Serialize concurrent first use: the second process waits, then finds the head applied.
-            raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_lock_key(settings.schema),))
+            raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (locks.schema_key(settings.schema),))
+            # A revision that builds an HNSW index builds it serially where pgvector's parallel build
+            # is unsafe (db/defects.py); PostgreSQL's default would use two workers on a large table.
+            if not defects.parallel_hnsw_build_safe(raw):
+                raw.execute("SELECT set_config('max_parallel_maintenance_workers', '0', true)")
             raw.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(settings.schema)))
             ext_schema = raw.execute(
                 "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
@@ -366,10 +430,17 @@ def apply_bootstrap(
     app_role: Optional[str] = None,
     app_password: Optional[str] = None,
     connection_limit: int = 64,
+    accept_defects: Iterable[str] = (),
+    warn: Optional[Callable[[str], None]] = None,
 ) -> list[str]:
     """Apply sql/bootstrap/ to the database ``conn`` is connected to (as a superuser, autocommit): the
     extensions, with ``app_role`` the application role (at most ``connection_limit`` connections), and
-    the policies that keep each role to its own graphs in AGE's catalog. Returns the files applied."""
+    the policies that keep each role to its own graphs in AGE's catalog. Returns the files applied.
+
+    A new ``app_role`` beside another palace role, on a server with a defect that lets one reach the
+    other's palace (pgvector < 0.8.2), is refused with :class:`~mempalace_pg.errors.KnownDefectError`
+    before anything changes, unless that defect's key is in ``accept_defects``; then ``warn`` (default:
+    the log) gets why it is a risk."""
     applied = []
     files = ["01_extensions.sql"] + (["02_app_role.sql"] if app_role else []) + ["03_graph_catalog.sql"]
     variables = {
@@ -382,6 +453,10 @@ def apply_bootstrap(
         validate_identifier(app_role, "application role")
         if not app_password:
             raise ValueError("the application role needs a password")
+        # Before the first statement: a refusal must leave the server as it was (db/defects.py says who
+        # a palace role is, and which defects put palace roles at each other's mercy).
+        for warning in defects.check_new_palace_role(conn, app_role, accept_defects):
+            (warn or log.warning)(warning)
     for filename in files:
         for statement, gexec in bootstrap_statements(conn, filename, variables):
             rows = conn.execute(statement).fetchall() if gexec else conn.execute(statement)
@@ -394,6 +469,8 @@ def apply_bootstrap(
 
 
 __all__ = [
+    "collection_pks",
+    "drop",
     "ensure_schema",
     "upgrade",
     "check_schema_is_for",

@@ -120,7 +120,8 @@ class PostgresBackend(BaseBackend):
         elif palace.local_path and not create:
             raise PalaceNotFoundError(
                 f"no mempalace-pg palace at {palace.local_path} (no {MARKER_FILENAME}); "
-                "create it with `mempalace --backend postgres init` or `mine`"
+                "its first write creates it: `mempalace --backend postgres mine <dir>` (`init` only "
+                "configures it)"
             )
 
         key = (settings.dsn, settings.schema, namespace, palace.id, collection_name)

@@ -35,6 +35,7 @@ from mempalace.backends.base import (
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from mempalace_pg.db import locks
 from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count
 from mempalace_pg.store import indexing, search
 from mempalace_pg.store.filters import INDEX_PREFIX, wing_room_equalities
@@ -546,13 +547,17 @@ class PostgresCollection(BaseCollection):
                 if kind == "analyze":
                     # the palace's knowledge graph shares the database: refresh its planner statistics too
                     graph = db.settings.graph
-                    conn.execute(
-                        sql.SQL("ANALYZE {}, {}, {}").format(
-                            self.partition.table,
-                            sql.Identifier(graph, "Entity"),
-                            sql.Identifier(graph, "Fact"),
+                    # ANALYZE waits for the table lock a folder's concurrent build holds, and the build
+                    # waits for ANALYZE's snapshot: take the segments lock first (db/locks.py).
+                    segments = locks.segments_key(db.schema, self.partition.pk)
+                    with locks.held(conn, [segments], what=f"maintenance 'analyze' of {rel}"):
+                        conn.execute(
+                            sql.SQL("ANALYZE {}, {}, {}").format(
+                                self.partition.table,
+                                sql.Identifier(graph, "Entity"),
+                                sql.Identifier(graph, "Fact"),
+                            )
                         )
-                    )
                     return MaintenanceResult(kind=kind, status="ran", stats={"table": rel, "graph": graph})
                 dim = self.partition.known_dimension()
                 if dim is None:

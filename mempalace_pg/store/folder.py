@@ -18,6 +18,7 @@ from typing import Optional
 import psycopg
 from psycopg import sql
 
+from mempalace_pg.db import defects, locks
 from mempalace_pg.store.indexing import (
     ABSORB_ROWS,
     BUSY_MERGE_ROWS,
@@ -32,6 +33,7 @@ from mempalace_pg.store.indexing import (
     SEGMENT_ROWS,
     Layout,
     build_session,
+    folder_application_name,
     largest_share,
     lock_keys,
     orphan_indexes,
@@ -54,6 +56,9 @@ class Folder:
         self.last_newest: Optional[int] = None
         self.last_change = time.monotonic()
         self.retired: list[tuple[float, str]] = []  # (drop after, index) of replaced segments
+        # On a pgvector whose HNSW vacuum can corrupt an index beside inserts (< 0.8.4), no row is ever
+        # inserted into a built segment: a quiet tail becomes a segment of its own instead.
+        self.may_absorb = defects.hnsw_insert_beside_vacuum_safe(conn)
 
     # -- state people can read (doctor, psql) --------------------------------------------------
     def report(self, activity: str, error: Optional[str] = None) -> None:
@@ -73,7 +78,7 @@ class Folder:
         conn = self.conn
         if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
             return
-        if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.presence,)).fetchone()[0]:
+        if not locks.try_acquire(conn, self.presence):
             return  # another folder has this collection
         try:
             self.report("started")
@@ -96,7 +101,7 @@ class Folder:
             try:
                 self.report("exited")
             finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.presence,))
+                locks.release(conn, self.presence)
 
     def dimension(self) -> Optional[int]:
         row = self.conn.execute(
@@ -127,7 +132,7 @@ class Folder:
         if tail and quiet:
             # Writes paused: the tail first. A row searched exactly costs every query more than one
             # more segment does, and folding a tail takes a fraction of a merge's time.
-            if tail <= ABSORB_ROWS and total > SEGMENT_ROWS:
+            if tail <= ABSORB_ROWS and total > SEGMENT_ROWS and self.may_absorb:
                 return self.locked(lambda: self.absorb(current, dim), f"absorbing {tail} rows")
             return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
         # A merge comes before a due tail: under sustained writes merge_plan has one only when the
@@ -140,15 +145,15 @@ class Folder:
         return False
 
     def locked(self, work, activity: str) -> bool:
-        if not self.conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.changes,)).fetchone()[0]:
-            return False  # a bulk load or reindex is changing the segments
+        if not locks.try_acquire(self.conn, self.changes):
+            return False  # a bulk load, reindex or other maintenance holds the segments
         try:
             self.report(activity)
             work()
             self.report("idle")
             return True
         finally:
-            self.conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.changes,))
+            locks.release(self.conn, self.changes)
 
     def count_above(self, top: int) -> int:
         return self.conn.execute(
@@ -259,7 +264,7 @@ class Folder:
 
 
 def connect_folder(dsn: str, schema: str) -> psycopg.Connection:
-    conn = psycopg.connect(dsn, autocommit=True, application_name="mempalace-pg folder")
+    conn = psycopg.connect(dsn, autocommit=True, application_name=folder_application_name(schema))
     conn.execute(
         "SELECT set_config('search_path', concat_ws(', ', quote_ident(%s), "
         "(SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "

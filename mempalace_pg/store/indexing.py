@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 import psycopg
 from psycopg import sql
 
+from mempalace_pg.db import defects, locks
+
 if TYPE_CHECKING:
     from mempalace_pg.store.partition import Partition
 
@@ -96,11 +98,21 @@ SPAWN_CHECK_S = 2.0
 BUILD_MEMORY = os.environ.get("MEMPALACE_PG_BUILD_MEMORY", "1GB")
 #: Parallel workers of a build, beside its own backend: both cores of a small server. (Queries beside a
 #: merge built this way were no slower than beside one without a worker: benchmarks/RESULTS.md, "Search
-#: breadth over segments".)
-BUILD_WORKERS = 1
+#: breadth over segments".) Only where pgvector's parallel HNSW build is safe: elsewhere builds are serial
+#: (build_session, and mempalace_pg.db.defects). MEMPALACE_PG_BUILD_WORKERS sets another number (0: serial
+#: everywhere, e.g. to leave a busy server's cores to queries).
+BUILD_WORKERS = int(os.environ.get("MEMPALACE_PG_BUILD_WORKERS", "1"))
 
 #: The environment variable that carries the DSN to a folder (never its command line, which `ps` shows).
 DSN_VARIABLE = "MEMPALACE_PG_FOLDER_DSN"
+
+
+def folder_application_name(schema: str) -> str:
+    """The ``application_name`` of a folder of the palace in ``schema``, as ``pg_stat_activity`` shows it:
+    whoever stops a palace's folders (a drop, a test) finds its own and no other palace's. PostgreSQL
+    keeps 63 bytes of it; a schema name is at most 63, so a long one is cut, never mistaken for another
+    but by a name sharing its first 43 characters."""
+    return f"mempalace-pg folder {schema}"[:63]
 
 
 class Layout(NamedTuple):
@@ -177,7 +189,7 @@ def segment_name(pk: int, hi: int) -> str:
 
 def lock_keys(schema: str, pk: int) -> tuple[str, str]:
     """Advisory-lock keys: one folder per collection; one change of its segments at a time."""
-    return f"mempalace_pg:folder:{schema}:{pk}", f"mempalace_pg:segments:{schema}:{pk}"
+    return locks.folder_key(schema, pk), locks.segments_key(schema, pk)
 
 
 # ----------------------------------------------------------------------------- the layout, in every process
@@ -261,10 +273,10 @@ def ensure_folder(part: "Partition") -> None:
     def free(conn: psycopg.Connection) -> bool:
         if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
             return False  # a standby: its primary's folder does the work
-        got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (presence,)).fetchone()[0]
+        got = locks.try_acquire(conn, presence)
         if got:
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (presence,))
-        return bool(got)
+            locks.release(conn, presence)
+        return got
 
     try:
         # The folder holds advisory locks and builds indexes CONCURRENTLY: it needs a session of its own.
@@ -307,13 +319,18 @@ class Pause:
         self._stack = contextlib.ExitStack()
         # the lock must outlast the load's transactions: a session of its own, even behind a pooler
         self._conn = self._stack.enter_context(part.db.session("a bulk load"))
-        self._key = lock_keys(part.db.schema, part.pk)[1]
-        self._conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._key,))
+        self._key = locks.segments_key(part.db.schema, part.pk)
+        try:
+            locks.acquire(self._conn, self._key, what=f"a bulk load into {part}")
+        except BaseException:
+            self._conn = None
+            self._stack.close()
+            raise
 
     def close(self) -> None:
         if self._conn is not None:
             try:
-                self._conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self._key,))
+                locks.release(self._conn, self._key)
             finally:
                 self._conn = None
                 self._stack.close()
@@ -338,13 +355,21 @@ def settle(part: "Partition", *, timeout: float = 120.0, single: bool = False) -
 
 
 # -------------------------------------------------------------------------- building (folder, reindex, bulk)
+def build_workers(conn: psycopg.Connection, wanted: int = BUILD_WORKERS) -> int:
+    """The parallel workers a segment build on this server may use: ``wanted``, or none where the
+    server's pgvector has the parallel HNSW build overflow (CVE-2026-3172, fixed in 0.8.2)."""
+    return int(wanted) if defects.parallel_hnsw_build_safe(conn) else 0
+
+
 def build_session(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> None:
-    """Session settings of a connection that builds segments (a folder's, or a pooled one for a while)."""
+    """Session settings of a connection that builds segments (a folder's, or a pooled one for a while).
+
+    The workers are always set: PostgreSQL's own default (2) would run a parallel build too."""
     conn.execute(
         "SELECT set_config('maintenance_work_mem', %s, false), "
         "set_config('max_parallel_maintenance_workers', %s, false), "
         "set_config('statement_timeout', '0', false)",
-        (BUILD_MEMORY, str(int(workers))),
+        (BUILD_MEMORY, str(build_workers(conn, workers))),
     )
 
 
@@ -380,9 +405,9 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> Optiona
     drop the other segments. ``conn`` holds no transaction. For bulk loads and ``reindex``."""
     if dim > HNSW_MAX_DIM:
         return None
-    _, changes = lock_keys(schema, pk)
+    changes = locks.segments_key(schema, pk)
     table = sql.Identifier(schema, f"records_c{int(pk)}")
-    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (changes,))
+    locks.acquire(conn, changes, what="rebuilding the vector index")
     try:
         old = [
             name
@@ -402,7 +427,7 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> Optiona
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, stale)))
         return name
     finally:
-        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (changes,))
+        locks.release(conn, changes)
 
 
 def orphan_indexes(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:

@@ -24,3 +24,16 @@ ALTER ROLE :"app_role" SET search_path = "$user", public, ag_catalog;
 SELECT format('ALTER ROLE %I CONNECTION LIMIT %s', :'app_role', (:'app_connection_limit')::int) \gexec
 ALTER ROLE :"app_role" SET statement_timeout = '5min';
 ALTER ROLE :"app_role" SET idle_in_transaction_session_timeout = '10min';
+-- The tag that makes the role a palace role for mempalace-pg (mempalace_pg/db/defects.py, palace_roles):
+-- doctor fails, and the bootstrap refuses another such role, while the server has a defect that lets one
+-- palace role read another's palace (pgvector < 0.8.2). A comment is readable by every role, so the
+-- check works for doctor run as a palace role too.
+COMMENT ON ROLE :"app_role" IS 'mempalace-pg palace role: made by mempalace-pg db bootstrap --app-role';
+-- AGE before 1.7 lets any role that may use ag_catalog (this one) open any file the server can read with
+-- load_labels_from_file() and load_edges_from_file(), and crash the server with one that is not CSV;
+-- mempalace-pg never calls them. Revoked from PUBLIC in this database, whatever AGE's version (from 1.7 on
+-- they need pg_read_server_files anyway); a superuser may still grant them to a role that needs them.
+SELECT format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', p.oid::regprocedure)
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'ag_catalog'::regnamespace
+  AND p.proname IN ('load_labels_from_file', 'load_edges_from_file') \gexec

@@ -1,0 +1,101 @@
+"""Advisory locks: their names, and a wait that cannot deadlock with ``CREATE INDEX CONCURRENTLY``.
+
+Why waits are polled. A vector index folder builds its segments with ``CREATE INDEX CONCURRENTLY``
+while holding the collection's *segments* lock. Such a build, before it ends, waits for every
+transaction whose snapshot is older than its own to finish, and a session blocked inside
+``pg_advisory_lock`` is in such a transaction. So a process that waited for a folder's lock the
+ordinary way would wait for the build while the build waited for it: PostgreSQL detects the cycle
+and cancels one of the two with ``deadlock detected``. :func:`acquire` instead tries the lock, and
+between tries holds no snapshot, so a build never waits for it.
+
+The same holds for a statement that waits for the table lock a build holds (an ``ANALYZE`` of the
+table, an ``ALTER``, a ``DROP``): such work first takes the collection's segments lock here.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+import psycopg
+
+from mempalace_pg.errors import BusyError
+
+#: How long maintenance waits for a running index build by default (a big merge can take minutes).
+DEFAULT_WAIT_S = 600.0
+#: The pause between two tries of a lock another session holds.
+POLL_S = 0.2
+
+
+def folder_key(schema: str, pk: int) -> str:
+    """Held by the one folder of a collection for as long as it runs."""
+    return f"mempalace_pg:folder:{schema}:{int(pk)}"
+
+
+def segments_key(schema: str, pk: int) -> str:
+    """Held while a collection's vector index segments change: a folder's build or merge, a bulk load, a
+    ``reindex``, and maintenance that must not meet a build (``analyze``, a schema upgrade, a drop)."""
+    return f"mempalace_pg:segments:{schema}:{int(pk)}"
+
+
+def schema_key(schema: str) -> str:
+    """Serializes schema migrations (a transaction-level lock: no build runs under it, see upgrade)."""
+    return f"mempalace_pg:schema:{schema}"
+
+
+def try_acquire(conn: psycopg.Connection, key: str) -> bool:
+    """Take the session-level advisory lock ``key`` if it is free; never waits."""
+    return bool(conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0])
+
+
+def release(conn: psycopg.Connection, key: str) -> None:
+    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
+
+def acquire(conn: psycopg.Connection, key: str, *, what: str, timeout: float = DEFAULT_WAIT_S) -> None:
+    """Take the session-level advisory lock ``key``, waiting up to ``timeout`` seconds for its holder
+    (polled: see the module's docstring). ``conn`` is in autocommit mode. Raises :class:`BusyError`,
+    naming ``what`` waited, when the lock stays taken."""
+    deadline = time.monotonic() + timeout
+    while not try_acquire(conn, key):
+        if time.monotonic() >= deadline:
+            raise BusyError(
+                f"{what} waited {timeout:.0f} s for the collection's vector index build to finish and it "
+                "still runs. Try again when it is done (`mempalace-pg doctor` shows the folder's activity), "
+                "or stop the folder: SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                "application_name LIKE 'mempalace-pg folder%'."
+            )
+        time.sleep(POLL_S)
+
+
+@contextmanager
+def held(
+    conn: psycopg.Connection, keys: list[str], *, what: str, timeout: float = DEFAULT_WAIT_S
+) -> Iterator[None]:
+    """Hold the advisory locks ``keys`` (taken in order, each waited for as :func:`acquire` does) for the
+    body; released on the way out, in any case."""
+    taken: list[str] = []
+    try:
+        for key in keys:
+            acquire(conn, key, what=what, timeout=timeout)
+            taken.append(key)
+        yield
+    finally:
+        for key in reversed(taken):
+            try:
+                release(conn, key)
+            except psycopg.Error:
+                pass  # a connection that broke has released its session's locks already
+
+
+__all__ = [
+    "DEFAULT_WAIT_S",
+    "acquire",
+    "folder_key",
+    "held",
+    "release",
+    "schema_key",
+    "segments_key",
+    "try_acquire",
+]
