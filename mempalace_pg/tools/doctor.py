@@ -19,17 +19,9 @@ import psycopg
 from psycopg import sql
 
 from mempalace_pg.config import Settings, redact_dsn
+from mempalace_pg.db import defects
 from mempalace_pg.db.connect import scrub_password
 from mempalace_pg.store.indexing import HNSW_MAX_DIM
-
-#: Versions with known problems that matter here (the code works around them; say so).
-KNOWN_ISSUES = {
-    ("age", "1.5.0"): "AGE 1.5.0 lacks MERGE ... ON CREATE SET, agtype_to_json, and loses a SET after a "
-    "non-leading MERGE; mempalace-pg writes through SQL functions and is not affected, but "
-    "your own Cypher is",
-    ("age", "1.8.0"): "a release candidate in Debian sid (1.8.0~rc0): fine for testing, prefer a release in "
-    "production",
-}
 
 
 @dataclass
@@ -38,6 +30,16 @@ class Check:
     status: str  # ok | warn | fail
     finding: str
     fix: Optional[str] = None
+    # a known defect of an extension's version (db/defects.py), as data: key, extension, version,
+    # fixed_in, what, consequence, fix, reference (and, for one that breaks isolation, palace_roles)
+    defect: Optional[dict] = None
+
+    def as_dict(self) -> dict:
+        """The check for --json; ``defect`` only on the checks that name one."""
+        out = asdict(self)
+        if self.defect is None:
+            del out["defect"]
+        return out
 
 
 @dataclass
@@ -49,17 +51,19 @@ class Report:
     def ok(self) -> bool:
         return all(c.status != "fail" for c in self.checks)
 
-    def add(self, name: str, status: str, finding: str, fix: Optional[str] = None) -> Check:
-        check = Check(name, status, finding, fix)
+    def add(
+        self, name: str, status: str, finding: str, fix: Optional[str] = None, defect: Optional[dict] = None
+    ) -> Check:
+        check = Check(name, status, finding, fix, defect)
         self.checks.append(check)
         return check
 
     def as_dict(self) -> dict:
-        return {"target": self.target, "ok": self.ok, "checks": [asdict(c) for c in self.checks]}
+        return {"target": self.target, "ok": self.ok, "checks": [c.as_dict() for c in self.checks]}
 
 
 def _version(text: Optional[str]) -> tuple:
-    from mempalace_pg.db.schema import version_tuple
+    from mempalace_pg.db.defects import version_tuple
 
     return version_tuple(text) if text else ()
 
@@ -130,54 +134,111 @@ def _check_server(report: Report, conn: psycopg.Connection, settings: Settings =
 
 
 def _check_extensions(report: Report, conn: psycopg.Connection, settings: Settings = None) -> None:
-    from mempalace_pg.db.schema import MIN_PGVECTOR
-
-    major = conn.info.server_version // 10000
+    """Each extension: there and recent enough, then one check per known defect of its version."""
     rows = conn.execute(
         "SELECT a.name, a.default_version, e.extversion FROM pg_available_extensions a "
         "LEFT JOIN pg_extension e ON e.extname = a.name WHERE a.name IN ('vector', 'age')"
     ).fetchall()
     found = {name: (available, installed) for name, available, installed in rows}
-    for name, label, package in (
-        ("vector", "pgvector", f"postgresql-{major}-pgvector"),
-        ("age", "Apache AGE", f"postgresql-{major}-age"),
-    ):
+    palace: Optional[list[str]] = None  # the palace roles, read once, when a defect needs them
+    for name in ("vector", "age"):
         available, installed = found.get(name, (None, None))
-        if available is None:
-            report.add(
-                name,
-                "fail",
-                f"{label} is not installed on the server",
-                f"install the package {package} on the database server (Debian/PGDG naming), then "
-                "`mempalace-pg db upgrade`",
-            )
-            continue
-        if installed is None:
-            report.add(
-                name,
-                "fail",
-                f"{label} {available} is available but not created in database {conn.info.dbname!r}",
-                f"as a superuser: psql -d {conn.info.dbname} -c 'CREATE EXTENSION {name};' "
-                "(or `mempalace-pg db upgrade` as a superuser)",
-            )
-            continue
-        if name == "vector" and _version(installed) < MIN_PGVECTOR:
-            report.add(
-                name,
-                "fail",
-                f"pgvector {installed}: mempalace-pg needs "
-                f"{'.'.join(map(str, MIN_PGVECTOR))} or newer (iterative index scans)",
-                f"install a newer {package}, then `ALTER EXTENSION vector UPDATE;`",
-            )
-            continue
-        note = KNOWN_ISSUES.get((name, ".".join(str(p) for p in _version(installed)[:3])))
-        status = "warn" if note else "ok"
-        finding = f"{label} {installed}" + (f" (server has {available})" if available != installed else "")
+        # Defects by default_version, not extversion: a bug in an extension's C code is the library's, and
+        # the server loads the installed package's library, whose version is default_version; extversion
+        # only says which SQL objects were created, and lags until ALTER EXTENSION ... UPDATE.
+        known = defects.defects_of(name, available) if available else []
+        _check_extension(report, conn, name, available, installed, len(known))
+        for defect in known:
+            if defect.isolation and palace is None:
+                palace = defects.palace_roles(conn)
+            _check_defect(report, defect, available, palace or [])
+
+
+def _check_extension(
+    report: Report,
+    conn: psycopg.Connection,
+    name: str,
+    available: Optional[str],
+    installed: Optional[str],
+    known: int,
+) -> None:
+    from mempalace_pg.db.schema import MIN_PGVECTOR
+
+    major = conn.info.server_version // 10000
+    label, package = {
+        "vector": ("pgvector", f"postgresql-{major}-pgvector"),
+        "age": ("Apache AGE", f"postgresql-{major}-age"),
+    }[name]
+    if available is None:
         report.add(
             name,
-            status,
-            finding + (f": {note}" if note else ""),
-            "upgrade the package when a fixed release is available" if note else None,
+            "fail",
+            f"{label} is not installed on the server",
+            f"install the package {package} on the database server (Debian/PGDG naming), then "
+            "`mempalace-pg db upgrade`",
+        )
+    elif installed is None:
+        report.add(
+            name,
+            "fail",
+            f"{label} {available} is available but not created in database {conn.info.dbname!r}",
+            f"as a superuser: psql -d {conn.info.dbname} -c 'CREATE EXTENSION {name};' "
+            "(or `mempalace-pg db upgrade` as a superuser)",
+        )
+    elif name == "vector" and _version(installed) < MIN_PGVECTOR:
+        report.add(
+            name,
+            "fail",
+            f"pgvector {installed}: mempalace-pg needs "
+            f"{'.'.join(map(str, MIN_PGVECTOR))} or newer (iterative index scans)",
+            f"install a newer {package}, then `ALTER EXTENSION vector UPDATE;`",
+        )
+    else:
+        finding = f"{label} {installed}" + (f" (server has {available})" if available != installed else "")
+        known_text = f"{known} known defect(s) of {available}, below" if known else "no known defects"
+        report.add(name, "ok", f"{finding}; {known_text}")
+
+
+def _check_defect(report: Report, defect: defects.Defect, version: str, palace: list[str]) -> None:
+    """One known defect of the server's ``version`` (the library's: db/defects.py says why that one and
+    not ``extversion``), as a check ``<extension>: <key>``. A warning, but a failure for a defect that
+    lets one palace role reach another's palace while more than one palace role exists (as
+    db/defects.py defines them): the plugin cannot keep them apart there, only an upgrade can."""
+    label = {"vector": "pgvector", "age": "Apache AGE"}[defect.extension]
+    data = {
+        "key": defect.key,
+        "extension": defect.extension,
+        "version": version,
+        "fixed_in": defect.fixed_in_text,
+        "what": defect.what,
+        "consequence": defect.consequence,
+        "fix": defect.fix,
+        "reference": defect.reference,
+    }
+    name = f"{defect.extension}: {defect.key}"
+    finding = f"{label} {version}: {defect.what} ({defect.fixed_text}; {defect.reference}); for this plugin: "
+    consequence = defect.consequence
+    if not defect.isolation:
+        report.add(name, "warn", f"{finding}{consequence}", defect.fix, data)
+        return
+    data["palace_roles"] = palace
+    if len(palace) > 1:
+        report.add(
+            name,
+            "fail",
+            f"{finding}{len(palace)} palace roles share this server ({', '.join(palace)}), and "
+            f"{defect.isolation}",
+            defect.fix,
+            data,
+        )
+    else:
+        here = f"the one palace role here is {palace[0]}" if palace else "no palace role here yet"
+        report.add(
+            name,
+            "warn",
+            f"{finding}{consequence}; {here}, and `db bootstrap --app-role` refuses a second",
+            defect.fix,
+            data,
         )
 
 
@@ -559,13 +620,7 @@ def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]
         return
     marker = os.path.join(palace, MARKER_FILENAME)
     if not os.path.isfile(marker):
-        kind = "does not exist yet" if not os.path.exists(palace) else "is not a postgres palace (no marker)"
-        report.add(
-            "palace",
-            "warn",
-            f"MemPalace's palace {palace} {kind}: MemPalace will use its default backend there",
-            "mempalace --backend postgres mine <dir>  (or: mempalace-pg migrate --from <it> --to <new dir>)",
-        )
+        report.add("palace", "warn", *_unmarked_palace(palace, configured=not palace_path))
         return
     try:
         namespace, key = check_marker_target(palace, settings)
@@ -582,6 +637,60 @@ def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]
         "ok",
         f"MemPalace's palace {palace} uses the postgres backend here "
         f"(key {key!r}, namespace {namespace!r}); its knowledge graph is in AGE",
+    )
+
+
+def _mempalace_config_json() -> tuple:
+    """(directory, settings) of MemPalace's config.json; settings are {} when it is absent or unreadable."""
+    import json
+
+    from mempalace.config import MempalaceConfig
+
+    config_dir = str(MempalaceConfig().config_dir)
+    try:
+        with open(os.path.join(config_dir, "config.json"), encoding="utf-8-sig") as f:
+            settings = json.load(f)
+    except (OSError, ValueError):
+        settings = {}
+    return config_dir, settings if isinstance(settings, dict) else {}
+
+
+def _unmarked_palace(palace: str, *, configured: bool) -> tuple:
+    """(finding, fix) for a palace directory without the marker: which backend MemPalace will give it,
+    and, for the configured palace, a config.json that selects postgres but names no palace."""
+    from mempalace_pg.marker import BACKEND_NAME
+
+    try:
+        from mempalace.palace import resolve_backend_name
+
+        selected, refusal = resolve_backend_name(palace), None
+    except Exception as exc:  # noqa: BLE001 - MemPalace's own refusal is the finding
+        selected, refusal = None, f"MemPalace refuses it: {exc}"
+    config_dir, config = _mempalace_config_json()
+    config_json = os.path.join(config_dir, "config.json")
+    default_palace = os.path.realpath(os.path.join(config_dir, "palace"))
+    if configured and config.get("backend") == BACKEND_NAME and palace == default_palace:
+        # MemPalace 3.11's `init --backend` wrote {"backend": ...} over the config.json init() had
+        # written (mempalace_pg.hooks keeps that now), so the user's palace is named nowhere
+        return (
+            f"{config_json} selects the postgres backend but names no palace_path, so MemPalace's "
+            f"commands without --palace, `mempalace serve` among them, use {palace}, which "
+            + ("does not exist" if not os.path.exists(palace) else "holds no postgres palace"),
+            f'put "palace_path": "/path/to/your/palace" in {config_json} (until then: '
+            "mempalace serve --palace /path/to/your/palace, serve's own flag)",
+        )
+    kind = "does not exist yet" if not os.path.exists(palace) else "holds no postgres palace (no marker)"
+    if selected == BACKEND_NAME:
+        return (
+            f"MemPalace's palace {palace} is set to the postgres backend and {kind}: its first write "
+            "creates it (`mempalace init` does not); until then `mempalace serve` answers status with "
+            '"Backend open failed"',
+            "mempalace mine <dir>  (or file a first memory through the server)",
+        )
+    return (
+        f"MemPalace's palace {palace} {kind}: "
+        + (refusal or f"MemPalace will use the {selected} backend there"),
+        "mempalace --backend postgres mine <dir>  (or: mempalace-pg migrate --from <it> --to <new dir>)",
     )
 
 

@@ -13,6 +13,11 @@ tools); bob, with the same privileges on his own schema, cannot read, count, sea
 anything of hers, through the plugin, plain SQL on every relation and function of her schemas, Cypher,
 or AGE's catalog; her palace is intact afterwards. In a database of its own, so the catalog policies
 apply there only.
+
+On a server whose pgvector overflows in parallel HNSW builds (before 0.8.2, CVE-2026-3172: any role may
+run one on a table of its own and read other relations' data) the bootstrap refuses a second palace role,
+saying why and what to upgrade; the tests then make it with `--accept-known-defect`, so that the rest of
+the isolation is still proven there. Which branch runs follows the server's own pgvector version.
 """
 
 from __future__ import annotations
@@ -58,6 +63,55 @@ def _bootstrap(admin: str, role: str, schema: str, password: str, *extra: str):
     )
 
 
+OVERFLOW = "parallel-hnsw-build-overflow"
+
+
+def _parallel_build_unsafe(admin: str) -> bool:
+    """Whether the server's pgvector library (the installed package's version) overflows in parallel
+    HNSW builds (CVE-2026-3172, fixed in 0.8.2): read from the server, whatever the stack's name."""
+    from mempalace_pg.db.defects import version_tuple
+
+    with psycopg.connect(admin) as conn:
+        [version] = conn.execute(
+            "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+        ).fetchone()
+    return version_tuple(version) < (0, 8, 2)
+
+
+def _bootstrap_person(admin: str, role: str, password: str, *extra: str) -> bool:
+    """Bootstrap ``role`` with its own schema as a person's palace; returns whether it was refused first.
+
+    On a server whose pgvector overflows in parallel HNSW builds, a role beside another palace role is
+    refused, with why and what to upgrade, before anything changes; then made with the override, which
+    warns. Elsewhere (or as the first palace role) it is made at once, with no warning."""
+    from mempalace_pg.db.defects import palace_roles
+
+    with psycopg.connect(admin) as conn:
+        others = [r for r in palace_roles(conn) if r != role]
+    refused = _parallel_build_unsafe(admin) and bool(others)
+    proc = _bootstrap(admin, role, role, password, *extra)
+    if refused:
+        assert proc.returncode == 2, (proc.stdout, proc.stderr)
+        message = proc.stderr
+        assert f"refusing to make {role!r} a palace role beside" in message and others[0] in message
+        assert "CVE-2026-3172" in message and f"could leak to {role}" in message
+        assert "upgrade pgvector to 0.8.2 or newer" in message and "postgresql-18-pgvector" in message
+        assert "homelab image" in message and "Nothing was changed" in message
+        assert f"--accept-known-defect {OVERFLOW}" in message and "Traceback" not in message
+        assert password not in proc.stdout + message and "applied" not in proc.stdout
+        with psycopg.connect(admin) as conn:  # nothing was changed: no role, no schema
+            assert not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            assert not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (role,)).fetchone()
+        proc = _bootstrap(admin, role, role, password, *extra, "--accept-known-defect", OVERFLOW)
+        assert "mempalace-pg: warning:" in proc.stderr and "CVE-2026-3172" in proc.stderr, proc.stderr
+        assert "`mempalace-pg doctor` fails until it is fixed" in proc.stderr
+    else:
+        assert "warning" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert f"belong to {role!r}" in proc.stdout and password not in proc.stdout + proc.stderr
+    return refused
+
+
 @pytest.fixture(scope="module")
 def people(pg_admin_dsn):
     tag = uuid.uuid4().hex[:6]
@@ -65,23 +119,30 @@ def people(pg_admin_dsn):
     with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
     admin = _with(pg_admin_dsn, dbname=database)
-    who = {}
+    who, made = {}, []  # made: every role a test here bootstraps, dropped at the end whatever happened
     try:
+        refused = {}
         for person in ("alice", "bob"):
             role, password = f"iso_{person}_{tag}", f"pw {person} {uuid.uuid4().hex}"
-            proc = _bootstrap(admin, role, role, password, "--connection-limit", "40")
-            assert proc.returncode == 0, proc.stderr
-            assert f"belong to {role!r}" in proc.stdout and password not in proc.stdout + proc.stderr
-            who[person] = {"role": role, "schema": role, "dsn": _with(admin, user=role, password=password)}
-        yield {"admin": admin, **who}
+            made.append(role)
+            refused[person] = _bootstrap_person(admin, role, password, "--connection-limit", "40")
+            who[person] = {
+                "role": role,
+                "schema": role,
+                "dsn": _with(admin, user=role, password=password),
+                "password": password,
+            }
+        # bob comes second, beside alice: refused exactly where the server's pgvector has the overflow
+        assert refused["bob"] == _parallel_build_unsafe(admin)
+        yield {"admin": admin, "made": made, **who}
     finally:
         from mempalace_pg.db import pool
 
         pool.close_all()
         with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
-            for person in who.values():
-                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(person["role"])))
+            for role in made:  # tagged palace roles left behind would make doctor fail elsewhere
+                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
 def _as(monkeypatch, person: dict) -> None:
@@ -116,6 +177,33 @@ def test_the_bootstrap_makes_a_role_that_owns_its_schema_and_graph(people):
             {"s": alice["schema"], "g": alice["schema"] + "_kg", "r": alice["role"]},
         ).fetchone()
     assert row == (False, False, False, 40, alice["role"], alice["role"], 0)
+    # both are palace roles, tagged by the bootstrap (counted by doctor from any database)
+    from mempalace_pg.db.defects import PALACE_ROLE_TAG, palace_roles
+
+    with psycopg.connect(people["admin"]) as conn:
+        assert {alice["role"], people["bob"]["role"]} <= set(palace_roles(conn))
+        for person in (alice, people["bob"]):
+            comment = conn.execute(
+                "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = %s",
+                (person["role"],),
+            ).fetchone()[0]
+            assert comment.startswith(PALACE_ROLE_TAG), comment
+    # rerunning it for a role that exists (to set its password again) is never refused, on any server
+    again = _bootstrap(people["admin"], alice["role"], alice["schema"], alice["password"])
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+    # the override names a known defect, and goes with --app-role
+    bogus = _bootstrap(
+        people["admin"], alice["role"], alice["schema"], alice["password"], "--accept-known-defect", "x"
+    )
+    assert bogus.returncode == 2 and "no known defect is called x" in bogus.stderr, bogus.stderr
+    alone = run_cli(
+        "db",
+        "bootstrap",
+        "--accept-known-defect",
+        OVERFLOW,
+        env={**os.environ, "MEMPALACE_PG_DSN": people["admin"]},
+    )
+    assert alone.returncode == 2 and "goes with the --app-role" in alone.stderr, alone.stderr
     # rerun: the same role and schema are fine; a schema that is someone else's is refused
     again = _bootstrap(people["admin"], people["bob"]["role"], alice["schema"], "x y z")
     assert again.returncode != 0 and f"belongs to {alice['role']!r}" in again.stderr, again.stderr
@@ -227,6 +315,15 @@ def test_bob_cannot_reach_anything_of_alices(people, monkeypatch, tmp_path, embe
         assert "permission denied" in _denied(
             conn, sql.SQL("SELECT ag_catalog.drop_graph({}, true)").format(graph)
         )
+        # AGE's file loaders (before 1.7 they open any file the server can read): the bootstrap revoked
+        # them from PUBLIC, so the check of EXECUTE refuses before the function runs
+        for loader in ("load_labels_from_file", "load_edges_from_file"):
+            assert "permission denied" in _denied(
+                conn,
+                sql.SQL("SELECT ag_catalog.{}({}, 'Entity', '/nonexistent/mempalace-pg.csv')").format(
+                    sql.Identifier(loader), graph
+                ),
+            )
         # AGE's catalog: bob may register his own graphs there, but change no row of alice's
         mine = "(SELECT graphid FROM ag_catalog.ag_graph WHERE name = %s)"
         assert (
@@ -299,8 +396,11 @@ def test_a_role_at_its_connection_limit_is_told_so_at_once_without_a_storm(peopl
     from mempalace_pg.errors import DatabaseUnavailableError
 
     role, password = f"iso_carol_{uuid.uuid4().hex[:6]}", f"pw {uuid.uuid4().hex}"
-    proc = _bootstrap(people["admin"], role, role, password, "--connection-limit", "3")
-    assert proc.returncode == 0, proc.stderr
+    people["made"].append(role)
+    # a third palace role: refused like bob on a server with the overflow, then made with the override
+    assert _bootstrap_person(people["admin"], role, password, "--connection-limit", "3") == (
+        _parallel_build_unsafe(people["admin"])
+    )
     carol = {"role": role, "schema": role, "dsn": _with(people["admin"], user=role, password=password)}
     _as(monkeypatch, carol)
     monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
