@@ -33,6 +33,18 @@ _sqlite_graph_stats)                   graph_stats count wings and rooms from Ch
 ``backends.chroma``                    ``mempalace status`` tallies wings and rooms with Chroma's
 (_sqlite_wing_room_counts)             reader whatever the backend; for a postgres palace, from
                                        the counts PostgreSQL keeps (no scan of the drawers)
+``config`` (MempalaceConfig.           ``mempalace init --backend postgres`` on a new config
+set_backend), for ``postgres`` only    directory: ``init()`` writes the default config.json
+                                       (palace_path, collection_name, topic_wings,
+                                       hall_keywords) but not into the object, and
+                                       ``set_backend`` then writes ``{"backend": ...}`` alone
+                                       over it. Without palace_path every later command without
+                                       ``--palace`` (``serve``) uses ``<config dir>/palace``,
+                                       and ``mempalace --palace P mine`` mines P into Chroma
+``cli`` (cmd_serve)                    ``serve``'s own ``--palace`` (default None) drops the
+                                       global one: ``mempalace --palace P serve`` serves
+                                       config.json's palace_path. For a postgres palace (or with
+                                       ``--backend postgres``) it serves P
 =====================================  ========================================================
 
 How the patches get in: an import hook (:class:`_Finder`, on ``sys.meta_path``) runs each patch
@@ -317,6 +329,77 @@ def _patch_chroma_module(module) -> None:
     _swap(module, _sqlite_wing_room_counts, original)
 
 
+def _init_wrote(config) -> dict:
+    """The config.json ``MempalaceConfig.init()`` wrote for ``config``: the file's settings when there
+    was no file as ``config`` read it (``init()`` writes one only then) and it now holds a JSON object;
+    otherwise (the file was there before, or is unreadable) nothing, and MemPalace's own rules apply."""
+    import json
+
+    if getattr(config, "_file_config_state", "absent") != "absent":
+        return {}
+    try:
+        with open(os.path.join(config.config_dir, "config.json"), encoding="utf-8-sig") as f:
+            written = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return written if isinstance(written, dict) else {}
+
+
+def _patch_config(module) -> None:
+    cls = module.MempalaceConfig
+    original = cls.set_backend
+
+    def set_backend(self, backend: str) -> None:
+        # `mempalace init` calls cfg.init(), which writes the default config.json without putting it in
+        # cfg's settings, then cfg.set_backend(), which writes cfg's settings, {"backend": ...} alone,
+        # over that file. Keep what init() wrote (cfg's own settings win), as a Chroma palace's init does.
+        if str(backend).strip().lower() == BACKEND_NAME:
+            for key, value in _init_wrote(self).items():
+                self._file_config.setdefault(key, value)
+        original(self, backend)
+
+    _swap(cls, set_backend, original)
+
+
+def global_palace(argv: list) -> Optional[str]:
+    """The global ``--palace`` of a ``mempalace [--palace P] [--backend B] serve ...`` command line (the
+    one given before ``serve``), parsed as MemPalace's parser parses it; None when there is none or the
+    command line is not one of ``serve``."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # never print or exit: the command line is MemPalace's to judge
+            raise ValueError(message)
+
+    parser = Parser(add_help=False)
+    parser.add_argument("--palace")
+    parser.add_argument("--backend")
+    parser.add_subparsers(dest="command").add_parser("serve", add_help=False)
+    try:
+        given, _ = parser.parse_known_args(argv)
+    except ValueError:
+        return None
+    return given.palace if given.command == "serve" else None
+
+
+def _patch_cli(module) -> None:
+    original = module.cmd_serve
+
+    def cmd_serve(args):
+        # serve's own --palace defaults to None over the global one, so `mempalace --palace P serve`
+        # serves config.json's palace_path. Give it P when P is a postgres palace or the command
+        # selects this backend; any other palace is served as MemPalace serves it.
+        if not getattr(args, "palace", None):
+            palace = global_palace(sys.argv[1:])
+            if palace and (
+                _is_postgres_palace(palace) or os.environ.get("MEMPALACE_BACKEND_EXPLICIT") == BACKEND_NAME
+            ):
+                args.palace = palace
+        return original(args)
+
+    _swap(module, cmd_serve, original)
+
+
 #: MemPalace module -> its patch, applied once, right after the module is executed.
 PATCHES: dict[str, Callable] = {
     "mempalace.knowledge_graph": _patch_knowledge_graph,
@@ -327,6 +410,8 @@ PATCHES: dict[str, Callable] = {
     "mempalace.mcp_server": _patch_mcp_server,
     "mempalace.backends.chroma": _patch_chroma_module,
     "mempalace.integrations.hermes": _patch_knowledge_graph,
+    "mempalace.config": _patch_config,
+    "mempalace.cli": _patch_cli,
 }
 
 
@@ -406,4 +491,11 @@ def install() -> None:
     apply_pending()
 
 
-__all__ = ["install", "apply_pending", "PATCHES", "grouped_counts_reader", "wing_source_counts_reader"]
+__all__ = [
+    "install",
+    "apply_pending",
+    "PATCHES",
+    "global_palace",
+    "grouped_counts_reader",
+    "wing_source_counts_reader",
+]

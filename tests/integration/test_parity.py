@@ -12,15 +12,22 @@ shows is a failure too, so the list stays exact.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
+import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
+import anyio
 import pytest
 
-from palace_pair import Palace, comparable, differences
+from palace_pair import MEMPALACE, Palace, comparable, differences
 from real_text import files, read
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "corpus"
@@ -517,3 +524,150 @@ def test_a_file_name_that_is_not_utf8_stops_mine_as_on_chroma(tmp_path, embeddin
     assert runs["chroma"] == runs["postgres"]
     assert runs["postgres"]["rc"] == 1
     assert "UnicodeEncodeError" in runs["postgres"]["out"] and "mine_lock" in runs["postgres"]["out"]
+
+
+# -- init, then serve, from a new configuration directory ------------------------------------------
+
+
+@contextlib.contextmanager
+def _served(p: Palace, env: dict):
+    """``mempalace --palace P serve`` (the global ``--palace``, as MemPalace's docs put it first) on a free
+    loopback port with a token, as a process of its own; yields (url, token, banner) once it answers
+    its health check, and stops it afterwards. The banner is what serve printed before it started the
+    server (its ``palace   :`` line names the palace it serves)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_hex(16)
+    out, err = p.root / f"serve-{port}.out", p.root / f"serve-{port}.err"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        proc = subprocess.Popen(
+            [MEMPALACE, "--palace", str(p.path), "serve", "--host", "127.0.0.1", "--port", str(port)]
+            + ["--token", token],
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise AssertionError(
+                        f"mempalace serve did not start: {err.read_text()[-3000:]}"
+                    ) from None
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp", token, out.read_text()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _served_palace(banner: str) -> str:
+    return re.search(r"^\s*palace\s*:\s*(.+)$", banner, re.M).group(1).strip()
+
+
+def _over_http(url: str, token: str, calls: list) -> list:
+    """(step, answer) of each (step, tool, arguments) in ``calls``, over MemPalace's HTTP MCP server, as a
+    client of the team server calls them."""
+    from mcp_client import http_session, text_of
+
+    async def session():
+        got = []
+        async with http_session(url, token) as client:
+            for step, name, arguments in calls:
+                result = await client.result(name, **arguments)
+                text = text_of(result)
+                try:
+                    answer = json.loads(text)
+                except ValueError:
+                    answer = text
+                got.append((step, {"isError": answer} if result.is_error else answer))
+        return got
+
+    return anyio.run(session)
+
+
+SAUCE = "Tomato sauce: simmer tomatoes with basil and garlic for forty minutes."
+#: what a client of the team server does first on a palace that was only init'ed
+FIRST_CALLS = [
+    ("add_drawer", "mempalace_add_drawer", {"wing": "kitchen", "room": "recipes", "content": SAUCE}),
+    ("status", "mempalace_status", {}),
+    ("search", "mempalace_search", {"query": "tomato basil sauce", "limit": 3}),
+    ("kg_add", "mempalace_kg_add", {"subject": "Sauce", "predicate": "uses", "object": "Basil"}),
+    ("kg_query", "mempalace_kg_query", {"entity": "Sauce"}),
+]
+
+
+def _init_serve_mine_serve(p: Palace) -> tuple:
+    """init from a new configuration directory, serve (written to and searched over HTTP), mine with no
+    ``--backend``, then serve from a configuration naming no palace; (config.json, the first server's
+    answers, the palace the second server served, that server's status)."""
+    corpus = p.root / "corpus"
+    shutil.copytree(DATA, corpus)
+    assert not any(p.config.iterdir())  # a configuration directory nobody has written yet
+    done = p.cli(*p.backend_args(), "init", str(corpus), "--yes", "--no-llm")
+    assert done["rc"] == 0, done["out"]
+    config = json.loads((p.config / "config.json").read_text())
+
+    with _served(p, p.env) as (url, token, banner):
+        assert _served_palace(banner) == str(p.path), banner
+        first = _over_http(url, token, FIRST_CALLS)
+
+    done = p.cli("mine", str(corpus))  # no --backend: config.json's palace_path and backend decide
+    assert done["rc"] == 0 and "Drawers filed: 0" not in done["out"], done["out"]
+    on_disk = {f.name for f in p.path.iterdir()}
+    assert ("mempalace_pg.json" if p.backend == "postgres" else "chroma.sqlite3") in on_disk, on_disk
+    assert p.backend == "chroma" or "chroma.sqlite3" not in on_disk, on_disk
+
+    elsewhere = p.root / "other-config"
+    elsewhere.mkdir()
+    with _served(p, {**p.env, "MEMPALACE_CONFIG_DIR": str(elsewhere)}) as (url, token, banner):
+        ((_, status),) = _over_http(url, token, [("status", "mempalace_status", {})])
+    return config, first, _served_palace(banner).replace(str(elsewhere), "<other config>"), status
+
+
+def test_init_then_serve_from_a_new_configuration_as_on_chroma(tmp_path, embedding_url):
+    """The way MemPalace's docs set up a team server: ``mempalace [--backend postgres] --palace P init
+    <dir>`` from a configuration directory that does not exist yet, then ``mempalace --palace P serve``.
+
+    MemPalace 3.11 drops two things on the way: with ``--backend``, init's ``set_backend`` writes
+    ``{"backend": ...}`` over the config.json init has just written (palace_path, collection_name,
+    topic_wings, hall_keywords), and ``serve`` ignores the global ``--palace`` (its own ``--palace``
+    defaults to None over it) and serves config.json's palace_path. On Chroma the second is hidden by
+    the config.json init kept; for a postgres palace :mod:`mempalace_pg.hooks` keeps that config.json
+    and serves the ``--palace`` given. From a configuration that names no palace MemPalace still serves
+    config.json's palace for Chroma; the hooks serve P for postgres."""
+    palaces = {b: Palace(tmp_path, b, embedding_url) for b in ("chroma", "postgres")}
+    runs = {b: _init_serve_mine_serve(p) for b, p in palaces.items()}
+    configs = {b: run[0] for b, run in runs.items()}
+    assert set(configs["chroma"]) == {"palace_path", "collection_name", "topic_wings", "hall_keywords"}
+    assert set(configs["postgres"]) == set(configs["chroma"]) | {"backend"}
+    assert configs["postgres"].pop("backend") == "postgres"
+    for backend, config in configs.items():
+        assert config.pop("palace_path") == str(palaces[backend].path), config
+    assert configs["postgres"] == configs["chroma"]  # MemPalace's defaults, the same
+
+    first = {b: [(step, comparable(a, palaces[b])) for step, a in run[1]] for b, run in runs.items()}
+    assert [s for s, _ in first["chroma"]] == [s for s, _ in first["postgres"]]
+    unexpected = {}
+    for (step, chroma), (_, postgres) in zip(first["chroma"], first["postgres"]):
+        diff = [d for d in differences(chroma, postgres) if not any(re.match(k, d) for k, _ in KNOWN_FIELDS)]
+        if diff:
+            unexpected[step] = diff
+    assert not unexpected, unexpected
+    status = dict(runs["postgres"][1])["status"]
+    assert status["total_drawers"] == 1 and status["wings"] == {"kitchen": 1}, status
+    assert dict(runs["postgres"][1])["search"]["results"][0]["text"] == SAUCE
+
+    # served from a configuration naming no palace: MemPalace serves its default palace for Chroma
+    assert runs["chroma"][2] == "<other config>/palace"
+    assert runs["postgres"][2] == str(palaces["postgres"].path)
+    assert runs["postgres"][3]["total_drawers"] > 1 and "kitchen" in runs["postgres"][3]["wings"]

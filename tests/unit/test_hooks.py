@@ -21,7 +21,57 @@ def test_hooks_are_installed_when_python_starts(tmp_path):
         "for f in (off_vocabulary_facts, resolve_kg_path, _read_kg, graph.sqlite_grouped_counts_reader):\n"
         "    assert hasattr(f, '__wrapped__'), f\n"
         "assert 'postgres' in palace._MULTI_PROCESS_WRITER_BACKENDS\n"
+        "from mempalace.config import MempalaceConfig\n"
+        "import mempalace.cli as cli\n"
+        "for f in (MempalaceConfig.set_backend, cli.cmd_serve):\n"
+        "    assert hasattr(f, '__wrapped__'), f\n"
         "print('ok')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+def test_the_global_palace_of_a_serve_command_line():
+    """What MemPalace's parser drops for `serve`: the --palace given before the subcommand, and only that."""
+    from mempalace_pg.hooks import global_palace
+
+    assert global_palace(["--palace", "/p", "serve", "--port", "9000", "--token", "t"]) == "/p"
+    assert global_palace(["--backend", "postgres", "--palace=/p", "serve", "--read-only"]) == "/p"
+    assert global_palace(["--pal", "/p", "serve"]) == "/p"  # argparse's abbreviations, as MemPalace's parser
+    # with both, serve's own --palace is in args and wins; the hook reads the global one only without it
+    assert global_palace(["--palace", "/p", "serve", "--palace", "/q"]) == "/p"
+    assert global_palace(["serve", "--palace", "/q"]) is None
+    assert global_palace(["--palace", "/p", "init", "/dir"]) is None  # not a serve command line
+    assert global_palace(["-q", "tests/unit"]) is None  # e.g. pytest's own sys.argv
+    assert global_palace([]) is None
+
+
+def _init_then_set_backend(config_dir, backend: str) -> dict:
+    """`mempalace init --backend B`'s two writes of config.json, in its order (cmd_init.py)."""
+    import json
+
+    from mempalace.config import MempalaceConfig
+
+    cfg = MempalaceConfig(config_dir=str(config_dir))
+    cfg.init()
+    cfg.set_backend(backend)
+    return json.loads((config_dir / "config.json").read_text())
+
+
+def test_init_backend_postgres_keeps_the_config_init_wrote(tmp_path):
+    chroma = _init_then_set_backend(tmp_path / "chroma", "chroma")
+    postgres = _init_then_set_backend(tmp_path / "postgres", "postgres")
+    # MemPalace 3.11's own behaviour, left as it is for every other backend: set_backend writes over
+    # the defaults init() has just written
+    assert chroma == {"backend": "chroma"}
+    assert set(postgres) == {"palace_path", "collection_name", "topic_wings", "hall_keywords", "backend"}
+    assert postgres["palace_path"] == str(tmp_path / "postgres" / "palace")
+    assert postgres["backend"] == "postgres"
+
+
+def test_an_existing_config_json_is_left_as_mempalace_leaves_it(tmp_path):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"palace_path": "/elsewhere", "collection_name": "c"}))
+    written = _init_then_set_backend(tmp_path, "postgres")
+    assert written == {"palace_path": "/elsewhere", "collection_name": "c", "backend": "postgres"}
