@@ -191,6 +191,12 @@ if [[ ! -s "$PGDATA/PG_VERSION" ]]; then
     bootstrap
 fi
 unset POSTGRES_PASSWORD MEMPALACE_APP_PASSWORD POSTGRES_PASSWORD_FILE MEMPALACE_APP_PASSWORD_FILE
+# A pgvector whose parallel HNSW build overflows a buffer (the image marks it, docker/Dockerfile): no
+# parallel maintenance workers unless a session asks (settings given in the command come after and win).
+if [[ -f /etc/mempalace-pg/pgvector-defects ]]; then
+    log "$(cat /etc/mempalace-pg/pgvector-defects): max_parallel_maintenance_workers = 0"
+    set -- -c max_parallel_maintenance_workers=0 "$@"
+fi
 log "starting $(postgres --version) on port 5432"
 if [[ "$(id -u)" == 0 ]]; then
     exec setpriv --reuid=postgres --regid=postgres --init-groups -- postgres -D "$PGDATA" "$@"

@@ -19,7 +19,10 @@
 #   3. the base image debian:trixie-slim, imported from a `debootstrap --variant=minbase trixie` root (no
 #      registry is reachable here); the root's tarball is cached in the state directory;
 #   4. docker/.env with two random passwords when there is none (a docker/.env of yours is used as it is);
-#   5. `docker-compose build` and `up -d db`, then waits for the health check to say healthy;
+#   5. `docker-compose build` and `up -d db`, then waits for the health check to say healthy, and checks the
+#      image's packages: the pgvector library and extension are its package's version, with no parallel
+#      maintenance workers by default where that version's parallel HNSW build is unsafe (< 0.8.2), and, on
+#      trixie, apt sources with trixie-security and trixie-updates;
 #   6. copies the CA certificate the container made, writes a libpq password file for the application role,
 #      and checks (scripts/docker_smoke.py): TLS verify-full as the application role, no superuser, a
 #      password needed (the DSN without one is refused), a drawer and a fact added and found again; then
@@ -217,6 +220,46 @@ if [[ "$status" != healthy ]]; then
     die "the db container is not healthy (health: $status)"
 fi
 end "boot to healthy"
+
+# What the image promises about its packages (docker/Dockerfile): Debian's pgvector, as the library the
+# server loads (default_version) and as the extension the bootstrap created (extversion), made safe where
+# it has the parallel HNSW build overflow; and, on trixie, apt sources with trixie-security, so an upgrade
+# in the container takes Debian's security fixes.
+begin "the image's versions and apt sources"
+in_db() {
+    docker_cli exec -u postgres "$container" psql -X -qtA -v ON_ERROR_STOP=1 -d "$app_db" -c "$1" \
+        || die "psql in the db container failed: $1"
+}
+server_version=$(in_db "SHOW server_version")
+vector_default=$(in_db "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
+vector_created=$(in_db "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+age_default=$(in_db "SELECT default_version FROM pg_available_extensions WHERE name = 'age'")
+age_created=$(in_db "SELECT extversion FROM pg_extension WHERE extname = 'age'")
+pg_major=$(docker_cli exec "$container" cat /etc/mempalace-pg-major)
+packages=$(docker_cli exec "$container" dpkg-query -W -f '${Package} ${Version}, ' \
+    "postgresql-$pg_major" "postgresql-$pg_major-pgvector" "postgresql-$pg_major-age")
+log "PostgreSQL $server_version; pgvector $vector_default (created: $vector_created);" \
+    "AGE $age_default (created: $age_created); packages: ${packages%, }"
+# The library the server loads is the package's, and the bootstrap created that version.
+vector_package=$(docker_cli exec "$container" dpkg-query -W -f '${Version}' "postgresql-$pg_major-pgvector")
+[[ -n "$vector_default" && "${vector_package%%-*}" == "$vector_default"* && "$vector_created" == "$vector_default" ]] \
+    || die "pgvector: package $vector_package, library '$vector_default', extension '$vector_created' differ"
+# Where the parallel HNSW build overflows (before 0.8.2) the server's default runs none (the entrypoint).
+workers=$(in_db "SHOW max_parallel_maintenance_workers")
+if dpkg --compare-versions "$vector_default" lt 0.8.2; then
+    [[ "$workers" == 0 ]] || die "pgvector $vector_default has CVE-2026-3172 but max_parallel_maintenance_workers is $workers"
+    log "pgvector $vector_default has known defects (doctor names them): parallel maintenance workers off"
+fi
+if [[ "$MEMPALACE_PG_IMAGE_STACK" == trixie ]]; then
+    suites=$(docker_cli exec "$container" sh -c \
+        'cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | grep -v "^[[:space:]]*#"')
+    for suite in trixie-security trixie-updates; do
+        grep -qE "(^deb |^Suites:).*[[:space:]]$suite([[:space:]]|\$)" <<<"$suites" \
+            || die "the image's apt sources have no $suite: $(tr '\n' ' ' <<<"$suites")"
+    done
+    log "apt sources: $(grep -E '^(deb |Suites:)' <<<"$suites" | tr '\n' ';')"
+fi
+end "versions and apt sources"
 
 # ------------------------------------------------------------------ 6. check it as MemPalace would
 begin "smoke check as $app_user over TLS"

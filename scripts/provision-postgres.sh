@@ -155,6 +155,19 @@ EOF
     in_root chown -R postgres:postgres "$pgdata"
 fi
 
+# pgvector before 0.8.2 overflows a buffer in parallel HNSW builds (CVE-2026-3172): on such a root no
+# index build gets parallel workers by default (PostgreSQL's default is 2). mempalace-pg's own builds set
+# their workers per session whatever this says; this covers everyone else's. Rewritten on every run, so
+# an upgraded root loses it.
+defects_conf="$root$pgdata/conf.d/pgvector-defects.conf"
+pgvector_version=$(in_root dpkg-query -W -f '${Version}' "postgresql-$pgmajor-pgvector")
+if in_root dpkg --compare-versions "$pgvector_version" lt 0.8.2; then
+    printf '# Written by provision-postgres.sh: pgvector %s has CVE-2026-3172 (parallel HNSW builds)\nmax_parallel_maintenance_workers = 0\n' \
+        "$pgvector_version" >"$defects_conf"
+else
+    rm -f "$defects_conf"
+fi
+
 # ---------------------------------------------------------------- 3. the server
 pw=$(cat "$password_file")
 conf="$root$pgdata/conf.d/mempalace-pg.conf"
@@ -172,6 +185,9 @@ answering_id() {   # the system identifier of the PostgreSQL answering at host $
 
 if [[ -n "$cluster_id" && "$(answering_id 127.0.0.1 "$port")" == "$cluster_id" ]]; then
     log "server already running on 127.0.0.1:$port"
+    # it reads conf.d's settings again (the pgvector defects file may have changed)
+    in_root env PGPASSWORD="$pw" "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX \
+        -c "SELECT pg_reload_conf()" >/dev/null
 elif as_pg "$pgbin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1 \
      || [[ -n "$conf_port" && "$(answering_id /tmp "$conf_port")" == "$cluster_id" ]]; then
     die "the server in $root$pgdata is running but does not answer on 127.0.0.1:$port; stop it with: $0 stop"
