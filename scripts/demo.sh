@@ -28,12 +28,8 @@ export MEMPALACE_EMBEDDING_API_URL="http://127.0.0.1:$(cat "$work/port")"
 export MEMPALACE_EMBEDDING_API_MODEL=all-MiniLM-L6-v2
 export MEMPALACE_PG_DSN="$dsn"
 export MEMPALACE_PG_SCHEMA=demo
-"$py" - <<'PY'
-import os, psycopg
-with psycopg.connect(os.environ["MEMPALACE_PG_DSN"], autocommit=True) as conn:
-    conn.execute("DROP SCHEMA IF EXISTS demo CASCADE")   # a fresh demo every run
-    conn.execute("SELECT ag_catalog.drop_graph('demo_kg', true) FROM ag_catalog.ag_graph WHERE name = 'demo_kg'")
-PY
+# A fresh demo every run: the schema and graph an earlier run left (none on a new server) go first.
+"$bin/mempalace-pg" db drop --yes >/dev/null
 cp -r examples/corpus "$work/corpus"
 mp() { "$bin/mempalace" --palace "$work/palace" "$@" </dev/null; }
 

@@ -9,27 +9,12 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from run_cli import run_cli
-
-
-def server_tool(dsn: str, tool: str) -> str:
-    """The server's own pg_dump / pg_restore: from the provisioned Debian root, else from PATH."""
-    stack = os.environ.get("MEMPALACE_PG_TEST_STACK", "")
-    with psycopg.connect(dsn) as conn:
-        major = conn.info.server_version // 10000
-    if stack in ("trixie", "sid"):
-        root = Path(os.environ.get("MEMPALACE_PG_ROOT_BASE", "/var/tmp/mempalace-pg")) / stack
-        return f"chroot {root} /usr/lib/postgresql/{major}/bin/{tool}"
-    version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
-    assert f") {major}." in version, (
-        f"{tool} on PATH is {version.strip()}; the server is {major}: put a matching one first"
-    )
-    return tool
+from server_tools import server_tool
 
 
 def password_of(dsn: str) -> str:
