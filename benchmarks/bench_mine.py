@@ -203,10 +203,12 @@ def start_embedder(model: str) -> tuple[subprocess.Popen, str]:
 def drop_postgres(dsn: str, schema: str) -> None:
     import psycopg
 
+    from mempalace_pg.store.indexing import folder_application_name
+
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
-            "'mempalace-pg folder'"
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (folder_application_name(schema),),
         )
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         conn.execute(

@@ -238,11 +238,13 @@ def run_case(
 def _cleanup(store: str, dsn: str, tag: str, table) -> None:
     import psycopg
 
+    from mempalace_pg.store.indexing import folder_application_name
+
     with psycopg.connect(dsn, autocommit=True) as conn:
         if store == "postgres":
             conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = 'mempalace-pg folder'"
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                (folder_application_name(f"bench_{tag}"),),
             )
             conn.execute(f"DROP SCHEMA IF EXISTS bench_{tag} CASCADE")
             conn.execute(

@@ -46,6 +46,7 @@ def main() -> int:
     from mempalace_pg import unit_of_work
     from mempalace_pg.db import pool
     from mempalace_pg.retrieval import PalaceSearch
+    from mempalace_pg.store.indexing import folder_application_name
 
     try:
         with unit_of_work(palace_key="smoke") as uow:
@@ -62,7 +63,8 @@ def main() -> int:
             # the vector index folder the write started would hold the DROP up (as the tests' conftest does)
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = 'mempalace-pg folder' AND pid <> pg_backend_pid()"
+                "WHERE application_name = %s AND pid <> pg_backend_pid()",
+                (folder_application_name(schema),),
             )
             conn.execute(
                 "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",

@@ -6,7 +6,11 @@
 #   4. install the real text some tests read (Debian's python3.11-doc and postgresql-doc-15), and fetch
 #      MemPalace's sdist, whose own knowledge-graph tests run against the AGE graph;
 #   5. provision PostgreSQL with pgvector and Apache AGE (scripts/provision-postgres.sh) for each stack,
-#      and run the integration tier (tests/integration) against each server;
+#      and run the integration tier (tests/integration) against each server: as its superuser on trixie,
+#      and on sid as a least-privilege application role (no superuser, CREATEDB or CREATEROLE) that
+#      scripts/as_app_role.py makes for the run with `mempalace-pg db bootstrap --app-role`, in a database
+#      of its own, both dropped afterwards (the tests' set-up that needs a superuser gets it through
+#      MEMPALACE_PG_TEST_ADMIN_DSN); so every run covers both;
 #   6. the pooler tier, per stack: PgBouncer in transaction pooling mode in front of that server
 #      (scripts/provision-pgbouncer.sh), and the contract, graph, retrieval, unit-of-work and index
 #      tests again through it (what needs a session goes to the server: MEMPALACE_PG_SESSION_DSN).
@@ -24,10 +28,14 @@
 #   scripts/test.sh -k filters              # arguments go to pytest, run per stack instead of the tiers
 #                                           # (both tiers, or the paths you give); no docker tier
 #   MEMPALACE_PG_DOCKER=off scripts/test.sh # without the docker tier
+#   MEMPALACE_PG_APP_ROLE_STACKS="trixie sid" scripts/test.sh   # the stacks whose integration tier runs as
+#                                           # the application role (default sid; none: every one as the
+#                                           # superuser; "given" with MEMPALACE_PG_TEST_DSN, a superuser's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 stacks="${MEMPALACE_PG_STACKS:-trixie sid}"
+app_role_stacks="${MEMPALACE_PG_APP_ROLE_STACKS:-sid}"
 docker_tier="${MEMPALACE_PG_DOCKER:-on}"
 case "$docker_tier" in on|off) ;; *) echo "[test] MEMPALACE_PG_DOCKER must be on or off" >&2; exit 2 ;; esac
 [[ $# -eq 0 ]] || docker_tier=off
@@ -73,9 +81,15 @@ for stack in $stacks; do
             restart="env MEMPALACE_PG_STACK=$stack bash scripts/provision-postgres.sh restart"
         fi
     fi
-    echo "[test] pytest against the $stack server: $*"
+    as_role=()   # as the role the DSN names; or as a fresh application role, in a database of its own
+    role="the role its DSN names"
+    if [[ " $app_role_stacks " == *" $stack "* ]]; then
+        as_role=("$py" scripts/as_app_role.py)
+        role="a fresh application role (scripts/as_app_role.py)"
+    fi
+    echo "[test] pytest against the $stack server as $role: $*"
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
-        "$py" -m pytest -p no:cacheprovider "$@" || status=$?
+        "${as_role[@]}" "$py" -m pytest -p no:cacheprovider "$@" || status=$?
     if [[ $tiers -eq 1 && "$stack" != given ]]; then
         echo "[test] pooler tier ($stack): the same tests through PgBouncer, transaction pooling"
         pooler=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh | tail -n 1)

@@ -75,13 +75,16 @@ def pg_admin_dsn(pg_dsn) -> str:
     return dsn
 
 
-def stop_folders(conn) -> None:
-    """End the vector index folders on the test server (a running build holds locks a DROP needs): those
-    this role may signal (its own, or any for a superuser), so that no role fails here."""
+def stop_folders(conn, schema: str) -> None:
+    """End the vector index folders of the palace in ``schema`` (a running build holds locks a DROP of the
+    schema needs), and no other palace's: another test run may share the server. Only those this role may
+    signal (its own, or any for a superuser), so that no role fails here."""
+    from mempalace_pg.store.indexing import folder_application_name
+
     conn.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-        "WHERE application_name = 'mempalace-pg folder' AND pid <> pg_backend_pid() "
-        "AND pg_has_role(usesysid, 'USAGE')"
+        "WHERE application_name = %s AND pid <> pg_backend_pid() AND pg_has_role(usesysid, 'USAGE')",
+        (folder_application_name(schema),),
     )
 
 
@@ -90,17 +93,31 @@ def pg_schema(pg_dsn):
     """A schema for this test session, dropped afterwards."""
     name = f"t_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     yield name
-    from mempalace_pg.db import pool
+    from mempalace_pg.config import Settings
+    from mempalace_pg.db import pool, schema
 
     pool.close_all()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        # Folder processes the tests' writes started would hold the DROP up until their builds end.
-        stop_folders(conn)
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        conn.execute(
-            "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-            (f"{name}_kg",),
-        )
+        # A drop waits for a running build to end: the tests' folders are stopped instead.
+        stop_folders(conn, name)
+    # as `mempalace-pg db drop` does it (on a new server, before any AGE graph, too)
+    schema.drop(Settings.load({"dsn": pg_dsn, "schema": name}))
+
+
+@pytest.fixture
+def builtin_pgvector_dsn(pg_dsn):
+    """The DSN for MemPalace's own pgvector backend (the reference some tests compare with, or a palace to
+    migrate from): the test database with a schema of its own first in the search path, dropped
+    afterwards. That backend makes its tables in current_schema(), which for a role with no schema of its
+    name is public, where only a superuser (or the database owner) may create since PostgreSQL 15."""
+    from psycopg.conninfo import make_conninfo
+
+    name = f"builtin_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    yield make_conninfo(pg_dsn, options=f"-c search_path={name},public")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
 @pytest.fixture(autouse=True)

@@ -89,7 +89,10 @@ def test_mcp_kg_tools_land_in_age(tmp_path, pg_dsn, pg_schema):
         palace_pk = conn.execute(
             f'SELECT palace_pk FROM "{pg_schema}".palaces WHERE palace_key = %s', (str(palace),)
         ).fetchone()[0]
-        conn.execute("LOAD 'age'")
+        try:
+            conn.execute("LOAD 'age'")
+        except psycopg.errors.InsufficientPrivilege:  # no superuser: AGE from $libdir/plugins
+            conn.execute("LOAD '$libdir/plugins/age'")
         conn.execute('SET search_path = ag_catalog, "$user", public')
         rows = conn.execute(
             f"SELECT * FROM cypher('{pg_schema}_kg', $$ MATCH (s:Entity)-[f:Fact]->(o:Entity) "

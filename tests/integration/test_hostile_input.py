@@ -15,7 +15,6 @@ import random
 import string
 
 import psycopg
-import psycopg.sql
 import pytest
 from mempalace.backends.pgvector import _strip_nul  # noqa: PLC2701 - MemPalace's rule is the reference
 from mempalace.config import strip_lone_surrogates
@@ -206,13 +205,13 @@ def test_update_with_hostile_text(make_collection):
         assert meta["note"] == reference(value) and meta[reference(value)] == 1 and meta["wing"] == "w"
 
 
-def test_builtin_pgvector_backend_stores_what_the_reference_says(pg_dsn, tmp_path, monkeypatch):
+def test_builtin_pgvector_backend_stores_what_the_reference_says(builtin_pgvector_dsn, tmp_path, monkeypatch):
     """The reference functions are what MemPalace's pgvector backend really does: written through it on
     the same server, every value it can store reads back as reference() says."""
     from mempalace.backends import PalaceRef
     from mempalace.backends.pgvector import PgVectorBackend
 
-    monkeypatch.setenv("MEMPALACE_PGVECTOR_DSN", pg_dsn)
+    monkeypatch.setenv("MEMPALACE_PGVECTOR_DSN", builtin_pgvector_dsn)  # its table goes in its own schema
     backend = PgVectorBackend()
     palace = str(tmp_path / "pgvector-palace")
     col = backend.get_collection(
@@ -228,10 +227,6 @@ def test_builtin_pgvector_backend_stores_what_the_reference_says(pg_dsn, tmp_pat
         assert stored == len(HOSTILE) - 4
     finally:
         backend.close()
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:  # its table lives in the search path's schema
-            conn.execute(
-                psycopg.sql.SQL("DROP TABLE IF EXISTS {}").format(psycopg.sql.Identifier(col._table))
-            )
 
 
 @pytest.fixture

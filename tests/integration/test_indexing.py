@@ -18,8 +18,13 @@ from mempalace_pg.store import folder, indexing
 #: A writer: upserts ROWS drawers in batches of 50 into the palace at argv[1], prints "written", then
 #: waits on stdin (so the test chooses how it ends).
 WRITER = textwrap.dedent("""
+    import signal
     import sys
     import numpy as np
+    # Ctrl-C as in a terminal's foreground process: a test run started in the background by a shell
+    # without job control (nohup cmd &, CI runners) hands its children SIGINT ignored, and Python keeps
+    # it ignored, so the writer would never see the test's SIGINT.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from mempalace.backends import PalaceRef
     from mempalace_pg.store.backend import PostgresBackend
 

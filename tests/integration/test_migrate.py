@@ -232,15 +232,13 @@ def test_migrate_sqlite_exact_palace(pg_env, tmp_path):
     assert np.allclose(np.asarray(got.embeddings[0]), vecs[3], atol=1e-6)
 
 
-def test_migrate_builtin_pgvector_palace(pg_env, pg_dsn, tmp_path, monkeypatch):
+def test_migrate_builtin_pgvector_palace(pg_env, builtin_pgvector_dsn, tmp_path, monkeypatch):
     """MemPalace's built-in pgvector backend as the source (it reads its DSN from MEMPALACE_PGVECTOR_DSN,
     as it does for MemPalace itself)."""
-    import psycopg
-
     from mempalace_pg.atomic import open_drawers
 
     namespace = f"mig{uuid.uuid4().hex[:6]}"
-    monkeypatch.setenv("MEMPALACE_PGVECTOR_DSN", pg_dsn)
+    monkeypatch.setenv("MEMPALACE_PGVECTOR_DSN", builtin_pgvector_dsn)  # its tables go in their own schema
     monkeypatch.setenv("MEMPALACE_PGVECTOR_NAMESPACE", namespace)
     src, dst = tmp_path / "pgvector_palace", tmp_path / "pg_palace"
     from mempalace.backends.registry import get_backend_class
@@ -254,7 +252,6 @@ def test_migrate_builtin_pgvector_palace(pg_env, pg_dsn, tmp_path, monkeypatch):
         create=True,
         options={"namespace": namespace},
     )
-    table = col._table
     try:
         vecs = np.random.default_rng(4).normal(size=(300, 16)).astype("float32")
         col.add(
@@ -271,5 +268,4 @@ def test_migrate_builtin_pgvector_palace(pg_env, pg_dsn, tmp_path, monkeypatch):
         got = drawers.get(ids=["p9"], include=["documents", "embeddings"])
         assert got.documents == ["pg note 9"] and np.allclose(got.embeddings[0], vecs[9], atol=1e-6)
     finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+        backend.close()  # the fixture drops its schema, the table with it
