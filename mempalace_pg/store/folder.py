@@ -26,6 +26,7 @@ from mempalace_pg.store.indexing import (
     FOLD_ROWS,
     GRACE_S,
     HNSW_MAX_DIM,
+    IDLE_POLL_S,
     LINGER_S,
     MAX_SEGMENTS,
     POLL_S,
@@ -95,7 +96,7 @@ class Folder:
                 elif now - idle_since > LINGER_S:
                     return
                 else:
-                    time.sleep(POLL_S)
+                    time.sleep(POLL_S if now - self.last_change < QUIET_S else IDLE_POLL_S)
         finally:
             self.drop_retired(float("inf"))
             try:

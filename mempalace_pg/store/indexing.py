@@ -85,8 +85,12 @@ BUSY_MERGE_ROWS = 10 * FOLD_ROWS
 MIN_SEARCH_BREADTH = 60
 #: A folder with nothing to do for this long exits (the next write starts another).
 LINGER_S = 15.0
-#: How often a folder looks for new rows.
+#: How often a folder looks for new rows while they keep coming.
 POLL_S = 0.2
+#: How often it looks once nothing has changed for QUIET_S: an idle folder's three catalog reads every
+#: POLL_S cost a few percent of a core each, and a test run or a busy server holds dozens of folders
+#: lingering at once; a row written meanwhile is searched exactly until the next look.
+IDLE_POLL_S = 1.0
 #: A replaced segment's index is dropped this long after the switch (processes re-read the layout
 #: every LAYOUT_TTL_S, so none still plans with it).
 GRACE_S = 5.0
