@@ -3,6 +3,8 @@
 # the application role (no superuser), over TCP, with a password (SCRAM) and TLS verify-full.
 #
 #   scripts/docker-stack.sh [up]          everything below, then leave the stack running; prints the DSN
+#   scripts/docker-stack.sh build         steps 1-5's build only: the engine running and the image built,
+#                                         nothing started (the test command runs it early, beside other work)
 #   scripts/docker-stack.sh test [ARGS]   up, then pytest ARGS (default: the contract, graph and backup
 #                                         tests) against the stack as the application role; the tests'
 #                                         set-up that needs a superuser (MEMPALACE_PG_TEST_ADMIN_DSN)
@@ -41,7 +43,7 @@ repo=$(pwd)
 
 action="${1:-up}"
 [[ $# -gt 0 ]] && shift
-case "$action" in up|test|dsn|stop) ;; *) echo "usage: $0 [up|test [pytest args]|dsn|stop [--engine]]" >&2; exit 2 ;; esac
+case "$action" in up|build|test|dsn|stop) ;; *) echo "usage: $0 [up|build|test [pytest args]|dsn|stop [--engine]]" >&2; exit 2 ;; esac
 
 state="${MEMPALACE_PG_DOCKER_STATE:-/var/tmp/mempalace-pg-docker}"
 project=mempalace-pg
@@ -203,6 +205,7 @@ app_password=$(sed -n 's/^MEMPALACE_APP_PASSWORD=//p' "$env_file" | tail -n1)
 begin "docker-compose build (stack $MEMPALACE_PG_IMAGE_STACK)"
 compose build db >"$state/build.log" 2>&1 || { tail -n 40 "$state/build.log" >&2; die "build failed (log: $state/build.log)"; }
 end "build"
+[[ "$action" != build ]] || exit 0
 
 begin "docker-compose up -d db, wait for healthy"
 touch "$state/started-stack"

@@ -198,7 +198,9 @@ else
     if port_taken "$port"; then
         [[ -n "${MEMPALACE_PG_PORT:-}" ]] && die "127.0.0.1:$port (MEMPALACE_PG_PORT) is in use by another program"
         taken=$port
-        for candidate in $(seq $((default_port + 200)) $((default_port + 250))); do   # clear of the standby and pooler ports
+        # Clear of the standby and pooler ports, and every other one: trixie (15417) and sid (15418) then
+        # never pick the same port when the test command provisions both at once.
+        for candidate in $(seq $((default_port + 200)) 2 $((default_port + 298))); do
             port_taken "$candidate" || { port=$candidate; break; }
         done
         [[ "$port" != "$taken" ]] || die "127.0.0.1:$taken is in use by another program and no free port was found near it"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Run the whole mempalace-pg test suite on a fresh Debian machine, doing all its own set-up:
+#   0. install the host packages every step needs (scripts/host-packages.sh; among them Debian's
+#      python3.11-doc and postgresql-doc-15, the real text some tests read), then start, in the
+#      background, provisioning each stack's server (step 5) and building the homelab image (step 7),
+#      which then run beside steps 1-5 instead of before them;
 #   1. create .venv and install the package with its test dependencies (MemPalace and ruff pinned);
 #   2. lint: ruff check and ruff format --check over the code, the tests, benchmarks, scripts, migrations;
 #   3. the unit tier (tests/unit), once, with no database;
-#   4. install the real text some tests read (Debian's python3.11-doc and postgresql-doc-15), and fetch
-#      MemPalace's sdist, whose own knowledge-graph tests run against the AGE graph;
+#   4. fetch MemPalace's sdist, whose own knowledge-graph tests run against the AGE graph;
 #   5. provision PostgreSQL with pgvector and Apache AGE (scripts/provision-postgres.sh) for each stack,
 #      and run the integration tier (tests/integration) against each server: as its superuser on trixie,
 #      and on sid as a least-privilege application role (no superuser, CREATEDB or CREATEROLE) that
@@ -43,6 +46,50 @@ if [[ -n "${MEMPALACE_PG_TEST_DSN:-}" ]]; then
     stacks="given"
     docker_tier=off
 fi
+# Everything the host needs, in one apt transaction, before any two steps run side by side.
+host=(python3.11-doc postgresql-doc-15)   # the real text some tests read
+[[ "$stacks" == given ]] || host+=(debootstrap)
+[[ "$docker_tier" == off ]] || host+=(docker.io docker-compose)
+bash scripts/host-packages.sh "${host[@]}"
+
+# The servers and the image are prepared in the background while the venv is made, the lint and the unit
+# tier run and the first stack's tests start: a fresh machine spends minutes in debootstrap and apt, most
+# of them waiting on the network. Each step is run again in the foreground when its turn comes (at once
+# when the background did it), so a background failure is reported there, in order.
+prep_logs=$(mktemp -d /tmp/mempalace-pg-prep-XXXXXX)
+declare -A prep=()
+docker_state="${MEMPALACE_PG_DOCKER_STATE:-/var/tmp/mempalace-pg-docker}"
+stop_args=(--engine)   # stop the engine at the end when this run starts it (none of ours answering yet)
+if [[ -f "$docker_state/dockerd.pid" ]] && kill -0 "$(cat "$docker_state/dockerd.pid")" 2>/dev/null; then
+    stop_args=()
+fi
+cleanup() {   # on any exit: what still runs in the background, and the docker stack
+    local pids
+    pids=$(jobs -pr)
+    [[ -z "$pids" ]] || kill $pids 2>/dev/null || true
+    [[ "$docker_tier" == off ]] || bash scripts/docker-stack.sh stop "${stop_args[@]}" >/dev/null 2>&1 || true
+    rm -rf "$prep_logs"
+}
+trap cleanup EXIT
+for stack in $stacks; do
+    [[ "$stack" == given ]] && continue
+    # stdout (the DSN, with its password) is not kept: the foreground run prints it again
+    MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh >/dev/null 2>"$prep_logs/provision-$stack.log" &
+    prep[$stack]=$!
+done
+if [[ "$docker_tier" == on ]]; then
+    MEMPALACE_PG_IMAGE_STACK=trixie bash scripts/docker-stack.sh build >"$prep_logs/docker-build.log" 2>&1 &
+    prep[docker]=$!
+fi
+prepared() {   # wait for the background preparation of $1 (log file $2), if any, and show its log
+    [[ -n "${prep[$1]:-}" ]] || return 0
+    local rc=0
+    wait "${prep[$1]}" || rc=$?
+    unset "prep[$1]"
+    echo "[test] prepared in the background ($1, rc=$rc):"
+    sed 's/^/    /' "$prep_logs/$2" || true
+}
+
 py=$(bash scripts/setup-venv.sh | tail -n 1)
 bin=$(dirname "$py")
 
@@ -59,21 +106,25 @@ lint_status=0
 tiers=0
 if [[ $# -eq 0 ]]; then
     tiers=1
-    # The unit tier needs no database: run it once, with no DSN in sight, before any server is set up.
+    # The unit tier needs no database: run it once, with no DSN in sight.
     echo "[test] unit tier (no database)"
     env -u MEMPALACE_PG_TEST_DSN "$py" -m pytest -p no:cacheprovider tests/unit || status=$?
     set -- tests/integration
 fi
 
-bash scripts/real-text.sh python3.11-doc postgresql-doc-15
 export MEMPALACE_SDIST=$(bash scripts/mempalace-sdist.sh "$py" | tail -n 1)
 
 for stack in $stacks; do
     if [[ "$stack" == given ]]; then
         dsn="$MEMPALACE_PG_TEST_DSN"; restart=""
     else
+        prepared "$stack" "provision-$stack.log"
         echo "[test] provisioning PostgreSQL ($stack)"
-        dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1)
+        if ! dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1); then
+            echo "[test] FAILED: no $stack server (above)" >&2
+            status=1
+            continue
+        fi
         # The restart test restarts the server when this shell can see its postmaster; a server reused from
         # another PID namespace is not ours to restart, and the test cuts its connections instead.
         restart=""
@@ -92,27 +143,25 @@ for stack in $stacks; do
         "${as_role[@]}" "$py" -m pytest -p no:cacheprovider "$@" || status=$?
     if [[ $tiers -eq 1 && "$stack" != given ]]; then
         echo "[test] pooler tier ($stack): the same tests through PgBouncer, transaction pooling"
-        pooler=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh | tail -n 1)
-        MEMPALACE_PG_TEST_DSN="$pooler" MEMPALACE_PG_TEST_SESSION_DSN="$dsn" MEMPALACE_PG_TEST_ADMIN_DSN="$dsn" \
-            MEMPALACE_PG_TEST_STACK="$stack" "$py" -m pytest -p no:cacheprovider "${pooler_tier[@]}" || status=$?
+        if pooler=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh | tail -n 1); then
+            MEMPALACE_PG_TEST_DSN="$pooler" MEMPALACE_PG_TEST_SESSION_DSN="$dsn" MEMPALACE_PG_TEST_ADMIN_DSN="$dsn" \
+                MEMPALACE_PG_TEST_STACK="$stack" "$py" -m pytest -p no:cacheprovider "${pooler_tier[@]}" || status=$?
+        else
+            echo "[test] FAILED: no PgBouncer in front of the $stack server (above)" >&2
+            status=1
+        fi
         MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh stop || true
     fi
 done
 if [[ "$docker_tier" == on ]]; then
-    # Stop the engine too when this run starts it (none of ours answering yet), and on any exit.
-    docker_state="${MEMPALACE_PG_DOCKER_STATE:-/var/tmp/mempalace-pg-docker}"
-    stop_args=(--engine)
-    if [[ -f "$docker_state/dockerd.pid" ]] && kill -0 "$(cat "$docker_state/dockerd.pid")" 2>/dev/null; then
-        stop_args=()
-    fi
-    trap 'bash scripts/docker-stack.sh stop "${stop_args[@]}" || true' EXIT
+    prepared docker docker-build.log
     echo "[test] docker tier: the homelab image (trixie) as its application role (scripts/docker-stack.sh)"
     MEMPALACE_PG_IMAGE_STACK=trixie bash scripts/docker-stack.sh test || status=$?
     if ! bash scripts/docker-stack.sh stop "${stop_args[@]}"; then
         echo "[test] FAILED: scripts/docker-stack.sh stop did not remove the stack" >&2
         [[ $status -ne 0 ]] || status=1
     fi
-    trap - EXIT
+    docker_tier=off   # removed: nothing left for cleanup
 fi
 if [[ $lint_status -ne 0 ]]; then
     echo "[test] FAILED: ruff found problems (above); 'ruff check --fix' and 'ruff format' fix many" >&2
