@@ -199,7 +199,7 @@ def test_cli_db_upgrade_and_current(pg_dsn, scratch_schema):
 
 def test_schema_is_documented_for_psql_users(make_collection, pg_dsn, pg_schema):
     make_collection().add(
-        ids=["a"], documents=["hello world"], metadatas=[{"wing": "w", "room": "r"}], embeddings=[[1.0, 0.0]]
+        ids=["a"], documents=["psql reads"], metadatas=[{"wing": "w", "room": "r"}], embeddings=[[1.0, 0.0]]
     )
     with psycopg.connect(pg_dsn) as conn:
         undocumented = conn.execute(
@@ -213,9 +213,9 @@ def test_schema_is_documented_for_psql_users(make_collection, pg_dsn, pg_schema)
         ).fetchall()
         assert undocumented == []
         row = conn.execute(
-            f"SELECT wing, room, document FROM {pg_schema}.drawers WHERE document = 'hello world'"
+            f"SELECT wing, room, document FROM {pg_schema}.drawers WHERE document = 'psql reads'"
         ).fetchone()
-        assert row == ("w", "r", "hello world")
+        assert row == ("w", "r", "psql reads")
 
 
 def test_upgrade_from_0003_replaces_the_graph_write_helpers(pg_dsn, scratch_schema):
@@ -315,3 +315,13 @@ def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_ds
         kg.close()
     with psycopg.connect(pg_dsn) as conn:
         assert current_revision(conn, scratch_schema) == head_revision()
+        # revision 0008 gave the partition made at 0004 its wing/room statistics, and filled them
+        stats = conn.execute(
+            "SELECT stxkind FROM pg_statistic_ext WHERE stxname = %s AND stxnamespace = %s::regnamespace",
+            (f"records_c{pk}_wing_room", scratch_schema),
+        ).fetchone()
+        assert stats and set(stats[0]) == {"d", "f", "m"}
+        assert conn.execute(
+            "SELECT n_distinct FROM pg_stats_ext WHERE statistics_name = %s AND statistics_schemaname = %s",
+            (f"records_c{pk}_wing_room", scratch_schema),
+        ).fetchone()
