@@ -35,7 +35,7 @@ from mempalace.backends import CollectionNotInitializedError
 from psycopg import sql
 
 from mempalace_pg.config import Settings
-from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count, row_count
+from mempalace_pg.db.sqlkit import Kept, StatementCache, clamped_row_count, row_count
 from mempalace_pg.graph.kg import AgeKnowledgeGraph, checked_text, entity_id_of, mempalace_helpers, start_key
 from mempalace_pg.store import search
 from mempalace_pg.store.collection import PostgresCollection
@@ -156,12 +156,11 @@ class PalaceSearch:
             )
         return matrix[0], dim
 
-    def _execute(self, entry: list, **values) -> tuple:
+    def _execute(self, entry: Kept, **values) -> tuple:
         """Run a cached statement with its constant parameters and this call's ``values``; one round trip."""
-        params = {**entry[1], **values}
 
         def work(conn):
-            return conn.execute(StatementCache.sql(entry, conn), params).fetchone()
+            return entry.execute(conn, values).fetchone()
 
         return self.kg.database().run(work)
 
@@ -309,7 +308,7 @@ class PalaceSearch:
                 "(SELECT count(*) FROM hood), (SELECT count(*) FROM facts), (SELECT count(*) FROM evidence)"
             )
             if col is None or n == 0:
-                return sql.SQL("{} SELECT {}").format(head, counts), params
+                return Kept(sql.SQL("{} SELECT {}").format(head, counts), params)
             ranked, rparams = self._ranked_drawers(col, self._where(wing, room), keys, mode, n, dim)
             query = sql.SQL(
                 "{head}, ranked AS MATERIALIZED ({ranked}),"
@@ -339,7 +338,8 @@ class PalaceSearch:
                 n=row_count(n),
             )
             boost_value = float(boost) if mode == "boost" else 0.0
-            return query, {**params, **rparams, "boost": boost_value, "pk": col.partition.pk}
+            params = {**params, **rparams, "boost": boost_value, "pk": col.partition.pk}
+            return Kept(query, params, plan_each_call=bool(keys))
 
         # statements that search vectors are kept per vector index layout (their arms depend on it)
         key = (
@@ -377,7 +377,7 @@ class PalaceSearch:
             n if mode == "restrict" else max(n, 4 * n),
             dim,
             filtered=True,
-            gate=(sql.SQL("SELECT count(*) AS n FROM evidence"), {}),
+            gate=search.Gate(sql.SQL("SELECT count(*) AS n FROM evidence"), {}),
         )
         if mode == "restrict":
             return sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(
@@ -391,7 +391,7 @@ class PalaceSearch:
             max(n, 4 * n),
             dim,
             filtered=bool(keys),
-            gate=col.partition.wing_room_gate(keys),
+            gate=search.wing_room_gate(col.partition, keys),
         )
         ranked = sql.SQL(
             "SELECT id, min(distance) AS distance, bool_or(evidence) AS evidence FROM ("
@@ -483,7 +483,7 @@ class PalaceSearch:
                 drawer=drawer,
                 limit=row_count(limit),
             )
-            return query, {"palace": palace, **dparams}
+            return Kept(query, {"palace": palace, **dparams})
 
         row = self._execute(self._cache.get(("facts", direction, col is None, limit), build), **values)
         facts = _load(row[1])
@@ -557,7 +557,7 @@ class PalaceSearch:
                 max(1, int(drawers)),
                 dim,
                 filtered=bool(keys),
-                gate=col.partition.wing_room_gate(keys),
+                gate=search.wing_room_gate(col.partition, keys),
             )
             t = self._fn("kg_text")
             # The two LATERAL subqueries end in OFFSET 0 so that the planner keeps them as index probes per
@@ -596,7 +596,7 @@ class PalaceSearch:
                 text_key=self._fn("text_key"),
                 n=row_count(n),
             )
-            return query, {**p_near, "palace": palace}
+            return Kept(query, {**p_near, "palace": palace}, plan_each_call=bool(keys))
 
         row = self._execute(
             self._cache.get(
@@ -648,7 +648,7 @@ class PalaceSearch:
                 depth,
                 dim,
                 filtered=bool(keys),
-                gate=col.partition.wing_room_gate(keys),
+                gate=search.wing_room_gate(col.partition, keys),
             )
             lexical, p_lex = search.lexical_sql(col.partition, condition, cparams, depth, rows=False)
             query = sql.SQL(
@@ -670,7 +670,8 @@ class PalaceSearch:
                 " FROM fused f JOIN {rec} d ON d.collection_pk = %(pk)s AND d.id = f.id"
                 " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
             ).format(near=near, lexical=lexical, rec=col.partition.table, n=row_count(n))
-            return query, {**p_near, **p_lex, "rrf_k": int(k), "pk": col.partition.pk}
+            params = {**p_near, **p_lex, "rrf_k": int(k), "pk": col.partition.pk}
+            return Kept(query, params, plan_each_call=bool(keys))
 
         row = self._execute(
             self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.partition.layout()), build),

@@ -274,7 +274,8 @@ def _begin_pooled(conn: psycopg.Connection, settings: Settings) -> None:
     """The first statement of a checkout's transaction behind a pooler: our settings, for it alone."""
     conn.execute(
         "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true), "
-        "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('search_path', %s, true)",
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('search_path', %s, true), "
+        "set_config('max_parallel_workers_per_gather', '0', true)",
         (str(settings.statement_timeout_ms), str(settings.ef_search), _SEARCH_PATH[settings.dsn]),
     )
     state = _BREADTH.get(conn)
@@ -340,11 +341,15 @@ def _configure(settings: Settings, *, session: bool = False):
         # iterative index scans (filtered queries still return n_results rows), and the schema
         # holding pgvector on the search path so its type and operators resolve wherever it lives,
         # then ag_catalog (AGE's graphid and agtype operators; AGE's cypher() needs it there too).
+        # No parallel query: this work is many small statements, and starting workers costs more
+        # (10-15 ms here) than most of them take; a search statement's arms that a one-time filter
+        # skips still start theirs (benchmarks/RESULTS.md, "Filtered search at scale").
         conn.execute(
             "SELECT set_config('statement_timeout', %s, false), "
             "set_config('hnsw.ef_search', %s, false), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-            "set_config('search_path', %s, false)",
+            "set_config('search_path', %s, false), "
+            "set_config('max_parallel_workers_per_gather', '0', false)",
             (str(settings.statement_timeout_ms), str(settings.ef_search), path),
         )
 

@@ -2,14 +2,16 @@
 with the parameters they always take, and row counts written into a statement's text.
 
 Statements use named placeholders (``%(name)s``) and take their parameters as one dict: a kept
-statement's entry holds the constant ones, and each call adds its own (``{**entry[1], "q": vector}``).
+statement (a :class:`Kept`) holds the constant ones, and each call adds its own (``kept.execute(conn, {"q":
+vector})``).
 
 Every other value travels as a bound parameter; see :func:`row_count` for why counts do not.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
 
 import psycopg
 from psycopg import sql
@@ -20,6 +22,30 @@ from mempalace_pg.db.pool import use_search_breadth
 STATEMENT_CACHE_SIZE = 256
 
 
+@dataclass
+class Kept:
+    """A statement a :class:`StatementCache` keeps: ``statement`` (composed; rendered to SQL bytes on its
+    first use), the ``params`` it always takes, the HNSW search ``breadth`` it was built for (None: the
+    configured one), and ``plan_each_call``: PostgreSQL plans it anew on each call, with that call's
+    values, and psycopg never prepares it. A filtered search needs that: whether walking the vector index
+    or scanning the filter's matches is faster depends on how many records the values match, and a
+    prepared statement's generic plan can only guess (for wing and room it guesses them independent,
+    and many times too few)."""
+
+    statement: Union[sql.Composable, bytes]
+    params: dict
+    breadth: Optional[int] = None
+    plan_each_call: bool = False
+
+    def execute(self, conn: psycopg.Connection, values: Optional[dict] = None) -> psycopg.Cursor:
+        """Run it on ``conn`` with its constant parameters and this call's ``values``."""
+        if not isinstance(self.statement, bytes):
+            self.statement = self.statement.as_bytes(conn)
+        use_search_breadth(conn, self.breadth)
+        params = {**self.params, **values} if values else self.params
+        return conn.execute(self.statement, params, prepare=False if self.plan_each_call else None)
+
+
 class StatementCache:
     """Statements built once per key and rendered to SQL bytes on first use, so a repeated call
     neither composes nor renders SQL (and psycopg prepares it after a few uses). Holds at most
@@ -28,26 +54,17 @@ class StatementCache:
     def __init__(self):
         self._entries: dict = {}
 
-    def get(self, key, build) -> list:
-        """``[statement, constant parameters (a dict), optional HNSW search breadth]`` for ``key``;
-        ``build()`` makes them on a miss. A ``None`` key is built every time and never kept."""
+    def get(self, key, build: Callable[[], Kept]) -> Kept:
+        """The statement kept for ``key``; ``build()`` makes it on a miss. A ``None`` key is built every
+        time and never kept."""
         entry = self._entries.get(key) if key is not None else None
         if entry is None:
-            entry = list(build())
+            entry = build()
             if key is not None:
                 if len(self._entries) >= STATEMENT_CACHE_SIZE:
                     self._entries.pop(next(iter(self._entries)))
                 self._entries[key] = entry
         return entry
-
-    @staticmethod
-    def sql(entry: list, conn: psycopg.Connection) -> bytes:
-        """The entry's statement as SQL bytes (rendered once, on this first use), with ``conn`` set up for
-        it: an entry's optional third item is the HNSW search breadth it was built for."""
-        if not isinstance(entry[0], bytes):
-            entry[0] = entry[0].as_bytes(conn)
-        use_search_breadth(conn, entry[2] if len(entry) > 2 else None)
-        return entry[0]
 
 
 #: The largest row count a statement may carry in its text (see row_count).

@@ -271,7 +271,7 @@ class PostgresBackend(BaseBackend):
                 ).format(db.ident(f"records_c{pk}"), db.ident("records"), sql.Literal(int(pk)))
             )
             conn.execute(
-                sql.SQL("SELECT {}(%s::regclass)").format(db.ident("records_attach_triggers")),
+                sql.SQL("SELECT {}(%s::regclass)").format(db.ident("records_partition_setup")),
                 (f"{db.schema}.records_c{pk}",),
             )
             conn.execute(

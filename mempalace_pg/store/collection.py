@@ -427,9 +427,8 @@ class PostgresCollection(BaseCollection):
         )
 
         def work(conn: psycopg.Connection) -> None:
-            query, params = StatementCache.sql(entry, conn), entry[1]
             for q in queries:
-                rows = conn.execute(query, {**params, "q": q}).fetchall()
+                rows = entry.execute(conn, {"q": q}).fetchall()
                 res = self._to_result(rows, names, spec)
                 out["ids"].append(res.ids)
                 out["documents"].append(res.documents)

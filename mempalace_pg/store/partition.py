@@ -272,17 +272,5 @@ class Partition:
         ]
         return sql.SQL(" ").join(parts), {f"key_{k}": json.dumps(v) for k, v in keys.items()}
 
-    def wing_room_gate(self, keys: Optional[dict]) -> Optional[tuple[sql.Composable, dict]]:
-        """How many records a wing/room filter matches, as SQL over facet_counts (None: no such filter)."""
-        if not keys:
-            return None
-        key_filter, key_params = self.facet_key_filter(keys)
-        return (
-            sql.SQL("SELECT COALESCE(sum(n), 0) AS n FROM {} WHERE collection_pk = %(pk)s {}").format(
-                self.db.ident("facet_counts"), key_filter
-            ),
-            {"pk": self.pk, **key_params},
-        )
-
 
 __all__ = ["COPY_THRESHOLD", "DRAWERS_COLLECTION", "Partition"]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Optional
 
 from mempalace.backends.base import _IncludeSpec
 from psycopg import sql
 
-from mempalace_pg.db.sqlkit import MAX_ROW_COUNT, StatementCache, row_count
+from mempalace_pg.db.sqlkit import MAX_ROW_COUNT, Kept, StatementCache, row_count
 from mempalace_pg.store import indexing
 from mempalace_pg.store.filters import wing_room_equalities
 from mempalace_pg.store.partition import Partition
@@ -32,6 +33,38 @@ LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
 
 
+@dataclass(frozen=True)
+class Gate:
+    """How a filtered nearest-neighbour statement picks its arms: ``count`` (SQL of one row with a column
+    ``n``, parameters ``params``) is how many records the filter can match; at most EXACT_SCAN_MAX and
+    they are scanned exactly (found through the filter's B-tree index), otherwise the vector index is
+    walked. ``walk_condition``, when given, is the filter as the walks test it, in a form no B-tree
+    index serves: PostgreSQL cannot then trade a walk for a scan of the filter's index and a sort of
+    every match, a plan it takes whenever it expects few matches (for wing and room it multiplies their
+    shares as if independent, and a generic plan guesses from distinct counts alone)."""
+
+    count: sql.Composable
+    params: dict
+    walk_condition: Optional[sql.Composable] = None
+
+
+def wing_room_gate(part: Partition, keys: Optional[dict]) -> Optional[Gate]:
+    """The gate of a wing/room filter ``keys`` (see :func:`mempalace_pg.store.filters.wing_room_equalities`),
+    counted from the trigger-kept facet_counts; None for no such filter."""
+    if not keys:
+        return None
+    key_filter, key_params = part.facet_key_filter(keys)
+    walk = [sql.SQL("collection_pk = {}").format(sql.Literal(part.pk))]
+    walk += [sql.SQL("{} = {}::text").format(sql.Identifier(k), sql.Placeholder(f"walk_{k}")) for k in keys]
+    return Gate(
+        sql.SQL("SELECT COALESCE(sum(n), 0) AS n FROM {} WHERE collection_pk = %(pk)s {}").format(
+            part.db.ident("facet_counts"), key_filter
+        ),
+        {"pk": part.pk, **key_params, **{f"walk_{k}": v for k, v in keys.items()}},
+        sql.SQL(" AND ").join(walk),
+    )
+
+
 # Long because its SQL is written out clause by clause; its arms are built in one loop.
 def nearest_sql(
     part: Partition,
@@ -42,7 +75,7 @@ def nearest_sql(
     dim: int,
     *,
     filtered: bool,
-    gate: Optional[tuple[sql.Composable, dict]] = None,
+    gate: Optional[Gate] = None,
     layout: Optional[indexing.Layout] = None,
 ) -> tuple[sql.Composable, dict]:
     """The statement (also usable as a subquery) of the ``n`` records nearest to the query vector
@@ -53,11 +86,11 @@ def nearest_sql(
     One arm per vector index segment of ``layout`` (default: the partition's current one; a caller that
     keeps the statement keeps it per layout), each walking its HNSW graph with an iterative scan so
     a filter still fills n; one exact scan over the tail, the rows no segment holds yet; and, when
-    ``gate`` (SQL counting the records the filter can match, e.g. from facet_counts) says at most
-    EXACT_SCAN_MAX, an exact scan instead of all of them: scanning a thousand rows by B-tree beats
-    walking the graphs for them, at recall 1.0. Arms not taken are cut off by one-time filters,
-    inside the same statement. The index arms walk half-precision graphs and re-rank by the exact
-    distance; a filtered search takes FILTERED_OVERSAMPLE times the candidates first, which lifts recall.
+    ``gate`` (a :class:`Gate`) says at most EXACT_SCAN_MAX records match, an exact scan instead of all
+    of them: scanning a thousand rows by B-tree beats walking the graphs for them, at recall 1.0. Arms
+    not taken are cut off by one-time filters, inside the same statement. The index arms walk
+    half-precision graphs and re-rank by the exact distance; a filtered search takes FILTERED_OVERSAMPLE
+    times the candidates first, which lifts recall.
 
     The row counts and segment bounds are written into the statement (see :func:`row_count`), so
     that PostgreSQL plans it once, matches each arm to its partial index, and reuses the plan.
@@ -77,11 +110,13 @@ def nearest_sql(
     )
     parts, params, arms = [], dict(cparams), []
     gate_ann = sql.SQL("")
+    walk = dict(fmt)  # the walks' and the tail's
     if gate is not None:
-        count_sql, count_params = gate
-        params.update(count_params)
+        params.update(gate.params)
         gate_ann = sql.SQL(" AND (SELECT n FROM matching) > {}").format(sql.Literal(EXACT_SCAN_MAX))
-        parts.append(sql.SQL("matching AS MATERIALIZED ({})").format(count_sql))
+        if gate.walk_condition is not None:
+            walk["cond"] = gate.walk_condition
+        parts.append(sql.SQL("matching AS MATERIALIZED ({})").format(gate.count))
         parts.append(
             sql.SQL(
                 "exact AS MATERIALIZED ("
@@ -102,7 +137,7 @@ def nearest_sql(
                 seg=indexing.segment_condition(lo, hi),
                 gate=gate_ann,
                 k=candidates,
-                **fmt,
+                **walk,
             )
         )
         arms.append(arm)
@@ -111,7 +146,7 @@ def nearest_sql(
             "tail AS MATERIALIZED ("
             " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
             " WHERE {tail} AND {cond}{gate} ORDER BY distance LIMIT {n})"
-        ).format(tail=indexing.tail_condition(layout), gate=gate_ann, **fmt)
+        ).format(tail=indexing.tail_condition(layout), gate=gate_ann, **walk)
     )
     arms.append("tail")
     union = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT * FROM {}").format(sql.Identifier(a)) for a in arms)
@@ -132,8 +167,9 @@ def nearest_statement(
     where_document,
     n: int,
     dim: int,
-) -> list:
-    """query()'s statement and parameters (all but ``q``), kept per filter, shape and vector index layout."""
+) -> Kept:
+    """query()'s statement and parameters (all but ``q``), kept per filter, shape and vector index layout;
+    a filtered one is planned on each call (see :class:`Kept`)."""
     layout = part.layout()
     try:
         key = (
@@ -150,6 +186,7 @@ def nearest_statement(
 
     def build():
         keys = wing_room_equalities(where) if not where_document else None
+        filtered = bool(where or where_document)
         query, params = nearest_sql(
             part,
             columns,
@@ -157,11 +194,12 @@ def nearest_statement(
             fparams,
             n,
             dim,
-            filtered=bool(where or where_document),
-            gate=part.wing_room_gate(keys),
+            filtered=filtered,
+            gate=wing_room_gate(part, keys),
             layout=layout,
         )
-        return query, params, indexing.search_breadth(layout, part.db.settings.ef_search)
+        breadth = indexing.search_breadth(layout, part.db.settings.ef_search)
+        return Kept(query, params, breadth, plan_each_call=filtered)
 
     return cache.get(key, build)
 
@@ -231,5 +269,7 @@ __all__ = [
     "LEXICAL_DF_CAP",
     "lexical_sql",
     "nearest_sql",
+    "Gate",
+    "wing_room_gate",
     "nearest_statement",
 ]

@@ -9,6 +9,7 @@ from psycopg import sql
 from mempalace_pg.db import sqlkit
 from mempalace_pg.db.sqlkit import (
     MAX_ROW_COUNT,
+    Kept,
     StatementCache,
     checked_row_count,
     clamped_row_count,
@@ -60,11 +61,11 @@ def test_statement_cache_builds_once_per_key():
 
     def build():
         builds.append(1)
-        return sql.SQL("SELECT %(k)s"), {"k": 1}
+        return Kept(sql.SQL("SELECT %(k)s"), {"k": 1})
 
     first = cache.get(("k", 1), build)
     assert cache.get(("k", 1), build) is first and len(builds) == 1
-    assert first == [sql.SQL("SELECT %(k)s"), {"k": 1}]
+    assert first == Kept(sql.SQL("SELECT %(k)s"), {"k": 1})
     cache.get(None, build)
     cache.get(None, build)
     assert len(builds) == 3  # a None key is built every time and never kept
@@ -73,7 +74,7 @@ def test_statement_cache_builds_once_per_key():
 def test_statement_cache_drops_the_oldest_when_full(monkeypatch):
     monkeypatch.setattr(sqlkit, "STATEMENT_CACHE_SIZE", 3)
     cache = StatementCache()
-    entries = {k: cache.get(k, lambda k=k: (sql.SQL(f"SELECT {k}"), {})) for k in range(3)}
-    cache.get(3, lambda: (sql.SQL("SELECT 3"), {}))
-    assert cache.get(0, lambda: ("rebuilt", {}))[0] == "rebuilt"  # the oldest went first
-    assert cache.get(2, lambda: ("rebuilt", {})) is entries[2]
+    entries = {k: cache.get(k, lambda k=k: Kept(sql.SQL(f"SELECT {k}"), {})) for k in range(3)}
+    cache.get(3, lambda: Kept(sql.SQL("SELECT 3"), {}))
+    assert cache.get(0, lambda: Kept("rebuilt", {})).statement == "rebuilt"  # the oldest went first
+    assert cache.get(2, lambda: Kept("rebuilt", {})) is entries[2]

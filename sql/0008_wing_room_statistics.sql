@@ -1,0 +1,43 @@
+-- mempalace-pg schema, revision 0008: PostgreSQL knows that a room lies in a wing.
+--
+-- Applied by Alembic (migrations/versions/0008_wing_room_statistics.py), search_path = our schema, the
+-- schema holding pgvector, ag_catalog.
+--
+-- A search filtered to a wing and a room is planned with its values (mempalace_pg.store.search), and the
+-- plan depends on how many records PostgreSQL expects to match: few, and it scans them through the
+-- wing/room index and sorts them by distance; many, and it walks the vector index. Without statistics
+-- on the pair it multiplies the wing's share by the room's, as if rooms were spread over every wing,
+-- while a room lies in one: 3,088 expected where 20,261 matched in a 300k palace, and a sort of 16,711
+-- rows instead of a walk (benchmarks/RESULTS.md, "Filtered search at scale"). Extended statistics on
+-- (wing, room) give it the pair's common values (mcv), how far one decides the other (dependencies)
+-- and the number of distinct pairs (ndistinct). They are per table: each collection's partition gets
+-- its own, made with the partition (records_partition_setup) and filled by every ANALYZE.
+
+CREATE FUNCTION records_partition_setup(partition regclass) RETURNS void
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+    rel name;
+    nsp name;
+BEGIN
+    PERFORM records_attach_triggers(partition);
+    SELECT c.relname, n.nspname INTO rel, nsp
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = partition;
+    EXECUTE format('CREATE STATISTICS IF NOT EXISTS %I.%I (ndistinct, dependencies, mcv) ON wing, room FROM %s',
+                   nsp, rel || '_wing_room', partition);
+END
+$fn$;
+COMMENT ON FUNCTION records_partition_setup(regclass) IS
+    'Called by the backend for each new records partition: its facet-count triggers and its wing/room statistics.';
+
+-- The partitions made before this revision.
+DO $do$
+DECLARE
+    part regclass;
+BEGIN
+    FOR part IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'records'::regclass LOOP
+        EXECUTE format('CREATE STATISTICS IF NOT EXISTS %I.%I (ndistinct, dependencies, mcv) ON wing, room FROM %s',
+                       current_schema(), (SELECT relname FROM pg_class WHERE oid = part) || '_wing_room', part);
+        EXECUTE format('ANALYZE %s', part);
+    END LOOP;
+END
+$do$;

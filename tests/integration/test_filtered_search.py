@@ -1,0 +1,163 @@
+"""A search filtered to a wing and a room walks the vector index when many records match and scans them
+exactly when few do, with the plan PostgreSQL makes for the filter's own values: a room lies in one wing,
+and the palace's other wings and rooms do not make PostgreSQL expect a handful of matches and sort them
+all (benchmarks/RESULTS.md, "Filtered search at scale")."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+
+from mempalace_pg.store import search
+from mempalace_pg.store.filters import wing_room_equalities
+
+DIM = 16
+WINGS, ROOMS, SMALL = 20, 10, 20  # 200 small rooms of 20 drawers
+BIG = 4000  # and one room of 4,000, in wing w0
+
+
+def palace_rows():
+    """(ids, metadatas, vectors): the big room's drawers about one topic, the small rooms' about others."""
+    rng = np.random.default_rng(5)
+    topics = rng.normal(size=(8, DIM))
+    ids, metas, vecs = [], [], []
+    for w in range(WINGS):
+        for r in range(ROOMS):
+            for i in range(SMALL):
+                ids.append(f"w{w}_r{r}_{i}")
+                metas.append({"wing": f"w{w}", "room": f"r{r}"})
+                vecs.append(topics[(w + r) % 8] + 0.5 * rng.normal(size=DIM))
+    for i in range(BIG):
+        ids.append(f"big_{i}")
+        metas.append({"wing": "w0", "room": "big"})
+        vecs.append(topics[i % 8] + 0.5 * rng.normal(size=DIM))
+    order = rng.permutation(len(ids))  # written mixed, as palaces grow
+    vecs = np.asarray(vecs, dtype=np.float32)
+    return [ids[i] for i in order], [metas[i] for i in order], vecs[order]
+
+
+def wait_for_one_segment(conn, schema: str, pk: int, rows: int, timeout: float = 120.0) -> str:
+    """The name of the segment index that holds all ``rows``, once the folder has built it."""
+    t0 = time.monotonic()
+    while True:
+        found = conn.execute(
+            sql.SQL("SELECT index_name, rows FROM {} WHERE collection_pk = %s").format(
+                sql.Identifier(schema, "vector_segments")
+            ),
+            (pk,),
+        ).fetchall()
+        if len(found) == 1 and found[0][1] == rows:
+            return found[0][0]
+        assert time.monotonic() - t0 < timeout, f"no single segment after {timeout} s: {found}"
+        time.sleep(0.2)
+
+
+def plan_nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+def test_a_big_room_is_walked_and_a_small_one_scanned(make_collection, pg_dsn, pg_schema):
+    col = make_collection("filtered")
+    ids, metas, vecs = palace_rows()
+    for s in range(0, len(ids), 1000):
+        col.upsert(
+            ids=ids[s : s + 1000],
+            documents=[f"drawer {i}" for i in ids[s : s + 1000]],
+            metadatas=metas[s : s + 1000],
+            embeddings=vecs[s : s + 1000].tolist(),
+        )
+    part = col.partition
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        segment = wait_for_one_segment(conn, pg_schema, part.pk, len(ids))
+        # the partition has the pair's statistics, and the folder's ANALYZE after its build fills them
+        kinds = conn.execute(
+            "SELECT stxkind FROM pg_statistic_ext WHERE stxname = %s AND stxnamespace = %s::regnamespace",
+            (f"records_c{part.pk}_wing_room", pg_schema),
+        ).fetchone()
+        assert kinds and set(kinds[0]) == {"d", "f", "m"}
+        t0 = time.monotonic()
+        while not conn.execute(
+            "SELECT n_distinct FROM pg_stats_ext WHERE statistics_name = %s AND statistics_schemaname = %s",
+            (f"records_c{part.pk}_wing_room", pg_schema),
+        ).fetchone():
+            assert time.monotonic() - t0 < 60, "the folder never analyzed the table"
+            time.sleep(0.2)
+        btree = (
+            conn.execute(
+                "SELECT i.indexrelid::regclass::text FROM pg_index i WHERE i.indrelid = %s::regclass "
+                'AND pg_get_indexdef(i.indexrelid) LIKE \'%%"left"(wing, 256), "left"(room, 256)%%\'',
+                (f"{pg_schema}.records_c{part.pk}",),
+            )
+            .fetchone()[0]
+            .split(".")[-1]
+        )
+
+        # query() itself, called often enough that a prepared statement would have gone to a generic
+        # plan on every pooled connection (psycopg prepares at a connection's 6th call, PostgreSQL plans
+        # generically from the 6th execution): every call walked the segment, none read the wing/room
+        # index.
+        def scans(index: str) -> int:
+            return conn.execute(
+                "SELECT idx_scan FROM pg_stat_user_indexes WHERE schemaname = %s AND indexrelname = %s",
+                (pg_schema, index),
+            ).fetchone()[0]
+
+        big = {"$and": [{"wing": "w0"}, {"room": "big"}]}
+        before = {index: scans(index) for index in (segment, btree)}
+        calls = 120
+        for i in range(calls):
+            col.query(query_embeddings=[vecs[ids.index(f"big_{i}")].tolist()], n_results=10, where=big)
+        t0 = time.monotonic()
+        # the pool's sessions report their counts once idle for a while (up to 10 s)
+        while scans(segment) - before[segment] < calls and time.monotonic() - t0 < 20:
+            time.sleep(0.5)
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+        walks, index_reads = scans(segment) - before[segment], scans(btree) - before[btree]
+        assert (walks, index_reads) == (calls, 0)
+
+        # The statement query() runs, planned as query() has it planned: with this call's values.
+        register_vector(conn)
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        conn.execute("SET max_parallel_workers_per_gather = 0")
+        q = vecs[ids.index("big_7")]
+        for where, walked in (
+            ({"$and": [{"wing": "w0"}, {"room": "big"}]}, True),  # 4,000 match: walk
+            ({"$and": [{"wing": "w3"}, {"room": "r4"}]}, False),  # 20 match: scan them
+        ):
+            condition, params = part.condition(where)
+            statement, params = search.nearest_sql(
+                part,
+                sql.SQL("id"),
+                condition,
+                params,
+                10,
+                DIM,
+                filtered=True,
+                gate=search.wing_room_gate(part, wing_room_equalities(where)),
+            )
+            explained = conn.execute(
+                sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),
+                {**params, "q": q},
+                prepare=False,
+            ).fetchone()[0]
+            ran = {
+                node.get("Index Name")
+                for node in plan_nodes(explained[0]["Plan"])
+                if node.get("Actual Loops", 0) > 0 and node.get("Index Name")
+            }
+            if walked:
+                assert segment in ran and btree not in ran, (where, ran)
+            else:
+                assert btree in ran and segment not in ran, (where, ran)
+            # and query() answers from the filter's records, the nearest first
+            got = col.query(query_embeddings=[q.tolist()], n_results=10, where=where, include=["metadatas"])
+            want = {(m["wing"], m["room"]) for m in [json.loads(json.dumps(m)) for m in got.metadatas[0]]}
+            wing, room = where["$and"][0]["wing"], where["$and"][1]["room"]
+            assert len(got.ids[0]) == 10 and want == {(wing, room)}
