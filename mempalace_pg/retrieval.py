@@ -339,7 +339,7 @@ class PalaceSearch:
             )
             boost_value = float(boost) if mode == "boost" else 0.0
             params = {**params, **rparams, "boost": boost_value, "pk": col.partition.pk}
-            return Kept(query, params, plan_each_call=bool(keys))
+            return Kept(query, params)
 
         # statements that search vectors are kept per vector index layout (their arms depend on it)
         key = (
@@ -596,7 +596,7 @@ class PalaceSearch:
                 text_key=self._fn("text_key"),
                 n=row_count(n),
             )
-            return Kept(query, {**p_near, "palace": palace}, plan_each_call=bool(keys))
+            return Kept(query, {**p_near, "palace": palace})
 
         row = self._execute(
             self._cache.get(
@@ -671,7 +671,7 @@ class PalaceSearch:
                 " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
             ).format(near=near, lexical=lexical, rec=col.partition.table, n=row_count(n))
             params = {**p_near, **p_lex, "rrf_k": int(k), "pk": col.partition.pk}
-            return Kept(query, params, plan_each_call=bool(keys))
+            return Kept(query, params)
 
         row = self._execute(
             self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.partition.layout()), build),

@@ -3,15 +3,14 @@
 -- Applied by Alembic (migrations/versions/0008_wing_room_statistics.py), search_path = our schema, the
 -- schema holding pgvector, ag_catalog.
 --
--- A search filtered to a wing and a room is planned with its values (mempalace_pg.store.search), and the
--- plan depends on how many records PostgreSQL expects to match: few, and it scans them through the
--- wing/room index and sorts them by distance; many, and it walks the vector index. Without statistics
--- on the pair it multiplies the wing's share by the room's, as if rooms were spread over every wing,
--- while a room lies in one: 3,088 expected where 20,261 matched in a 300k palace, and a sort of 16,711
--- rows instead of a walk (benchmarks/RESULTS.md, "Filtered search at scale"). Extended statistics on
--- (wing, room) give it the pair's common values (mcv), how far one decides the other (dependencies)
--- and the number of distinct pairs (ndistinct). They are per table: each collection's partition gets
--- its own, made with the partition (records_partition_setup) and filled by every ANALYZE.
+-- A plan over a wing and a room depends on how many records PostgreSQL expects them to match. Without
+-- statistics on the pair it multiplies the wing's share by the room's, as if rooms were spread over
+-- every wing, while a room lies in one: 3,088 expected where 20,261 matched in a 300k palace (issue 26).
+-- The searches no longer leave that choice to it (mempalace_pg.store.search, Gate), but every other
+-- statement over wing and room, and every psql user's, still plans by it. Extended statistics on
+-- (wing, room) give PostgreSQL the pair's common values (mcv), how far one decides the other
+-- (dependencies) and the number of distinct pairs (ndistinct). They are per table: each collection's
+-- partition gets its own, made with the partition (records_partition_setup) and filled by every ANALYZE.
 
 CREATE FUNCTION records_partition_setup(partition regclass) RETURNS void
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$

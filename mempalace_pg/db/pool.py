@@ -342,8 +342,8 @@ def _configure(settings: Settings, *, session: bool = False):
         # holding pgvector on the search path so its type and operators resolve wherever it lives,
         # then ag_catalog (AGE's graphid and agtype operators; AGE's cypher() needs it there too).
         # No parallel query: this work is many small statements, and starting workers costs more
-        # (10-15 ms here) than most of them take; a search statement's arms that a one-time filter
-        # skips still start theirs (benchmarks/RESULTS.md, "Filtered search at scale").
+        # (10-15 ms here) than most of them take, and a search statement's arm that a one-time filter
+        # skips still starts its own.
         conn.execute(
             "SELECT set_config('statement_timeout', %s, false), "
             "set_config('hnsw.ef_search', %s, false), "

@@ -25,25 +25,19 @@ STATEMENT_CACHE_SIZE = 256
 @dataclass
 class Kept:
     """A statement a :class:`StatementCache` keeps: ``statement`` (composed; rendered to SQL bytes on its
-    first use), the ``params`` it always takes, the HNSW search ``breadth`` it was built for (None: the
-    configured one), and ``plan_each_call``: PostgreSQL plans it anew on each call, with that call's
-    values, and psycopg never prepares it. A filtered search needs that: whether walking the vector index
-    or scanning the filter's matches is faster depends on how many records the values match, and a
-    prepared statement's generic plan can only guess (for wing and room it guesses them independent,
-    and many times too few)."""
+    first use), the ``params`` it always takes, and the HNSW search ``breadth`` it was built for (None:
+    the configured one)."""
 
     statement: Union[sql.Composable, bytes]
     params: dict
     breadth: Optional[int] = None
-    plan_each_call: bool = False
 
     def execute(self, conn: psycopg.Connection, values: Optional[dict] = None) -> psycopg.Cursor:
         """Run it on ``conn`` with its constant parameters and this call's ``values``."""
         if not isinstance(self.statement, bytes):
             self.statement = self.statement.as_bytes(conn)
         use_search_breadth(conn, self.breadth)
-        params = {**self.params, **values} if values else self.params
-        return conn.execute(self.statement, params, prepare=False if self.plan_each_call else None)
+        return conn.execute(self.statement, {**self.params, **values} if values else self.params)
 
 
 class StatementCache:

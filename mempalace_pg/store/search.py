@@ -38,10 +38,10 @@ class Gate:
     """How a filtered nearest-neighbour statement picks its arms: ``count`` (SQL of one row with a column
     ``n``, parameters ``params``) is how many records the filter can match; at most EXACT_SCAN_MAX and
     they are scanned exactly (found through the filter's B-tree index), otherwise the vector index is
-    walked. ``walk_condition``, when given, is the filter as the walks test it, in a form no B-tree
-    index serves: PostgreSQL cannot then trade a walk for a scan of the filter's index and a sort of
-    every match, a plan it takes whenever it expects few matches (for wing and room it multiplies their
-    shares as if independent, and a generic plan guesses from distinct counts alone)."""
+    walked. ``walk_condition``, when given, is the filter as the walks test it, in a form no index
+    serves and whose share PostgreSQL does not estimate: the gate has already chosen the walk, and
+    PostgreSQL, which costs a filtered HNSW walk as if it read the whole graph once few records match,
+    would otherwise trade it for a scan of the filter's matches (or of the whole segment) and a sort."""
 
     count: sql.Composable
     params: dict
@@ -54,8 +54,13 @@ def wing_room_gate(part: Partition, keys: Optional[dict]) -> Optional[Gate]:
     if not keys:
         return None
     key_filter, key_params = part.facet_key_filter(keys)
+    # texteq(a, b) is a = b as a function call: no index serves it, and PostgreSQL gives it the default
+    # selectivity of a boolean function (a third) instead of its estimate of the values' share.
     walk = [sql.SQL("collection_pk = {}").format(sql.Literal(part.pk))]
-    walk += [sql.SQL("{} = {}::text").format(sql.Identifier(k), sql.Placeholder(f"walk_{k}")) for k in keys]
+    walk += [
+        sql.SQL("pg_catalog.texteq({}, {}::text)").format(sql.Identifier(k), sql.Placeholder(f"walk_{k}"))
+        for k in keys
+    ]
     return Gate(
         sql.SQL("SELECT COALESCE(sum(n), 0) AS n FROM {} WHERE collection_pk = %(pk)s {}").format(
             part.db.ident("facet_counts"), key_filter
@@ -168,8 +173,7 @@ def nearest_statement(
     n: int,
     dim: int,
 ) -> Kept:
-    """query()'s statement and parameters (all but ``q``), kept per filter, shape and vector index layout;
-    a filtered one is planned on each call (see :class:`Kept`)."""
+    """query()'s statement and parameters (all but ``q``), kept per filter, shape and vector index layout."""
     layout = part.layout()
     try:
         key = (
@@ -198,8 +202,7 @@ def nearest_statement(
             gate=wing_room_gate(part, keys),
             layout=layout,
         )
-        breadth = indexing.search_breadth(layout, part.db.settings.ef_search)
-        return Kept(query, params, breadth, plan_each_call=filtered)
+        return Kept(query, params, indexing.search_breadth(layout, part.db.settings.ef_search))
 
     return cache.get(key, build)
 

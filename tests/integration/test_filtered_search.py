@@ -1,7 +1,7 @@
 """A search filtered to a wing and a room walks the vector index when many records match and scans them
-exactly when few do, with the plan PostgreSQL makes for the filter's own values: a room lies in one wing,
-and the palace's other wings and rooms do not make PostgreSQL expect a handful of matches and sort them
-all (benchmarks/RESULTS.md, "Filtered search at scale")."""
+exactly when few do, whatever PostgreSQL guesses of the filter's share: the palace's many other wings and
+rooms do not make it expect a handful of matches and sort them all (benchmarks/RESULTS.md, "Filtered
+search at scale")."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_a_big_room_is_walked_and_a_small_one_scanned(make_collection, pg_dsn, p
         walks, index_reads = scans(segment) - before[segment], scans(btree) - before[btree]
         assert (walks, index_reads) == (calls, 0)
 
-        # The statement query() runs, planned as query() has it planned: with this call's values.
+        # The statement query() runs, explained: which arms ran, and through which index.
         register_vector(conn)
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         conn.execute("SET max_parallel_workers_per_gather = 0")
