@@ -17,8 +17,10 @@
 # then share server connections, which is what transaction pooling does to session state.
 #
 # Settings (environment): MEMPALACE_PG_STACK, MEMPALACE_PG_ROOT_BASE as for the server;
-#   MEMPALACE_PG_POOLER_PORT  TCP port on 127.0.0.1 (default 15437 trixie, 15438 sid); each port is a
-#                             PgBouncer of its own (configuration, log and pid file under pgbouncer-<port>)
+#   MEMPALACE_PG_POOLER_PORT  TCP port on 127.0.0.1 (default 15437 trixie, 15438 sid; when another program
+#                             holds the default, a free port nearby, which start and stop remember); each
+#                             port is a PgBouncer of its own (configuration, log and pid file under
+#                             pgbouncer-<port>)
 #   MEMPALACE_PG_POOLER_PREPARED  its max_prepared_statements (default 200; 0: it does not carry
 #                             prepared statements, as PgBouncer before 1.21 did not)
 set -euo pipefail
@@ -30,12 +32,19 @@ log() { printf '[pgbouncer] %s\n' "$*" >&2; }
 die() { printf '[pgbouncer] ERROR: %s\n' "$*" >&2; exit 1; }
 
 source scripts/stack-root.sh
-port="${MEMPALACE_PG_POOLER_PORT:-$(stack_port 15437 15438)}"
-dir="/var/lib/mempalace-pg/pgbouncer-$port"   # inside the root
+default_port=$(stack_port 15437 15438)
+# Where this root's default PgBouncer listens when another program held its default port at start.
+moved="$root/var/lib/mempalace-pg/pgbouncer.port"
+if [[ -n "${MEMPALACE_PG_POOLER_PORT:-}" ]]; then
+    port=$MEMPALACE_PG_POOLER_PORT
+else
+    port=$(cat "$moved" 2>/dev/null || echo "$default_port")
+fi
 prepared="${MEMPALACE_PG_POOLER_PREPARED:-200}"
 
 primary
-dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
+
+dsn() { printf '%s\n' "postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"; }
 
 admin() {   # a command on PgBouncer's admin console (the virtual database "pgbouncer")
     in_root env PGPASSWORD="$pw" PGCONNECT_TIMEOUT=3 "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres \
@@ -53,7 +62,7 @@ fi
 
 if version=$(admin "SHOW VERSION"); then
     log "already running on 127.0.0.1:$port ($version)"
-    printf '%s\n' "$dsn"
+    dsn
     exit 0
 fi
 
@@ -65,7 +74,22 @@ if [[ ! -x "$root/usr/sbin/pgbouncer" ]]; then
         || { tail -n 20 "$base/apt-pgbouncer-$stack.log" >&2; die "apt-get install pgbouncer failed"; }
 fi
 
+if [[ -z "${MEMPALACE_PG_POOLER_PORT:-}" ]]; then
+    port=$default_port
+    if port_taken "$port"; then
+        # as the server does: a free port nearby (every other one, clear of the servers' own), kept in
+        # $moved so that the next start and stop find it
+        for candidate in $(seq $((default_port + 200)) 2 $((default_port + 298))); do
+            port_taken "$candidate" || { port=$candidate; break; }
+        done
+        [[ "$port" != "$default_port" ]] || die "127.0.0.1:$default_port is in use and no free port was found near it"
+        log "127.0.0.1:$default_port is in use by another program; this PgBouncer moves to port $port"
+    fi
+    mkdir -p "$(dirname "$moved")"
+    if [[ "$port" == "$default_port" ]]; then rm -f "$moved"; else echo "$port" >"$moved"; fi
+fi
 port_taken "$port" && die "127.0.0.1:$port is in use by another program; set MEMPALACE_PG_POOLER_PORT"
+dir="/var/lib/mempalace-pg/pgbouncer-$port"   # inside the root
 mkdir -p "$root$dir"
 (
     umask 077
@@ -106,4 +130,4 @@ as_pg /usr/sbin/pgbouncer -d "$dir/pgbouncer.ini" >&2 || die "pgbouncer did not 
 for _ in $(seq 50); do version=$(admin "SHOW VERSION") && break; sleep 0.1; done
 [[ -n "${version:-}" ]] || { tail -n 20 "$root$dir/pgbouncer.log" >&2; die "PgBouncer does not answer on 127.0.0.1:$port"; }
 log "running: $version, $(admin "SHOW CONFIG" | awk -F'|' '$1 == "max_prepared_statements" {print "max_prepared_statements " $2}')"
-printf '%s\n' "$dsn"
+dsn
