@@ -77,12 +77,9 @@ fi
 if [[ -z "${MEMPALACE_PG_POOLER_PORT:-}" ]]; then
     port=$default_port
     if port_taken "$port"; then
-        # as the server does: a free port nearby (every other one, clear of the servers' own), kept in
-        # $moved so that the next start and stop find it
-        for candidate in $(seq $((default_port + 200)) 2 $((default_port + 298))); do
-            port_taken "$candidate" || { port=$candidate; break; }
-        done
-        [[ "$port" != "$default_port" ]] || die "127.0.0.1:$default_port is in use and no free port was found near it"
+        # as the server does: a free port nearby, kept in $moved so that the next start and stop find it
+        port=$(free_port_near "$default_port")
+        [[ -n "$port" ]] || die "127.0.0.1:$default_port is in use and no free port was found near it"
         log "127.0.0.1:$default_port is in use by another program; this PgBouncer moves to port $port"
     fi
     mkdir -p "$(dirname "$moved")"

@@ -198,12 +198,8 @@ else
     if port_taken "$port"; then
         [[ -n "${MEMPALACE_PG_PORT:-}" ]] && die "127.0.0.1:$port (MEMPALACE_PG_PORT) is in use by another program"
         taken=$port
-        # Clear of the standby and pooler ports, and every other one: trixie (15417) and sid (15418) then
-        # never pick the same port when the test command provisions both at once.
-        for candidate in $(seq $((default_port + 200)) 2 $((default_port + 298))); do
-            port_taken "$candidate" || { port=$candidate; break; }
-        done
-        [[ "$port" != "$taken" ]] || die "127.0.0.1:$taken is in use by another program and no free port was found near it"
+        port=$(free_port_near "$default_port")
+        [[ -n "$port" ]] || die "127.0.0.1:$taken is in use by another program and no free port was found near it"
         log "127.0.0.1:$taken is in use by another program; this server moves to port $port"
     fi
     [[ "$port" == "$conf_port" ]] || sed -i "s/^port = .*/port = $port/" "$conf"

@@ -7,6 +7,7 @@
 #   as_pg CMD...               the same as the postgres user
 #   stack_port TRIXIE SID      the one of two ports that belongs to this stack
 #   port_taken PORT            true when a server could not listen on 127.0.0.1:PORT
+#   free_port_near PORT        prints a free port from PORT+200 on, every other one (nothing: none free)
 #   primary                    provision (or reuse) the server; sets primary_dsn, pw, primary_port
 stack="${MEMPALACE_PG_STACK:-trixie}"
 case "$stack" in
@@ -32,6 +33,16 @@ port_taken() {
     ! perl -MSocket -e 'socket(my $s, PF_INET, SOCK_STREAM, 0) or exit 2;
         setsockopt($s, SOL_SOCKET, SO_REUSEADDR, 1) or exit 2;
         exit(bind($s, sockaddr_in($ARGV[0], inet_aton("127.0.0.1"))) ? 0 : 1)' "$1"
+}
+
+# Where a server or PgBouncer goes when another program holds its default port: clear of the defaults of
+# every server, standby and pooler, and every other port, so that trixie's (odd) and sid's (even) never
+# pick the same one when the test command provisions both at once.
+free_port_near() {
+    local candidate
+    for candidate in $(seq $(($1 + 200)) 2 $(($1 + 298))); do
+        port_taken "$candidate" || { echo "$candidate"; return 0; }
+    done
 }
 
 primary() {
