@@ -12,17 +12,23 @@
 -- (dependencies) and the number of distinct pairs (ndistinct). They are per table: each collection's
 -- partition gets its own, made with the partition (records_partition_setup) and filled by every ANALYZE.
 
+CREATE FUNCTION records_wing_room_statistics(partition regclass) RETURNS void
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+    EXECUTE format('CREATE STATISTICS IF NOT EXISTS %I.%I (ndistinct, dependencies, mcv) ON wing, room FROM %s',
+                   (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE c.oid = partition),
+                   (SELECT relname FROM pg_class WHERE oid = partition) || '_wing_room', partition);
+END
+$fn$;
+COMMENT ON FUNCTION records_wing_room_statistics(regclass) IS
+    'Extended statistics on (wing, room) for one records partition, named <partition>_wing_room.';
+
 CREATE FUNCTION records_partition_setup(partition regclass) RETURNS void
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
-DECLARE
-    rel name;
-    nsp name;
 BEGIN
     PERFORM records_attach_triggers(partition);
-    SELECT c.relname, n.nspname INTO rel, nsp
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = partition;
-    EXECUTE format('CREATE STATISTICS IF NOT EXISTS %I.%I (ndistinct, dependencies, mcv) ON wing, room FROM %s',
-                   nsp, rel || '_wing_room', partition);
+    PERFORM records_wing_room_statistics(partition);
 END
 $fn$;
 COMMENT ON FUNCTION records_partition_setup(regclass) IS
@@ -34,8 +40,7 @@ DECLARE
     part regclass;
 BEGIN
     FOR part IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'records'::regclass LOOP
-        EXECUTE format('CREATE STATISTICS IF NOT EXISTS %I.%I (ndistinct, dependencies, mcv) ON wing, room FROM %s',
-                       current_schema(), (SELECT relname FROM pg_class WHERE oid = part) || '_wing_room', part);
+        PERFORM records_wing_room_statistics(part);
         EXECUTE format('ANALYZE %s', part);
     END LOOP;
 END

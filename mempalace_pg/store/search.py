@@ -190,7 +190,6 @@ def nearest_statement(
 
     def build():
         keys = wing_room_equalities(where) if not where_document else None
-        filtered = bool(where or where_document)
         query, params = nearest_sql(
             part,
             columns,
@@ -198,7 +197,7 @@ def nearest_statement(
             fparams,
             n,
             dim,
-            filtered=filtered,
+            filtered=bool(where or where_document),
             gate=wing_room_gate(part, keys),
             layout=layout,
         )
