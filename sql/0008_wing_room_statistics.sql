@@ -5,7 +5,7 @@
 --
 -- A plan over a wing and a room depends on how many records PostgreSQL expects them to match. Without
 -- statistics on the pair it multiplies the wing's share by the room's, as if rooms were spread over
--- every wing, while a room lies in one: 3,088 expected where 20,261 matched in a 300k palace (issue 26).
+-- every wing, while a room lies in one, and expects a fraction of the records that match (issue 26).
 -- The searches no longer leave that choice to it (mempalace_pg.store.search, Gate), but every other
 -- statement over wing and room, and every psql user's, still plans by it. Extended statistics on
 -- (wing, room) give PostgreSQL the pair's common values (mcv), how far one decides the other

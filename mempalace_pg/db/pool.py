@@ -341,9 +341,8 @@ def _configure(settings: Settings, *, session: bool = False):
         # iterative index scans (filtered queries still return n_results rows), and the schema
         # holding pgvector on the search path so its type and operators resolve wherever it lives,
         # then ag_catalog (AGE's graphid and agtype operators; AGE's cypher() needs it there too).
-        # No parallel query: this work is many small statements, and starting workers costs more
-        # (10-15 ms here) than most of them take, and a search statement's arm that a one-time filter
-        # skips still starts its own.
+        # No parallel query: this work is many small statements, starting workers costs more than most
+        # of them take, and a search statement's arm that a one-time filter skips still starts its own.
         conn.execute(
             "SELECT set_config('statement_timeout', %s, false), "
             "set_config('hnsw.ef_search', %s, false), "
