@@ -31,8 +31,9 @@ from mempalace_pg.store.indexing import (
     MAX_SEGMENTS,
     POLL_S,
     QUIET_S,
-    SEGMENT_ROWS,
+    WORTH_REBUILD,
     Layout,
+    build_capacity,
     build_session,
     folder_application_name,
     largest_share,
@@ -60,6 +61,7 @@ class Folder:
         # On a pgvector whose HNSW vacuum can corrupt an index beside inserts (< 0.8.4), no row is ever
         # inserted into a built segment: a quiet tail becomes a segment of its own instead.
         self.may_absorb = defects.hnsw_insert_beside_vacuum_safe(conn)
+        self.capacity: dict[int, int] = {}  # rows a build fits in memory, by dimension
 
     # -- state people can read (doctor, psql) --------------------------------------------------
     def report(self, activity: str, error: Optional[str] = None) -> None:
@@ -129,20 +131,21 @@ class Folder:
             self.last_newest, self.last_change = current.newest, now
         quiet = now - self.last_change >= QUIET_S
         tail = self.count_above(current.top) if current.has_tail else 0
-        total = sum(s[3] for s in segments)
+        capacity = self.capacity.setdefault(dim, build_capacity(self.conn, dim))
         if tail and quiet:
             # Writes paused: the tail first. A row searched exactly costs every query more than one
             # more segment does, and folding a tail takes a fraction of a merge's time.
-            if tail <= ABSORB_ROWS and total > SEGMENT_ROWS and self.may_absorb:
+            small = tail <= ABSORB_ROWS and segments and tail * WORTH_REBUILD < segments[-1][3]
+            if small and self.may_absorb:
                 return self.locked(lambda: self.absorb(current, dim), f"absorbing {tail} rows")
-            return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
+            return self.locked(lambda: self.fold(current, dim, capacity), f"folding {tail} rows")
         # A merge comes before a due tail: under sustained writes merge_plan has one only when the
         # segments are too many, and the tail is due again after every build.
-        plan = self.merge_plan(segments, quiet)
+        plan = self.merge_plan(segments, quiet, capacity)
         if plan:
             return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
         if tail >= FOLD_ROWS:
-            return self.locked(lambda: self.fold(current, dim), f"folding {tail} rows")
+            return self.locked(lambda: self.fold(current, dim, capacity), f"folding {tail} rows")
         return False
 
     def locked(self, work, activity: str) -> bool:
@@ -186,13 +189,20 @@ class Folder:
         due = time.monotonic() + GRACE_S
         self.retired += [(due, old) for old in replaced]
 
-    def fold(self, current: Layout, dim: int) -> None:
-        """The tail becomes a segment (rows written during the build stay in the tail)."""
+    def fold(self, current: Layout, dim: int, capacity: int) -> None:
+        """The tail becomes a segment (rows written during the build stay in the tail), of at most
+        ``capacity`` rows: the rest of a larger tail (a folder that started late) is the next fold's."""
         for orphan in orphan_indexes(self.conn, self.schema, self.pk):
             self.conn.execute(
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, orphan))
             )
-        newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
+        newest = self.conn.execute(
+            sql.SQL(
+                "SELECT max(vector_seq) FROM (SELECT vector_seq FROM {} WHERE vector_seq > %s "
+                "ORDER BY vector_seq LIMIT %s) t"
+            ).format(self.table),
+            (current.top, capacity),
+        ).fetchone()[0]
         if newest is not None and newest > current.top:
             self.build(dim, current.top, int(newest), [])
 
@@ -220,26 +230,29 @@ class Folder:
         )
 
     @staticmethod
-    def open_segments(segments: list) -> list:
-        """The newest segments that a merge may combine: the longest run, newest first, of at most
-        SEGMENT_ROWS rows (older segments are full and stay as they are)."""
+    def open_segments(segments: list, capacity: int) -> list:
+        """The newest segments that a merge may combine: the longest run, newest first, that one build
+        fits (``capacity`` rows; older segments are full)."""
         rows, start = 0, len(segments)
-        while start > 0 and rows + segments[start - 1][3] <= SEGMENT_ROWS:
+        while start > 0 and rows + segments[start - 1][3] <= capacity:
             start -= 1
             rows += segments[start][3]
         return segments[start:]
 
     @staticmethod
-    def merge_plan(segments: list, quiet: bool) -> list[tuple[str, int, int, int]]:
-        """The segments to merge into one (empty: none due), among the open ones. Once writes pause, all
-        of them. Under sustained writes, once there are more than MAX_SEGMENTS, the newest ones that
-        together hold no more rows than the segment before them (or than BUSY_MERGE_ROWS): a merge then
-        takes little longer than that segment's build did (the tail grows while it runs), and each row
-        is rebuilt about once per doubling of the segment it ends in."""
-        group = Folder.open_segments(segments)
+    def merge_plan(segments: list, quiet: bool, capacity: int) -> list[tuple[str, int, int, int]]:
+        """The segments to merge into one (empty: none due), among the open ones.
+
+        Once writes pause, all of them, if the rows outside the largest are worth its rebuild (at least
+        1/WORTH_REBUILD of it). Otherwise (and under sustained writes), once there are more than
+        MAX_SEGMENTS, the newest ones that together hold no more rows than the segment before them (or
+        than BUSY_MERGE_ROWS): a merge then takes little longer than that segment's build did (the tail
+        grows while it runs), and each row is rebuilt about once per doubling of the segment it ends in."""
+        group = Folder.open_segments(segments, capacity)
         if len(group) < 2:
             return []
-        if quiet:
+        largest = max(s[3] for s in group)
+        if quiet and (sum(s[3] for s in group) - largest) * WORTH_REBUILD >= largest:
             return group
         if len(group) <= MAX_SEGMENTS:
             return []

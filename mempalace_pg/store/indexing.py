@@ -22,15 +22,21 @@ second lock, which bulk loads and ``run_maintenance("reindex")`` take too.
 
 The policy, in :class:`Folder`: a tail of FOLD_ROWS rows, or any tail once writes have paused for
 QUIET_S, becomes a segment; when writes pause the tail goes first (a row searched exactly costs every
-query more than another segment does). Merges combine the *open* segments, the newest ones that
-together hold at most SEGMENT_ROWS rows; older segments are full and stay as they are. Once writes
-pause, the open segments are rebuilt as one (each segment costs a query one more index walk), so a
-collection of at most SEGMENT_ROWS ends as one segment; in a larger one a small quiet tail is inserted
-into the newest segment instead. Under sustained writes, once there are more than MAX_SEGMENTS, the
-newest segments that hold no more rows than the one before them (or than BUSY_MERGE_ROWS) are
-merged: no merge then holds the tail up for long, and each row is rebuilt a bounded number of times
-however large the collection grows. A query over several segments walks each with a narrower breadth
-(:func:`search_breadth`).
+query more than another segment does). A segment holds at most what one build fits in memory
+(:func:`build_capacity`: BUILD_MEMORY over the bytes a row takes in pgvector's in-memory graph); a
+build past it spills to disk and runs several times slower. Merges combine the *open* segments, the
+newest ones that together fit one build; older segments are full. Once writes pause, the open
+segments are rebuilt as one (each segment costs a query one more index walk), so a quiet collection
+converges to as few segments as memory allows: one up to the capacity, about one per capacity beyond.
+A pause does not rebuild a large segment for a few new rows, though: when the newer segments hold less
+than 1/WORTH_REBUILD of the largest open one, they stay (at most MAX_SEGMENTS of them) until they are
+worth it, and where pgvector can insert beside VACUUM safely a small quiet tail is inserted into the
+newest segment instead. Under sustained writes, once there are more than MAX_SEGMENTS, the newest
+segments that hold no more rows than the one before them (or than BUSY_MERGE_ROWS) are merged: no
+merge then holds the tail up for long, and each row is rebuilt a bounded number of times however
+large the collection grows. A query over several segments walks each with a narrower breadth
+(:func:`search_breadth`). Bulk loads and ``reindex`` build every row at once, in as few segments of
+equal size as the capacity allows (:func:`rebuild`).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -65,14 +71,17 @@ HNSW_MAX_DIM = 4000
 FOLD_ROWS = 2000
 #: Writes paused this long: the tail is folded whatever its size.
 QUIET_S = 1.0
-#: Merges make segments of at most this many rows. Once writes pause, a collection of at most this many
-#: is rebuilt as one segment (each further segment costs every query one more index walk, a small one
-#: about as much as a large one); in a larger one, older segments that a merge with the newer ones
-#: would take past it stay as they are, so a row is rebuilt a bounded number of times however large
-#: the collection grows, and a query walks about one segment per SEGMENT_ROWS.
-SEGMENT_ROWS = 250_000
-#: In a larger collection, a quiet tail of at most this many rows is inserted into the newest segment
-#: rather than made a segment of its own.
+#: Bytes a row takes in pgvector's in-memory HNSW graph while a segment is built, beside its
+#: half-precision vector (2 bytes a dimension): its neighbour lists (m = 16) and bookkeeping. Measured
+#: from pgvector's "no longer fits into maintenance_work_mem" notice (benchmarks/RESULTS.md, "HNSW
+#: build memory"), rounded up.
+BUILD_ROW_OVERHEAD = 720
+#: A pause rebuilds the open segments as one only when the newer ones hold at least 1/WORTH_REBUILD of
+#: the rows of the largest: a handful of new rows does not cost a rebuild of a large graph (each
+#: new row is rebuilt at most about WORTH_REBUILD times over).
+WORTH_REBUILD = 16
+#: A quiet tail of at most this many rows is inserted into the newest segment (where pgvector allows it)
+#: when a rebuild would not be worth it.
 ABSORB_ROWS = 2000
 #: More segments than this under sustained writes and the newer ones are merged.
 MAX_SEGMENTS = 3
@@ -98,7 +107,8 @@ GRACE_S = 5.0
 LAYOUT_TTL_S = 1.0
 #: A process checks that a folder runs at most this often per collection.
 SPAWN_CHECK_S = 2.0
-#: Memory for building a segment (a build that does not fit in it spills to disk, several times slower).
+#: Memory for building a segment; it also bounds a segment's rows (build_capacity), so the number of
+#: segments a large quiet collection keeps (about one per 700,000 rows of 384 dimensions at 1GB).
 BUILD_MEMORY = os.environ.get("MEMPALACE_PG_BUILD_MEMORY", "1GB")
 #: Parallel workers of a build, beside its own backend: both cores of a small server. (Queries beside a
 #: merge built this way were no slower than beside one without a worker: benchmarks/RESULTS.md, "Search
@@ -377,6 +387,14 @@ def build_session(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> Non
     )
 
 
+def build_capacity(conn: psycopg.Connection, dim: int) -> int:
+    """The rows one segment build fits in the session's ``maintenance_work_mem`` (set by
+    :func:`build_session`), with a tenth kept free: a larger build spills its graph to disk and takes
+    several times as long."""
+    memory = conn.execute("SELECT pg_size_bytes(current_setting('maintenance_work_mem'))").fetchone()[0]
+    return max(FOLD_ROWS, int(memory * 0.9) // (2 * int(dim) + BUILD_ROW_OVERHEAD))
+
+
 def register(
     conn: psycopg.Connection,
     schema: str,
@@ -404,11 +422,13 @@ def register(
         )
 
 
-def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> Optional[str]:
-    """Make every row of the collection one segment, built in one go (not concurrently: writes wait), and
-    drop the other segments. ``conn`` holds no transaction. For bulk loads and ``reindex``."""
+def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[str]:
+    """Make every row of the collection segments again, built in one go each (not concurrently: writes
+    wait): one segment when the rows fit :func:`build_capacity`, else as few of equal size as do; drop
+    the other segments. ``conn`` holds no transaction and has :func:`build_session`'s settings. For bulk
+    loads and ``reindex``. Returns the new segments' index names."""
     if dim > HNSW_MAX_DIM:
-        return None
+        return []
     changes = locks.segments_key(schema, pk)
     table = sql.Identifier(schema, f"records_c{int(pk)}")
     locks.acquire(conn, changes, what="rebuilding the vector index")
@@ -422,14 +442,30 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> Optiona
                 (pk,),
             )
         ]
-        hi = conn.execute(sql.SQL("SELECT COALESCE(max(vector_seq), 0) FROM {}").format(table)).fetchone()[0]
-        name = segment_name(pk, hi)
-        t0 = time.perf_counter()
-        conn.execute(segment_ddl(name, table, dim, -1, hi, concurrently=False))
-        register(conn, schema, pk, name, -1, hi, time.perf_counter() - t0, old)
+        rows = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()[0]
+        parts = max(1, -(-int(rows) // build_capacity(conn, dim)))
+        # the highest vector_seq of each of `parts` runs of equal size, in write order
+        bounds = [
+            int(hi)
+            for (hi,) in conn.execute(
+                sql.SQL(
+                    "SELECT max(vector_seq) FROM (SELECT vector_seq, ntile(%s) OVER (ORDER BY vector_seq) "
+                    "AS part FROM {}) t GROUP BY part ORDER BY 1"
+                ).format(table),
+                (parts,),
+            )
+        ] or [0]
+        built, lo = [], -1
+        for hi in bounds:
+            name = segment_name(pk, hi)
+            t0 = time.perf_counter()
+            conn.execute(segment_ddl(name, table, dim, lo, hi, concurrently=False))
+            register(conn, schema, pk, name, lo, hi, time.perf_counter() - t0, old if not built else [])
+            built.append(name)
+            lo = hi
         for stale in orphan_indexes(conn, schema, pk):  # the replaced segments, and any interrupted build's
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, stale)))
-        return name
+        return built
     finally:
         locks.release(conn, changes)
 

@@ -178,7 +178,7 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
                 embeddings=vecs[start:stop].tolist(),
             )
             folder.Folder(conn, pg_schema, col.partition.pk).fold(
-                indexing.read_layout(conn, pg_schema, col.partition.pk), 32
+                indexing.read_layout(conn, pg_schema, col.partition.pk), 32, 10**6
             )
     current = indexing.layout(col.partition, fresh=True)
     assert len(current.segments) == 3 and not current.has_tail
@@ -199,3 +199,51 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
         assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "60"
         pool.use_search_breadth(conn, None)
         assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(col.partition.db.settings.ef_search)
+
+
+def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, make_collection, monkeypatch):
+    """A bulk load's or reindex's rebuild never builds a graph past maintenance_work_mem (it would spill to
+    disk, several times slower): it splits the rows into equal segments that each fit, and the query
+    still finds the exact nearest over them."""
+    import numpy as np
+
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
+    col = make_collection()
+    rng = np.random.default_rng(11)
+    vecs = rng.normal(size=(5000, 32)).astype("float32")
+    for start in range(0, 5000, 1000):
+        col.upsert(
+            ids=[f"d{i}" for i in range(start, start + 1000)],
+            documents=[f"drawer {i}" for i in range(start, start + 1000)],
+            metadatas=[{"wing": "w", "room": "r"} for _ in range(1000)],
+            embeddings=vecs[start : start + 1000].tolist(),
+        )
+    pk = col.partition.pk
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        indexing.build_session(conn)
+        assert len(indexing.rebuild(conn, pg_schema, pk, 32)) == 1  # the default memory holds them all
+        conn.execute("SET maintenance_work_mem = '1MB'")
+        capacity = indexing.build_capacity(conn, 32)
+        assert capacity == indexing.FOLD_ROWS  # 1MB holds fewer; a segment is never smaller than a fold
+        names = indexing.rebuild(conn, pg_schema, pk, 32)
+        rows = [
+            r
+            for (r,) in conn.execute(
+                sql.SQL("SELECT rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
+                    sql.Identifier(pg_schema, "vector_segments")
+                ),
+                (pk,),
+            )
+        ]
+        indexes = {
+            n for (n,) in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (pg_schema,))
+        }
+    assert len(names) == 3 and set(names) <= indexes
+    assert rows == [1667, 1667, 1666]
+    assert not [n for n in indexes if n.startswith(f"records_c{pk}_vec_") and n not in names]
+    current = indexing.layout(col.partition, fresh=True)
+    assert len(current.segments) == 3 and not current.has_tail
+    unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    for q in rng.normal(size=(10, 32)).astype("float32"):
+        exact = [f"d{i}" for i in np.argsort(-(unit @ (q / np.linalg.norm(q))))[:10]]
+        assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact

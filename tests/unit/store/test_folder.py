@@ -6,41 +6,64 @@ from __future__ import annotations
 from mempalace_pg.store import indexing
 from mempalace_pg.store.folder import Folder
 
+CAPACITY = 700_000  # rows one build fits in memory
+
 
 def segment(rows: int, lo: int = 0) -> tuple[str, int, int, int]:
     return (f"s{lo}", lo, lo + rows, rows)
 
 
 def test_merges_leave_full_segments_as_they_are():
-    full = indexing.SEGMENT_ROWS
-    big = segment(full)
-    newer = [segment(10_000, full)]
-    newer += [segment(900, full + 10_000 + i * 1000) for i in range(indexing.MAX_SEGMENTS)]
-    # a pause merges the open segments only: a merge with the full one would take it past SEGMENT_ROWS
-    assert Folder.open_segments([big, *newer]) == newer
-    assert Folder.merge_plan([big, *newer], quiet=True) == newer
+    big = segment(CAPACITY - 5_000)
+    newer = [segment(10_000, CAPACITY)]
+    newer += [segment(900, CAPACITY + 10_000 + i * 1000) for i in range(indexing.MAX_SEGMENTS)]
+    # a pause merges the open segments only: a merge with the full one would not fit one build
+    assert Folder.open_segments([big, *newer], CAPACITY) == newer
+    assert Folder.merge_plan([big, *newer], True, CAPACITY) == newer
     # under sustained writes, only once the open ones are too many: then the newest ones that hold no
     # more rows than the segment before them
-    assert Folder.merge_plan([big, *newer[:3]], quiet=False) == []
-    assert Folder.merge_plan([big, *newer], quiet=False) == newer[1:]
+    assert Folder.merge_plan([big, *newer[:3]], False, CAPACITY) == []
+    assert Folder.merge_plan([big, *newer], False, CAPACITY) == newer[1:]
     # folds that grow with the tail (a folder behind the writer): merged only up to BUSY_MERGE_ROWS
     slow = [segment(3000 + 500 * i, 10**5 * i) for i in range(8)]
-    assert Folder.merge_plan(slow, quiet=False) == slow[-3:]
+    assert Folder.merge_plan(slow, False, CAPACITY) == slow[-3:]
     assert sum(s[3] for s in slow[-3:]) <= indexing.BUSY_MERGE_ROWS < sum(s[3] for s in slow[-4:])
     doubling = [segment(4000 * 2**i, 10**6 * i) for i in range(5)]
-    assert Folder.merge_plan(doubling, quiet=False) == []
-    # below SEGMENT_ROWS in all, a pause merges everything into one
+    assert Folder.merge_plan(doubling, False, CAPACITY) == []
+
+
+def test_a_quiet_palace_converges_to_as_few_segments_as_memory_allows():
+    # 300k rows in five segments, as sustained writes leave them: a pause merges all five (no row cap)
+    sizes = (120_000, 80_000, 50_000, 30_000, 20_000)
+    five = [segment(rows, lo) for lo, rows in enumerate(sizes)]
+    assert Folder.merge_plan(five, True, CAPACITY) == five
+    # a million: the newest run that fits one build is merged, and what is left is full
+    million = [segment(250_000, i) for i in range(4)]
+    plan = Folder.merge_plan(million, True, CAPACITY)
+    assert plan == million[-2:]
+    merged = [*million[:2], segment(500_000, 9)]
+    assert Folder.merge_plan(merged, True, CAPACITY) == []
+    # a tiny palace: everything into one
     small = [segment(1000, i * 1000) for i in range(3)]
-    assert Folder.merge_plan(small, quiet=True) == small
+    assert Folder.merge_plan(small, True, CAPACITY) == small
+
+
+def test_a_few_new_rows_do_not_cost_a_rebuild_of_a_large_segment():
+    big = segment(300_000)
+    trickle = [segment(50, 300_000 + i) for i in range(indexing.MAX_SEGMENTS)]
+    # one or two small segments beside it stay until they are worth a rebuild of the large one
+    assert Folder.merge_plan([big, *trickle[:2]], True, CAPACITY) == []
+    # more than MAX_SEGMENTS: the small ones are merged among themselves, not into the large one
+    assert Folder.merge_plan([big, *trickle], True, CAPACITY) == trickle
+    # once they hold 1/WORTH_REBUILD of it, everything is rebuilt as one
+    grown = segment(300_000 // indexing.WORTH_REBUILD, 300_000)
+    assert Folder.merge_plan([big, grown], True, CAPACITY) == [big, grown]
 
 
 def test_nothing_to_merge_in_one_segment_or_none():
-    assert Folder.open_segments([]) == []
+    assert Folder.open_segments([], CAPACITY) == []
     for quiet in (True, False):
-        assert Folder.merge_plan([], quiet=quiet) == []
-        assert Folder.merge_plan([segment(10)], quiet=quiet) == []
+        assert Folder.merge_plan([], quiet, CAPACITY) == []
+        assert Folder.merge_plan([segment(10)], quiet, CAPACITY) == []
         # full segments are never merged, however many
-        assert (
-            Folder.merge_plan([segment(indexing.SEGMENT_ROWS, i * 10**6) for i in range(5)], quiet=quiet)
-            == []
-        )
+        assert Folder.merge_plan([segment(CAPACITY, i * 10**6) for i in range(5)], quiet, CAPACITY) == []
