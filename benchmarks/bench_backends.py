@@ -191,6 +191,15 @@ def summary(times: list[float]) -> dict:
     return {"p50": float(np.percentile(arr, 50)), "p95": float(np.percentile(arr, 95)), "n": len(times)}
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since it started (VmHWM: getrusage's maxrss survives exec, so a
+    child would report its parent's peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return rss_mb()
+
+
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 

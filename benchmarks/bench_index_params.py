@@ -7,8 +7,12 @@ Loads the benchmark's clustered vectors (benchmarks/bench_backends.py) into a sc
 for each index configuration, times the build (one parallel worker, as the backend builds) and
 measures recall@10 against exact cosine ground truth and p50 latency at several ``ef_search``.
 A parallel build is not deterministic: ``--repeat`` builds each configuration several times, to see how
-far recall varies from build to build. This is how the backend's defaults (halfvec, m = 16,
-ef_construction = 64, ef_search = 150) were chosen.
+far recall varies from build to build. ``--data skewed`` uses the palace of ``skewed_palace.py``
+instead (graded neighbours within topics, files of several chunks; queries from drawers). For each
+configuration it also measures the bytes a row takes in the in-memory graph of a build (from pgvector's
+notice when a build of 8,000 rows outgrows 8MB), which bounds a segment's rows
+(``indexing.build_capacity``). This is how the backend's defaults (halfvec, m = 16, ef_construction,
+ef_search = 150) were chosen.
 """
 
 from __future__ import annotations
@@ -29,6 +33,24 @@ CONFIGS = ["vector:16:64", "vector:12:64", "vector:16:48", "vector:12:48", "half
 EF_SEARCH = (100, 150, 200)
 
 
+def row_bytes(conn, table: str, cast: str, kind: str, m: int, efc: int, notices: list) -> float:
+    """Bytes a row takes in a build's in-memory graph: build over 8,000 rows in 8MB and read how many
+    fitted from pgvector's notice."""
+    conn.execute(f"CREATE TEMP TABLE {table}_mem AS SELECT * FROM {table} ORDER BY i LIMIT 8000")
+    try:
+        conn.execute("SET maintenance_work_mem = '8MB'")
+        notices.clear()
+        conn.execute(
+            f"CREATE INDEX ON {table}_mem USING hnsw (({cast}) {kind}_cosine_ops) "
+            f"WITH (m = {m}, ef_construction = {efc})"
+        )
+        fitted = [int(n.split(" after ")[1].split()[0]) for n in notices if "no longer fits" in n]
+        return 8 * 1024 * 1024 / fitted[0] if fitted else float("nan")
+    finally:
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute(f"DROP TABLE {table}_mem")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -37,17 +59,29 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     ap.add_argument("--repeat", type=int, default=1, help="builds of each configuration")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--data", choices=("clusters", "skewed"), default="clusters")
     args = ap.parse_args()
 
     import psycopg
     from pgvector.psycopg import register_vector
 
     dsn = bb.provisioned_dsn()
-    centers = bb.cluster_centers()
-    batches = [bb.batch_data(s, min(bb.BATCH, args.n - s), centers) for s in range(0, args.n, bb.BATCH)]
-    vectors = np.vstack([b[3] for b in batches])
-    queries = bb.query_vectors(args.queries, 777, centers)
-    truth = [set(np.argsort(-(vectors @ q))[:10].tolist()) for q in queries]
+    if args.data == "skewed":
+        from skewed_palace import SkewedPalace
+
+        palace = SkewedPalace(args.n)
+        vectors = palace.all_vectors()
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        queries = [q["vector"] for q in palace.queries(args.queries, vectors)]
+    else:
+        centers = bb.cluster_centers()
+        batches = [bb.batch_data(s, min(bb.BATCH, args.n - s), centers) for s in range(0, args.n, bb.BATCH)]
+        vectors = np.vstack([b[3] for b in batches])
+        queries = bb.query_vectors(args.queries, 777, centers)
+    truth = [set(np.argsort(-(vectors @ (q / np.linalg.norm(q))))[:10].tolist()) for q in queries]
+    from mempalace_pg.store import indexing
+
+    notices: list[str] = []
     table = "mempalace_pg_bench_index"
     rows = []
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -60,8 +94,11 @@ def main() -> int:
             for i, v in enumerate(vectors):
                 copy.write_row((i, v))
         conn.execute(f"ANALYZE {table}")
-        conn.execute("SET maintenance_work_mem = '512MB'")
-        conn.execute("SET max_parallel_maintenance_workers = 1")
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        # as the backend builds: one worker where pgvector's parallel build is safe, else serial
+        workers = indexing.build_workers(conn)
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute(f"SET max_parallel_maintenance_workers = {int(workers)}")
         try:
             for spec, build_no in [
                 (c, r) for c in args.configs.split(",") for r in range(1, args.repeat + 1)
@@ -75,6 +112,7 @@ def main() -> int:
                     f"WITH (m = {int(m)}, ef_construction = {int(efc)})"
                 )
                 build = time.perf_counter() - t0
+                per_row = row_bytes(conn, table, cast, kind, int(m), int(efc), notices)
                 for ef in EF_SEARCH:
                     conn.execute(f"SET hnsw.ef_search = {ef}")
                     recalls, lat = [], []
@@ -94,6 +132,7 @@ def main() -> int:
                             float(np.mean(recalls)),
                             float(np.median(lat)),
                             float(np.percentile(lat, 95)),
+                            per_row,
                         )
                     )
                     print(
@@ -113,14 +152,19 @@ def main() -> int:
         "",
         f"PostgreSQL {server}, pgvector {pgv}, {bb.DIM} dimensions, {bb.CLUSTERS} clusters, {args.queries} "
         "queries, "
-        "build with one parallel worker and 512MB maintenance_work_mem. "
+        f"data: {args.data}, "
+        f"build with {workers} parallel worker(s) and 1GB maintenance_work_mem. "
         f"Command: `python benchmarks/bench_index_params.py {' '.join(sys.argv[1:])}`.",
         "",
-        "| index (type:m:ef_construction) | build # | build, s | ef_search | recall@10 | p50 ms | p95 ms |",
-        "|---|---|---|---|---|---|---|",
+        "| index (type:m:ef_construction) | build # | build, s | build memory, bytes a row | ef_search "
+        "| recall@10 | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for spec, build_no, build, ef, rec, p50, p95 in rows:
-        lines.append(f"| {spec} | {build_no} | {build:.1f} | {ef} | {rec:.3f} | {p50:.2f} | {p95:.2f} |")
+    for spec, build_no, build, ef, rec, p50, p95, per_row in rows:
+        lines.append(
+            f"| {spec} | {build_no} | {build:.1f} | {per_row:,.0f} | {ef} | {rec:.3f} "
+            f"| {p50:.2f} | {p95:.2f} |"
+        )
     report = "\n".join(lines) + "\n"
     if args.no_write:
         print(report)

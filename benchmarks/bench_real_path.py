@@ -55,15 +55,6 @@ PROBE_BUDGET_S = 2.5
 
 
 # ----------------------------------------------------------------------------- children
-def peak_rss_mb() -> float:
-    """This process's peak resident memory since it started (VmHWM: getrusage's maxrss survives exec, so a
-    child would report its parent's peak)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return bb.rss_mb()
-
-
 def batches(n: int, batch: int, centers):
     """Drawers 0..n in write batches of ``batch``; the data is made in blocks of CHUNK whatever the batch,
     so every batch size writes the same drawers (and one ground truth serves all)."""
@@ -89,7 +80,7 @@ def child_write(store: str, n: int, batch: int, dsn: str, workdir: str, tag: str
     assert col.count() == n
     table = getattr(col, "_table", None) if store == "pgvector" else None  # dropped by the parent
     backend.close()
-    return {"seconds": seconds, "rows_per_s": n / seconds, "rss_mb": peak_rss_mb(), "table": table}
+    return {"seconds": seconds, "rows_per_s": n / seconds, "rss_mb": bb.peak_rss_mb(), "table": table}
 
 
 def truths(n: int) -> dict:
@@ -196,7 +187,7 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
                 )
                 / 1e6,
             }
-    out["rss_mb"] = peak_rss_mb()
+    out["rss_mb"] = bb.peak_rss_mb()
     backend.close()
     return out
 

@@ -1,0 +1,442 @@
+"""Benchmark: a big palace on the real write path, 100k to 1M drawers (issue 26, item 4).
+
+    python benchmarks/bench_scale.py --sizes 100000,300000,1000000 --others-at 300000   # writes RESULTS.md
+    python benchmarks/bench_scale.py --sizes 5000 --others-at 5000 --probes 2,5 --sustain 10 --no-write
+
+For each size, in one run on one machine:
+
+1. a *writer* process upserts the drawers of :class:`skewed_palace.SkewedPalace` (one wing with half the
+   drawers, rooms of 50 beside rooms of thousands, files of ~7 chunks) through MemPalace's backend API,
+   in batches of 1,000 as ``mempalace mine`` writes big files and ``migrate`` writes, pausing GAP_S
+   after every RUN_ROWS rows as separate ``mine`` runs do, and exits (its rate and peak RSS);
+2. *search* processes start 10 s, 60 s and 10 min after the writer exited (``--probes``; at sizes
+   below ``--short-below`` and for the other stores, ``--short-probes``: 10 s, 60 s, 2 min), open the
+   palace anew and run k=10 queries unfiltered, in the wing of their nearest drawer, and in its wing and
+   room (p50/p95 ms, recall@10 against exact cosine, within a time budget), and record the vector
+   index: segments, rows waiting, index and table size, the server's memory;
+3. at the largest size, a writer upserts new drawers for ``--sustain`` seconds while a search process
+   queries: search under sustained writes, and the ingest rate into the full palace.
+
+``postgres`` (this package) runs at every size. MemPalace's ``chroma`` and built-in ``pgvector`` run at
+the sizes given by ``--others-at`` (they do no work after the writer exits, so their probes differ by
+noise only). ``--batch 50`` writes in batches of 50 instead. Figures go to ``out/scale_<when>.json``,
+the chart to ``out/scale_curve.png`` (matplotlib, ``pip install -e .[bench]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench_backends as bb  # noqa: E402
+from skewed_palace import SkewedPalace  # noqa: E402
+
+FILTERS = ("unfiltered", "wing", "wing_room")
+QUERIES = 60
+#: A probe spends at most this long on each filter (a slow layout still ends before the next probe).
+PROBE_BUDGET_S = 20.0
+#: The writer pauses GAP_S after every RUN_ROWS rows, as separate `mine` runs leave gaps.
+RUN_ROWS = 100_000
+GAP_S = 5.0
+
+
+# ----------------------------------------------------------------------------- children
+def child_write(store: str, n: int, dsn: str, workdir: str, tag: str, start: int, batch: int, seconds: float):
+    """Upsert drawers start..n (or, with ``seconds``, new ones from ``start`` for that long) and exit."""
+    palace = SkewedPalace(n)
+    backend, col = bb.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
+    t0 = time.perf_counter()
+    written, gaps, at = 0, 0.0, start
+    while True:
+        if seconds:
+            if time.perf_counter() - t0 >= seconds:
+                break
+            if at >= n:
+                at = start  # wrap: later batches update drawers written earlier in this run
+        elif at >= n:
+            break
+        ids, docs, metas, vecs = palace.batch(at, batch)
+        if seconds:
+            # new drawers beside the palace's own, pointing away from them so that the queries' true
+            # nearest drawers stay those of the palace
+            ids, vecs = [f"{i}_s" for i in ids], -vecs
+        col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
+        written += len(ids)
+        at += len(ids)
+        if not seconds and written % RUN_ROWS < batch and at < n:
+            time.sleep(GAP_S)
+            gaps += GAP_S
+    took = time.perf_counter() - t0 - gaps
+    backend.close()
+    return {"rows": written, "seconds": took, "rows_per_s": written / took, "peak_rss_mb": bb.peak_rss_mb()}
+
+
+def child_search(store: str, dsn: str, workdir: str, tag: str, queries_file: str, budget: float) -> dict:
+    queries = json.loads(Path(queries_file).read_text())
+    backend, col = bb.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
+    out: dict = {"query": {}}
+    if store == "postgres":
+        from mempalace_pg.store import indexing
+
+        current = indexing.layout(col.partition, fresh=True)
+        out["segments"] = len(current.segments)
+        out["waiting"] = col.partition.fresh_count()
+    for label in FILTERS:
+        times, recalls, returned = [], [], []
+        started = time.perf_counter()
+        for q in queries:
+            where, truth, _ = q["filters"][label]
+            t0 = time.perf_counter()
+            got = col.query(query_embeddings=[q["vector"]], n_results=10, where=where).ids[0]
+            times.append((time.perf_counter() - t0) * 1000)
+            recalls.append(len(set(got) & set(truth)) / 10)
+            returned.append(len(got))
+            if time.perf_counter() - started > budget and len(times) >= 5:
+                break
+        out["query"][label] = {
+            **bb.summary(times),
+            "recall_at_10": float(np.mean(recalls)),
+            "rows_returned": float(np.mean(returned)),
+        }
+    out["peak_rss_mb"] = bb.peak_rss_mb()
+    backend.close()
+    return out
+
+
+# ----------------------------------------------------------------------------- the server's side
+def server_state(dsn: str, store: str, tag: str) -> dict:
+    """Sizes of the palace's tables and vector indexes, the postgres folder's state, and the server's
+    memory (the proportional set size of every postgres process this machine can see)."""
+    import psycopg
+
+    state: dict = {"server_pss_mb": server_pss_mb()}
+    schema = f"bench_{tag}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if store == "postgres":
+            segs, rows, index, build = conn.execute(
+                f"SELECT count(*), COALESCE(sum(rows), 0), COALESCE(sum(pg_relation_size(to_regclass("
+                f"quote_ident(%s) || '.' || quote_ident(index_name)))), 0), COALESCE(sum(build_seconds), 0) "
+                f"FROM {schema}.vector_segments",
+                (schema,),
+            ).fetchone()
+            table = conn.execute(
+                "SELECT COALESCE(sum(pg_table_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname LIKE 'records_c%%' "
+                "AND c.relkind = 'r'",
+                (schema,),
+            ).fetchone()[0]
+            folder = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                (f"mempalace-pg folder {schema}",),
+            ).fetchone()[0]
+            state.update(
+                segments=segs,
+                rows_in_segments=int(rows),
+                index_mb=float(index) / 1e6,
+                table_mb=float(table) / 1e6,
+                build_seconds_of_segments=float(build),
+                folder_running=bool(folder),
+            )
+        elif store == "pgvector":
+            size = conn.execute(
+                "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+                (schema,),
+            ).fetchone()[0]
+            state["table_mb"] = float(size) / 1e6
+    return state
+
+
+def server_pss_mb() -> float:
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "postgres":
+                continue
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def chroma_size_mb(workdir: str) -> float:
+    root = Path(workdir) / "palace"
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / 1e6 if root.exists() else 0.0
+
+
+def folder_done(dsn: str, tag: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return not conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+            (f"mempalace-pg folder bench_{tag}",),
+        ).fetchone()[0]
+
+
+def stop_folder(dsn: str, tag: str) -> None:
+    """End the palace's folder (a build under way would deadlock with dropping its schema)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (f"mempalace-pg folder bench_{tag}",),
+        )
+    time.sleep(1.0)
+
+
+# ----------------------------------------------------------------------------- parent
+def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list, sustain: float) -> dict:
+    tag = f"scl_{store}_{uuid.uuid4().hex[:6]}"
+    workdir = tempfile.mkdtemp(prefix="mpbench_scl_")
+    script = str(Path(__file__).resolve())
+    case: dict = {"store": store, "n": n, "batch": args.batch, "probes": []}
+    try:
+        case["write"] = bb.child_json(script, ["write", store, n, dsn, workdir, tag, 0, args.batch, 0], dsn)
+        exited = time.monotonic()
+        print(f"  {store} {n:,}: written at {case['write']['rows_per_s']:.0f} rows/s", flush=True)
+        for at in probes:
+            while time.monotonic() - exited < at:
+                if store == "postgres" and "quiet_s" not in case and folder_done(dsn, tag):
+                    case["quiet_s"] = time.monotonic() - exited
+                time.sleep(min(2.0, max(0.0, at - (time.monotonic() - exited))))
+            got = bb.child_json(
+                script, ["search", store, n, dsn, workdir, tag, queries_file, PROBE_BUDGET_S], dsn
+            )
+            got.update(after_s=at, started_s=time.monotonic() - exited, **server_state(dsn, store, tag))
+            if store == "chroma":
+                got["table_mb"] = chroma_size_mb(workdir)
+            case["probes"].append(got)
+            print(f"  {store} {n:,} +{at:.0f}s: {brief(got)}", flush=True)
+        if store == "postgres" and "quiet_s" not in case and folder_done(dsn, tag):
+            case["quiet_s"] = time.monotonic() - exited
+        if sustain:
+            case["sustained"] = sustained(store, n, dsn, workdir, tag, queries_file, sustain, args.batch)
+            print(f"  {store} {n:,} under writes: {brief(case['sustained']['search'])}", flush=True)
+    finally:
+        stop_folder(dsn, tag)
+        bb.cleanup(store, dsn, tag, _Named(f"bench_{tag}") if store == "pgvector" else None)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return case
+
+
+class _Named:
+    """What bb.cleanup needs of a built-in pgvector collection: its table (here, its namespace's)."""
+
+    def __init__(self, table: str):
+        self._table = table
+
+
+def sustained(store: str, n: int, dsn: str, workdir: str, tag: str, queries_file: str, seconds: float, batch):
+    """A writer upserts new drawers for ``seconds`` while, from a third of the way in, a search process
+    queries the palace."""
+    script = str(Path(__file__).resolve())
+    env = dict(os.environ, MEMPALACE_PG_DSN=dsn)
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            script,
+            "--child",
+            "write",
+            store,
+            str(n),
+            dsn,
+            workdir,
+            tag,
+            "0",
+            str(batch),
+            str(seconds),
+        ],
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    time.sleep(seconds / 3)
+    search = bb.child_json(script, ["search", store, n, dsn, workdir, tag, queries_file, seconds / 6], dsn)
+    search.update(server_state(dsn, store, tag))
+    out, _ = writer.communicate(timeout=seconds * 4 + 600)
+    return {"seconds": seconds, "write": json.loads(out.decode().strip().splitlines()[-1]), "search": search}
+
+
+def brief(probe: dict) -> str:
+    q = probe["query"]
+    extra = f", {probe['segments']} segments, {probe['waiting']} waiting" if "segments" in probe else ""
+    return (
+        ", ".join(f"{k} {v['p50']:.1f}/{v['p95']:.1f} ms r{v['recall_at_10']:.3f}" for k, v in q.items())
+        + extra
+    )
+
+
+def truth_file(n: int, directory: str) -> str:
+    palace = SkewedPalace(n)
+    matrix = palace.all_vectors()
+    queries = palace.queries(QUERIES, matrix)
+    path = Path(directory) / f"queries_{n}.json"
+    path.write_text(
+        json.dumps(
+            [
+                {"vector": q["vector"].tolist(), "filters": {k: list(v) for k, v in q["filters"].items()}}
+                for q in queries
+            ]
+        )
+    )
+    return str(path)
+
+
+# ----------------------------------------------------------------------------- report
+def cell(q: dict) -> str:
+    return f"{q['p50']:.1f} / {q['p95']:.1f} ({q['recall_at_10']:.2f})"
+
+
+def render(cases: list[dict], meta: dict) -> str:
+    lines = [
+        "## A big palace on the real write path: 100k to 1M drawers",
+        "",
+        f"`python benchmarks/bench_scale.py {meta['argv']}` ({meta['when']}, {meta['machine']}, "
+        f"{meta['versions']}). The palace of `benchmarks/skewed_palace.py` (one wing holds half the drawers, "
+        f"rooms of 50 beside rooms of thousands) upserted in batches of {meta['batch']:,} by a process that "
+        f"exits, pausing {GAP_S:.0f} s after every {RUN_ROWS:,} rows; new processes search it after the "
+        "writer exited (k=10, p50 / p95 ms, recall@10 against exact cosine; queries filtered to the wing, "
+        "or wing and room, of their nearest drawer). *Server PSS*: the proportional memory of every "
+        "postgres process at the probe.",
+        "",
+        "| palace | store | after | segments (waiting) | unfiltered | wing | wing + room | server PSS MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cases:
+        for p in c["probes"]:
+            seg = f"{p['segments']} ({p['waiting']:,})" if "segments" in p else "-"
+            cells = " | ".join(cell(p["query"][f]) for f in FILTERS)
+            lines.append(
+                f"| {c['n']:,} | {c['store']} | +{p['after_s']:.0f} s | {seg} | {cells} "
+                f"| {p['server_pss_mb']:.0f} |"
+            )
+        if "sustained" in c:
+            s = c["sustained"]["search"]
+            seg = f"{s['segments']} ({s['waiting']:,})" if "segments" in s else "-"
+            cells = " | ".join(cell(s["query"][f]) for f in FILTERS)
+            lines.append(
+                f"| {c['n']:,} | {c['store']} | writing | {seg} | {cells} | {s['server_pss_mb']:.0f} |"
+            )
+    lines += [
+        "",
+        "| palace | store | written, rows/s | writer peak RSS MB | quiet after, s | index MB | table MB "
+        "| build s of the segments | rows/s while searched |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cases:
+        last = c["probes"][-1]
+        quiet = "-" if c["store"] != "postgres" else "> last probe"
+        quiet = f"{c['quiet_s']:.0f}" if "quiet_s" in c else quiet
+        index = f"{last['index_mb']:.0f}" if "index_mb" in last else "-"
+        table = f"{last['table_mb']:.0f}" if "table_mb" in last else "-"
+        build = f"{last['build_seconds_of_segments']:.0f}" if "build_seconds_of_segments" in last else "-"
+        during = f"{c['sustained']['write']['rows_per_s']:.0f}" if "sustained" in c else "-"
+        lines.append(
+            f"| {c['n']:,} | {c['store']} | {c['write']['rows_per_s']:.0f} | {c['write']['peak_rss_mb']:.0f} "
+            f"| {quiet} | {index} | {table} | {build} | {during} |"
+        )
+    lines += ["", "![cost against palace size](out/scale_curve.png)", ""]
+    return "\n".join(lines)
+
+
+def chart(cases: list[dict], path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no chart (pip install -e .[bench])", file=sys.stderr)
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
+    for ax, label in zip(axes, FILTERS):
+        for store, style in (("postgres", "o-"), ("chroma", "s--"), ("pgvector", "^:")):
+            pts = sorted(
+                (c["n"], c["probes"][-1]["query"][label]["p50"]) for c in cases if c["store"] == store
+            )
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=store)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{label}: k=10 p50 ms, last probe")
+        ax.set_xlabel("drawers")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("ms")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        role, store, n, dsn, workdir, tag, *rest = sys.argv[2:]
+        if role == "write":
+            got = child_write(store, int(n), dsn, workdir, tag, int(rest[0]), int(rest[1]), float(rest[2]))
+        else:
+            got = child_search(store, dsn, workdir, tag, rest[0], float(rest[1]))
+        print(json.dumps(got))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100000,300000,1000000")
+    ap.add_argument("--others-at", default="300000", help="sizes at which chroma and pgvector run too")
+    ap.add_argument("--others", default="chroma,pgvector")
+    ap.add_argument("--probes", default="10,60,600", help="seconds after the writer exited")
+    ap.add_argument(
+        "--short-probes",
+        default="10,60,120",
+        help="the probes of chroma and pgvector (no work after their writer exits) and of sizes below "
+        "--short-below",
+    )
+    ap.add_argument("--short-below", type=int, default=300_000)
+    ap.add_argument("--sustain", type=float, default=120.0, help="seconds of writes at the largest size")
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    args = ap.parse_args()
+    long_probes = [float(p) for p in args.probes.split(",")]
+    short_probes = [float(p) for p in args.short_probes.split(",")]
+    dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    others_at = {int(s) for s in args.others_at.split(",") if s}
+    tmp = tempfile.mkdtemp(prefix="mpbench_scl_q_")
+    cases: list[dict] = []
+    stamp = time.strftime("%Y%m%d_%H%M", time.gmtime())
+    meta = bb.run_meta(dsn, argv=" ".join(sys.argv[1:]), batch=args.batch)
+    out = HERE / "out" / f"scale_{stamp}.json"
+    try:
+        for n in sizes:
+            queries = truth_file(n, tmp)
+            stores = ["postgres"] + ([s for s in args.others.split(",") if s] if n in others_at else [])
+            for store in stores:
+                sustain = args.sustain if (n == max(sizes) and store == "postgres") else 0.0
+                probes = long_probes if store == "postgres" and n >= args.short_below else short_probes
+                cases.append(run_case(store, n, dsn, queries, args, probes, sustain))
+                out.write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))  # a partial run is kept
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    chart(cases, HERE / "out" / "scale_curve.png")
+    report = render(cases, meta)
+    if not args.no_write:
+        bb.record_report(HERE / "RESULTS.md", "bench_scale", report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
