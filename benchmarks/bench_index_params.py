@@ -150,9 +150,9 @@ def main() -> int:
     lines = [
         f"## Index parameters at {args.n:,} vectors — {date}",
         "",
-        f"PostgreSQL {server}, pgvector {pgv}, {bb.DIM} dimensions, {bb.CLUSTERS} clusters, {args.queries} "
-        "queries, "
-        f"data: {args.data}, "
+        f"PostgreSQL {server}, pgvector {pgv}, {bb.DIM} dimensions, {args.queries} queries, data: "
+        + (f"{bb.CLUSTERS} clusters" if args.data == "clusters" else "the skewed palace")
+        + ", "
         f"build with {workers} parallel worker(s) and 1GB maintenance_work_mem. "
         f"Command: `python benchmarks/bench_index_params.py {' '.join(sys.argv[1:])}`.",
         "",
