@@ -241,19 +241,25 @@ class Folder:
 
     @staticmethod
     def merge_plan(segments: list, quiet: bool, capacity: int) -> list[tuple[str, int, int, int]]:
-        """The segments to merge into one (empty: none due), among the open ones.
+        """The segments to merge into one (empty: none due).
 
-        Once writes pause, all of them, if the rows outside the largest are worth its rebuild (at least
-        1/WORTH_REBUILD of it). Otherwise (and under sustained writes), once there are more than
-        MAX_SEGMENTS, the newest ones that together hold no more rows than the segment before them (or
-        than BUSY_MERGE_ROWS): a merge then takes little longer than that segment's build did (the tail
-        grows while it runs), and each row is rebuilt about once per doubling of the segment it ends in."""
+        Once writes pause, the newest run of segments that one build fits (``capacity`` rows) and whose
+        rows outside the largest are worth its rebuild (at least 1/WORTH_REBUILD of it); where the
+        newest segment is full, the newest such run before it, and so on, so a quiet collection ends
+        with about one segment per ``capacity`` rows. Otherwise (and under sustained writes), among the
+        open segments, once there are more than MAX_SEGMENTS, the newest ones that together hold no
+        more rows than the segment before them (or than BUSY_MERGE_ROWS): a merge then takes little
+        longer than that segment's build did (the tail grows while it runs), and each row is rebuilt
+        about once per doubling of the segment it ends in."""
+        if quiet:
+            end = len(segments)
+            while end >= 2:
+                group = Folder.open_segments(segments[:end], capacity)
+                largest = max((s[3] for s in group), default=0)
+                if len(group) >= 2 and (sum(s[3] for s in group) - largest) * WORTH_REBUILD >= largest:
+                    return group
+                end -= max(1, len(group))  # the run before this one
         group = Folder.open_segments(segments, capacity)
-        if len(group) < 2:
-            return []
-        largest = max(s[3] for s in group)
-        if quiet and (sum(s[3] for s in group) - largest) * WORTH_REBUILD >= largest:
-            return group
         if len(group) <= MAX_SEGMENTS:
             return []
         for start in range(1, len(group) - 1):  # the longest such run first

@@ -42,7 +42,12 @@ def test_a_quiet_palace_converges_to_as_few_segments_as_memory_allows():
     plan = Folder.merge_plan(million, True, CAPACITY)
     assert plan == million[-2:]
     merged = [*million[:2], segment(500_000, 9)]
-    assert Folder.merge_plan(merged, True, CAPACITY) == []
+    # the newest is as full as a merge may make it: the run before it is merged next
+    assert Folder.merge_plan(merged, True, CAPACITY) == million[:2]
+    assert Folder.merge_plan([segment(500_000), segment(500_000, 9)], True, CAPACITY) == []
+    # many small segments behind a full one (merges under sustained writes, then a pause)
+    behind = [segment(20_000, i) for i in range(15)] + [segment(CAPACITY, 99)]
+    assert Folder.merge_plan(behind, True, CAPACITY) == behind[:-1]
     # a tiny palace: everything into one
     small = [segment(1000, i * 1000) for i in range(3)]
     assert Folder.merge_plan(small, True, CAPACITY) == small
