@@ -12,7 +12,8 @@ For each size, in a palace directory, home and schema of its own (dropped at the
    (``AgeKnowledgeGraph.add_triple``), each drawn from one of the drawers, and exits;
 2. the run waits until the palace's folder has nothing left to do (as ``bench_filtered.py`` waits);
 3. the command lines, each as a process that exits, timed from start to exit (Python's start and
-   imports included, as a user waits for them): ``mempalace --backend postgres status`` (and
+   imports included, as a user waits for them; ``mempalace --version`` and ``mempalace-pg --help``
+   show that floor): ``mempalace --backend postgres status`` (and
    ``search``, ``wake-up``), and every ``mempalace-pg`` command that reads the palace (``doctor``,
    ``db current``, ``kg stats``/``query``, ``search around``/``facts``/``entities``/``hybrid``,
    ``export``, ``backup``) and ``restore`` (of that backup, into a database made for each run, not
@@ -24,9 +25,10 @@ For each size, in a palace directory, home and schema of its own (dropped at the
    ``pg_file_memory`` writes (a drawer and a fact per call) and runs last.
 
 Queries are embedded by ``scripts/embedding_server.py`` through MemPalace's ``openai-compat`` setting
-(MemPalace's hash embedder by default: the drawers' vectors are synthetic, so a real model would only
-add its own constant cost). Per row: p50 / p95 ms, whether p95 is under 1 s, and p50 at the largest size
-over p50 at the smallest (a row that pages through every drawer grows as the palace does).
+(MemPalace's hash embedder by default: the drawers' vectors are synthetic, and what a real model
+costs per query does not depend on the palace). Per row: p50 / p95 ms, whether p95 is under 1 s,
+and p50 at the largest size over p50 at the smallest (a row that pages through every drawer grows as
+the palace does).
 """
 
 from __future__ import annotations
@@ -172,7 +174,7 @@ def _preview(text: str) -> str:
     return " ".join((text or "").split())[:240]
 
 
-def run_cli(case: Case, cmd: list, env: dict) -> tuple[float, subprocess.CompletedProcess]:
+def run_cli(cmd: list, env: dict) -> tuple[float, subprocess.CompletedProcess]:
     t0 = time.perf_counter()
     proc = subprocess.run(
         cmd, env=env, capture_output=True, text=True, errors="backslashreplace", stdin=subprocess.DEVNULL
@@ -182,8 +184,8 @@ def run_cli(case: Case, cmd: list, env: dict) -> tuple[float, subprocess.Complet
 
 def time_cli(case: Case, label: str, make, *, reps: int, warm: bool = True, env=None, before=None) -> None:
     """Run ``make(i)`` (a command line) ``reps`` times as a process that exits, after a warm-up run;
-    fewer past the time budget, never fewer than 2. Without ``warm`` (the jobs over a whole palace,
-    minutes each at a million drawers) no warm-up, and one run past the budget is enough.
+    fewer past the time budget, never fewer than 2. Without ``warm`` (the jobs over a whole palace:
+    export, backup, restore) no warm-up, and one run past the budget is enough.
     ``before(i)`` prepares run i, untimed."""
     env = env or case.env()
     times, error, proc = [], None, None
@@ -191,7 +193,7 @@ def time_cli(case: Case, label: str, make, *, reps: int, warm: bool = True, env=
     for i in range(-1 if warm else 0, reps):
         if before:
             before(i)
-        ms, proc = run_cli(case, make(i), env(i) if callable(env) else env)
+        ms, proc = run_cli(make(i), env(i) if callable(env) else env)
         if proc.returncode != 0:
             error = f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
             break
