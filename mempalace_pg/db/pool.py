@@ -275,7 +275,7 @@ def _begin_pooled(conn: psycopg.Connection, settings: Settings) -> None:
     conn.execute(
         "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('search_path', %s, true), "
-        "set_config('max_parallel_workers_per_gather', '0', true)",
+        "set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true)",
         (str(settings.statement_timeout_ms), str(settings.ef_search), _SEARCH_PATH[settings.dsn]),
     )
     state = _BREADTH.get(conn)
@@ -343,12 +343,16 @@ def _configure(settings: Settings, *, session: bool = False):
         # then ag_catalog (AGE's graphid and agtype operators; AGE's cypher() needs it there too).
         # No parallel query: this work is many small statements, starting workers costs more than most
         # of them take, and a search statement's arm that a one-time filter skips still starts its own.
+        # No JIT either, for the same reason: a search statement's cost counts its exact-scan arm as a
+        # scan of the whole partition (a one-time filter skips it), so in a large palace it crosses
+        # jit_above_cost and every call compiled some 300 functions first, seconds at 1M drawers.
         conn.execute(
             "SELECT set_config('statement_timeout', %s, false), "
             "set_config('hnsw.ef_search', %s, false), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
             "set_config('search_path', %s, false), "
-            "set_config('max_parallel_workers_per_gather', '0', false)",
+            "set_config('max_parallel_workers_per_gather', '0', false), "
+            "set_config('jit', 'off', false)",
             (str(settings.statement_timeout_ms), str(settings.ef_search), path),
         )
 

@@ -161,3 +161,20 @@ def test_a_big_room_is_walked_and_a_small_one_scanned(make_collection, pg_dsn, p
             want = {(m["wing"], m["room"]) for m in [json.loads(json.dumps(m)) for m in got.metadatas[0]]}
             wing, room = where["$and"][0]["wing"], where["$and"][1]["room"]
             assert len(got.ids[0]) == 10 and want == {(wing, room)}
+
+
+def test_search_sessions_never_compile_or_parallelize(make_collection):
+    """A search statement counts its exact-scan arm as a scan of the whole partition even when a one-time
+    filter skips it, so in a large palace its cost crosses jit_above_cost (and the parallel thresholds):
+    every call then compiled some 300 functions first, seconds a query at 1M drawers (benchmarks/
+    RESULTS.md, "A big palace on the real write path"). The plugin's sessions run neither."""
+    col = make_collection()
+    col.upsert(ids=["a"], documents=["a"], metadatas=[{"wing": "w"}], embeddings=[[1.0, 0.0, 0.0]])
+    with col.partition.db.connection() as conn:
+        settings = dict(
+            conn.execute(
+                "SELECT name, setting FROM pg_settings "
+                "WHERE name IN ('jit', 'max_parallel_workers_per_gather')"
+            ).fetchall()
+        )
+    assert settings == {"jit": "off", "max_parallel_workers_per_gather": "0"}
