@@ -83,7 +83,9 @@ def child_write(store: str, n: int, dsn: str, workdir: str, tag: str, start: int
     return {"rows": written, "seconds": took, "rows_per_s": written / took, "peak_rss_mb": bb.peak_rss_mb()}
 
 
-def child_search(store: str, dsn: str, workdir: str, tag: str, queries_file: str, budget: float) -> dict:
+def child_search(
+    store: str, dsn: str, workdir: str, tag: str, queries_file: str, budget: float, stats: bool = False
+) -> dict:
     queries = json.loads(Path(queries_file).read_text())
     backend, col = bb.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
     out: dict = {"query": {}}
@@ -95,6 +97,7 @@ def child_search(store: str, dsn: str, workdir: str, tag: str, queries_file: str
         out["waiting"] = col.partition.fresh_count()
     for label in FILTERS:
         times, recalls, returned = [], [], []
+        blocks = index_blocks(dsn, tag) if store == "postgres" and stats else None
         started = time.perf_counter()
         for q in queries:
             where, truth, _ = q["filters"][label]
@@ -110,12 +113,32 @@ def child_search(store: str, dsn: str, workdir: str, tag: str, queries_file: str
             "recall_at_10": float(np.mean(recalls)),
             "rows_returned": float(np.mean(returned)),
         }
+        if blocks is not None:
+            # index blocks the queries found in shared buffers and read from outside them, per query
+            # (a session reports its counts once idle for PGSTAT_IDLE_INTERVAL, 10 s: taken after that)
+            time.sleep(11.0)
+            hit, read = (after - before for after, before in zip(index_blocks(dsn, tag), blocks))
+            out["query"][label].update(index_hits=hit / len(times), index_reads=read / len(times))
     out["peak_rss_mb"] = bb.peak_rss_mb()
     backend.close()
     return out
 
 
 # ----------------------------------------------------------------------------- the server's side
+def index_blocks(dsn: str, tag: str) -> tuple[int, int]:
+    """(blocks hit, blocks read) of the palace's indexes, as pg_statio counts them so far."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        hit, read = conn.execute(
+            "SELECT COALESCE(sum(idx_blks_hit), 0), COALESCE(sum(idx_blks_read), 0) "
+            "FROM pg_statio_user_indexes WHERE schemaname = %s",
+            (f"bench_{tag}",),
+        ).fetchone()
+    return int(hit), int(read)
+
+
 def server_state(dsn: str, store: str, tag: str) -> dict:
     """Sizes of the palace's tables and vector indexes, the postgres folder's state, and the server's
     memory (the proportional set size of every postgres process this machine can see)."""
@@ -150,13 +173,21 @@ def server_state(dsn: str, store: str, tag: str) -> dict:
                 folder_running=bool(folder),
             )
         elif store == "pgvector":
-            size = conn.execute(
-                "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace n "
-                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
-                (schema,),
-            ).fetchone()[0]
-            state["table_mb"] = float(size) / 1e6
+            state["table_mb"] = sum(size for _, size in pgvector_tables(conn, tag)) / 1e6
     return state
+
+
+def pgvector_tables(conn, tag: str) -> list[tuple[str, int]]:
+    """(table, bytes with its indexes) of the built-in pgvector palace: MemPalace names its table after the
+    namespace (``mempalace_bench_<tag>_...``)."""
+    return [
+        (name, int(size))
+        for name, size in conn.execute(
+            "SELECT c.oid::regclass::text, pg_total_relation_size(c.oid) FROM pg_class c "
+            "WHERE c.relkind = 'r' AND c.relname LIKE %s",
+            (f"mempalace_bench_{tag}_%",),
+        )
+    ]
 
 
 def server_pss_mb() -> float:
@@ -212,15 +243,16 @@ def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list
         case["write"] = bb.child_json(script, ["write", store, n, dsn, workdir, tag, 0, args.batch, 0], dsn)
         exited = time.monotonic()
         print(f"  {store} {n:,}: written at {case['write']['rows_per_s']:.0f} rows/s", flush=True)
-        for at in probes:
+        for i, at in enumerate(probes):
             while time.monotonic() - exited < at:
                 if store == "postgres" and "quiet_s" not in case and folder_done(dsn, tag):
                     case["quiet_s"] = time.monotonic() - exited
                 time.sleep(min(2.0, max(0.0, at - (time.monotonic() - exited))))
+            last = ["stats"] if i == len(probes) - 1 else []
             got = bb.child_json(
-                script, ["search", store, n, dsn, workdir, tag, queries_file, PROBE_BUDGET_S], dsn
+                script, ["search", store, n, dsn, workdir, tag, queries_file, PROBE_BUDGET_S, *last], dsn
             )
-            got.update(after_s=at, started_s=time.monotonic() - exited, **server_state(dsn, store, tag))
+            got.update(after_s=at, ended_s=time.monotonic() - exited, **server_state(dsn, store, tag))
             if store == "chroma":
                 got["table_mb"] = chroma_size_mb(workdir)
             case["probes"].append(got)
@@ -232,16 +264,16 @@ def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list
             print(f"  {store} {n:,} under writes: {brief(case['sustained']['search'])}", flush=True)
     finally:
         stop_folder(dsn, tag)
-        bb.cleanup(store, dsn, tag, _Named(f"bench_{tag}") if store == "pgvector" else None)
+        if store == "pgvector":
+            import psycopg
+
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                for table, _ in pgvector_tables(conn, tag):
+                    conn.execute(f"DROP TABLE IF EXISTS {table}")  # a regclass name, quoted as needed
+        else:
+            bb.cleanup(store, dsn, tag, None)
         shutil.rmtree(workdir, ignore_errors=True)
     return case
-
-
-class _Named:
-    """What bb.cleanup needs of a built-in pgvector collection: its table (here, its namespace's)."""
-
-    def __init__(self, table: str):
-        self._table = table
 
 
 def sustained(store: str, n: int, dsn: str, workdir: str, tag: str, queries_file: str, seconds: float, batch):
@@ -278,7 +310,11 @@ def brief(probe: dict) -> str:
     q = probe["query"]
     extra = f", {probe['segments']} segments, {probe['waiting']} waiting" if "segments" in probe else ""
     return (
-        ", ".join(f"{k} {v['p50']:.1f}/{v['p95']:.1f} ms r{v['recall_at_10']:.3f}" for k, v in q.items())
+        ", ".join(
+            f"{k} {v['p50']:.1f}/{v['p95']:.1f} ms r{v['recall_at_10']:.3f}"
+            + (f" idx hit/read {v['index_hits']:.0f}/{v['index_reads']:.0f}" if "index_hits" in v else "")
+            for k, v in q.items()
+        )
         + extra
     )
 
@@ -304,6 +340,11 @@ def cell(q: dict) -> str:
     return f"{q['p50']:.1f} / {q['p95']:.1f} ({q['recall_at_10']:.2f})"
 
 
+def blocks(probe: dict) -> str:
+    q = probe["query"]["unfiltered"]
+    return f"{q['index_hits']:.0f} / {q['index_reads']:.0f}" if "index_hits" in q else "-"
+
+
 def render(cases: list[dict], meta: dict) -> str:
     lines = [
         "## A big palace on the real write path: 100k to 1M drawers",
@@ -316,8 +357,9 @@ def render(cases: list[dict], meta: dict) -> str:
         "or wing and room, of their nearest drawer). *Server PSS*: the proportional memory of every "
         "postgres process at the probe.",
         "",
-        "| palace | store | after | segments (waiting) | unfiltered | wing | wing + room | server PSS MB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| palace | store | after | segments (waiting) | unfiltered | wing | wing + room | server PSS MB "
+        "| index blocks a query, hit / read outside shared buffers (unfiltered) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cases:
         for p in c["probes"]:
@@ -325,14 +367,15 @@ def render(cases: list[dict], meta: dict) -> str:
             cells = " | ".join(cell(p["query"][f]) for f in FILTERS)
             lines.append(
                 f"| {c['n']:,} | {c['store']} | +{p['after_s']:.0f} s | {seg} | {cells} "
-                f"| {p['server_pss_mb']:.0f} |"
+                f"| {p['server_pss_mb']:.0f} | {blocks(p)} |"
             )
         if "sustained" in c:
             s = c["sustained"]["search"]
             seg = f"{s['segments']} ({s['waiting']:,})" if "segments" in s else "-"
             cells = " | ".join(cell(s["query"][f]) for f in FILTERS)
             lines.append(
-                f"| {c['n']:,} | {c['store']} | writing | {seg} | {cells} | {s['server_pss_mb']:.0f} |"
+                f"| {c['n']:,} | {c['store']} | writing | {seg} | {cells} | {s['server_pss_mb']:.0f} "
+                f"| {blocks(s)} |"
             )
     lines += [
         "",
@@ -352,6 +395,29 @@ def render(cases: list[dict], meta: dict) -> str:
             f"| {c['n']:,} | {c['store']} | {c['write']['rows_per_s']:.0f} | {c['write']['peak_rss_mb']:.0f} "
             f"| {quiet} | {index} | {table} | {build} | {during} |"
         )
+    base = next((c for c in cases if c["store"] == "postgres" and c["n"] == min(x["n"] for x in cases)), None)
+    if base is not None:
+        lines += [
+            "",
+            f"postgres at its last probe against the {base['n']:,} palace (p50 ratio / p95 ratio; "
+            "the issue's "
+            "targets: within 2x / 3x):",
+            "",
+            "| palace | unfiltered | wing | wing + room |",
+            "|---|---|---|---|",
+        ]
+        b = base["probes"][-1]["query"]
+        for c in cases:
+            if c["store"] != "postgres" or c is base:
+                continue
+            q = c["probes"][-1]["query"]
+            lines.append(
+                f"| {c['n']:,} | "
+                + " | ".join(
+                    f"{q[f]['p50'] / b[f]['p50']:.1f}x / {q[f]['p95'] / b[f]['p95']:.1f}x" for f in FILTERS
+                )
+                + " |"
+            )
     lines += ["", "![cost against palace size](out/scale_curve.png)", ""]
     return "\n".join(lines)
 
@@ -390,7 +456,7 @@ def main() -> int:
         if role == "write":
             got = child_write(store, int(n), dsn, workdir, tag, int(rest[0]), int(rest[1]), float(rest[2]))
         else:
-            got = child_search(store, dsn, workdir, tag, rest[0], float(rest[1]))
+            got = child_search(store, dsn, workdir, tag, rest[0], float(rest[1]), rest[2:] == ["stats"])
         print(json.dumps(got))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
