@@ -484,7 +484,8 @@ def main() -> int:
     cases: list[dict] = []
     stamp = time.strftime("%Y%m%d_%H%M", time.gmtime())
     meta = bb.run_meta(dsn, argv=" ".join(sys.argv[1:]), batch=args.batch)
-    out = HERE / "out" / f"scale_{stamp}.json"
+    # a trial run (--no-write) keeps its figures out of the repository
+    out = (Path(tempfile.gettempdir()) if args.no_write else HERE / "out") / f"scale_{stamp}.json"
     try:
         for n in sizes:
             queries = truth_file(n, tmp)
@@ -496,7 +497,8 @@ def main() -> int:
                 out.write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))  # a partial run is kept
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    chart(cases, HERE / "out" / "scale_curve.png")
+    if not args.no_write:
+        chart(cases, HERE / "out" / "scale_curve.png")
     report = render(cases, meta)
     if not args.no_write:
         bb.record_report(HERE / "RESULTS.md", "bench_scale", report)
