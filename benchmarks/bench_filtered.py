@@ -168,10 +168,12 @@ def run_case(store: str, n: int, dsn: str, queries_file: str) -> dict:
     return case
 
 
-def truth_file(n: int, directory: str) -> str:
+def truth_file(n: int, directory: str, count: int = QUERIES) -> str:
+    """A JSON file of ``count`` queries on the palace of ``n`` drawers, each with its exact top 10 under
+    each filter; its path."""
     palace = SkewedPalace(n)
     matrix = palace.all_vectors()
-    queries = palace.queries(QUERIES, matrix)
+    queries = palace.queries(count, matrix)
     path = Path(directory) / f"queries_{n}.json"
     path.write_text(
         json.dumps(

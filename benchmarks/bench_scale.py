@@ -41,6 +41,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_backends as bb  # noqa: E402
+import bench_filtered as bf  # noqa: E402
 from skewed_palace import SkewedPalace  # noqa: E402
 
 FILTERS = ("unfiltered", "wing", "wing_room")
@@ -319,22 +320,6 @@ def brief(probe: dict) -> str:
     )
 
 
-def truth_file(n: int, directory: str) -> str:
-    palace = SkewedPalace(n)
-    matrix = palace.all_vectors()
-    queries = palace.queries(QUERIES, matrix)
-    path = Path(directory) / f"queries_{n}.json"
-    path.write_text(
-        json.dumps(
-            [
-                {"vector": q["vector"].tolist(), "filters": {k: list(v) for k, v in q["filters"].items()}}
-                for q in queries
-            ]
-        )
-    )
-    return str(path)
-
-
 # ----------------------------------------------------------------------------- report
 def cell(q: dict) -> str:
     return f"{q['p50']:.1f} / {q['p95']:.1f} ({q['recall_at_10']:.2f})"
@@ -488,7 +473,7 @@ def main() -> int:
     out = (Path(tempfile.gettempdir()) if args.no_write else HERE / "out") / f"scale_{stamp}.json"
     try:
         for n in sizes:
-            queries = truth_file(n, tmp)
+            queries = bf.truth_file(n, tmp, QUERIES)
             stores = ["postgres"] + ([s for s in args.others.split(",") if s] if n in others_at else [])
             for store in stores:
                 sustain = args.sustain if (n == max(sizes) and store == "postgres") else 0.0
