@@ -131,7 +131,9 @@ class Folder:
             self.last_newest, self.last_change = current.newest, now
         quiet = now - self.last_change >= QUIET_S
         tail = self.count_above(current.top) if current.has_tail else 0
-        capacity = self.capacity.setdefault(dim, build_capacity(self.conn, dim))
+        if dim not in self.capacity:  # a server round trip: once per dimension, not every poll
+            self.capacity[dim] = build_capacity(self.conn, dim)
+        capacity = self.capacity[dim]
         if tail and quiet:
             # Writes paused: the tail first. A row searched exactly costs every query more than one
             # more segment does, and folding a tail takes a fraction of a merge's time.

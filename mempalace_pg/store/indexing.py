@@ -75,8 +75,8 @@ FOLD_ROWS = 2000
 QUIET_S = 1.0
 #: Bytes a row takes in pgvector's in-memory HNSW graph while a segment is built, beside its
 #: half-precision vector (2 bytes a dimension): its neighbour lists (m = 16) and bookkeeping. Measured
-#: from pgvector's "no longer fits into maintenance_work_mem" notice (benchmarks/RESULTS.md, "HNSW
-#: build memory"), rounded up.
+#: from pgvector's "no longer fits into maintenance_work_mem" notice (benchmarks/RESULTS.md, "Index
+#: parameters"), rounded up.
 BUILD_ROW_OVERHEAD = 720
 #: A pause rebuilds the open segments as one only when the newer ones hold at least 1/WORTH_REBUILD of
 #: the rows of the largest: a handful of new rows does not cost a rebuild of a large graph (each
@@ -109,8 +109,8 @@ GRACE_S = 5.0
 LAYOUT_TTL_S = 1.0
 #: A process checks that a folder runs at most this often per collection.
 SPAWN_CHECK_S = 2.0
-#: Memory for building a segment; it also bounds a segment's rows (build_capacity), so the number of
-#: segments a large quiet collection keeps (about one per 700,000 rows of 384 dimensions at 1GB).
+#: Memory for building a segment; it also bounds a segment's rows (build_capacity), and so the number
+#: of segments a large quiet collection keeps.
 BUILD_MEMORY = os.environ.get("MEMPALACE_PG_BUILD_MEMORY", "1GB")
 #: Parallel workers of a build, beside its own backend: both cores of a small server. (Queries beside a
 #: merge built this way were no slower than beside one without a worker: benchmarks/RESULTS.md, "Search
