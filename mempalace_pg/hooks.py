@@ -28,6 +28,8 @@ facts)
 _sqlite_graph_stats)                   graph_stats count wings and rooms from Chroma's tables;
                                        here from the counts PostgreSQL keeps, so drawers
                                        without a wing show as ``unknown`` exactly as on Chroma
+``mcp_server`` (tool_list_drawers)     reads every drawer in scope to return one page; here the
+                                       page is chosen in SQL (:mod:`mempalace_pg.store.listing`)
 ``mcp_server`` (TOOLS), only with      the pg_* tools (:mod:`mempalace_pg.mcp_tools`) in
 ``MEMPALACE_PG_MCP_TOOLS=1``           MemPalace's own server, so over ``mempalace serve``
 ``backends.chroma``                    ``mempalace status`` tallies wings and rooms with Chroma's
@@ -257,10 +259,15 @@ def _patch_mcp_server(module) -> None:
     from mempalace_pg.mcp_tools import in_mempalace
 
     _patch_knowledge_graph(module)
-    for name, replacement in (("_sqlite_taxonomy", _mcp_taxonomy), ("_sqlite_graph_stats", _mcp_graph_stats)):
+    for name, replacement in (
+        ("_sqlite_taxonomy", _mcp_taxonomy),
+        ("_sqlite_graph_stats", _mcp_graph_stats),
+        ("tool_list_drawers", _mcp_list_drawers),
+    ):
         original = getattr(module, name, None)
         if original is not None:
             _swap(module, replacement(module, original), original)
+            _rebind_handler(module, original, getattr(module, name))
     if in_mempalace.enabled():  # last, and on its own: a failure here must not undo the patches above
         try:
             in_mempalace.register(module)
@@ -315,6 +322,57 @@ def _mcp_graph_stats(module, original):
         return None if rows is None else module._graph_stats_from_grouped_rows(rows)
 
     return _sqlite_graph_stats
+
+
+def _mcp_list_drawers(module, original):
+    """MemPalace's ``tool_list_drawers`` for a postgres palace: the page chosen in SQL
+    (:func:`mempalace_pg.store.listing.logical_page`) instead of every drawer in scope read, folded and
+    sorted in Python; the page's entries and previews built by MemPalace's own code from its rows, so
+    they are what MemPalace builds. A ``since``/``before`` window (parsed by MemPalace, dates of any
+    form) stays on MemPalace's path."""
+
+    def tool_list_drawers(wing=None, room=None, since=None, before=None, limit=20, offset=0):
+        if since or before or not _mcp_postgres(module):
+            return original(wing=wing, room=room, since=since, before=before, limit=limit, offset=offset)
+        from mempalace_pg.store.listing import logical_page
+
+        limit = max(1, min(limit, module._MAX_RESULTS))
+        offset = max(0, offset)
+        try:
+            wing = module._sanitize_optional_name(wing, "wing")
+            room = module._sanitize_optional_name(room, "room")
+        except ValueError as e:
+            return {"error": str(e)}
+        try:
+            col = module._get_collection()
+            if not col:
+                return module._collection_error_or_no_palace()
+            ids, total = logical_page(
+                col.partition, wing=wing or None, room=room or None, limit=limit, offset=offset
+            )
+            rows = col.get(ids=ids, include=["metadatas"]) if ids else None
+            page = (
+                module._collapse_drawer_rows(
+                    module._chroma_field(rows, "ids", []), [], module._chroma_field(rows, "metadatas", [])
+                )
+                if rows
+                else []
+            )
+            module._fill_drawer_previews(col, page)
+            return {"drawers": page, "total": total, "count": len(page), "offset": offset, "limit": limit}
+        except Exception as e:  # noqa: BLE001 - MemPalace's tools answer errors, as its own does here
+            log.exception("tool_list_drawers failed")
+            return {"error": str(e)}
+
+    return tool_list_drawers
+
+
+def _rebind_handler(module, original, patched) -> None:
+    """MemPalace's ``TOOLS`` table holds its handlers themselves: point the entries of ``original`` at
+    ``patched`` (the ``_sqlite_*`` helpers are looked up by name and have none)."""
+    for entry in (getattr(module, "TOOLS", None) or {}).values():
+        if isinstance(entry, dict) and entry.get("handler") is original:
+            entry["handler"] = patched
 
 
 def _patch_chroma_module(module) -> None:

@@ -63,7 +63,7 @@ def _alembic_config(settings: Settings, connection=None, scripts: Optional[Path]
 #: The schema revision this code needs: the head of migrations/versions (a test keeps them equal).
 #: Comparing against a constant spares every process importing Alembic and SQLAlchemy (~0.2 s)
 #: when the database is already current, which is nearly always.
-HEAD_REVISION = "0008_wing_room_statistics"
+HEAD_REVISION = "0009_room_counts_and_listing"
 
 
 @lru_cache(maxsize=1)

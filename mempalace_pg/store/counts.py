@@ -35,23 +35,24 @@ def grouped_counts(part: Partition) -> list[tuple]:
     """``(room, wing, hall, n, last_date)`` per room, wing and hall: what MemPalace's palace graph,
     tunnels, hallways and audit read from Chroma's or sqlite_exact's tables. Values as Chroma
     spells them ('' when missing or not a string or number); ``last_date`` the greatest string
-    ``date`` of the group, bytewise, or ''."""
+    ``date`` of the group, bytewise, or ''. From the trigger-kept room_counts (revision 0009): one
+    row per group, whatever the palace's size."""
     db = part.db
-    spelled = (
-        "COALESCE(CASE WHEN jsonb_typeof(metadata -> {k}) IN ('string', 'number') "
-        "THEN metadata ->> {k} END, '')"
-    )
+    spelled = "COALESCE(CASE WHEN jsonb_typeof({k}) IN ('string', 'number') THEN {k} #>> '{{{{}}}}' END, '')"
     query = sql.SQL(
         "SELECT "
-        + spelled.format(k="'room'")
+        + spelled.format(k="room")
         + ", "
-        + spelled.format(k="'wing'")
+        + spelled.format(k="wing")
         + ", "
-        + spelled.format(k="'hall'")
-        + ", count(*), COALESCE(max(CASE WHEN jsonb_typeof(metadata -> 'date') = "
-        "'string' THEN metadata ->> 'date' END COLLATE \"C\"), '') FROM {} GROUP BY 1, 2, 3"
-    ).format(part.table)
-    return [tuple(r) for r in db.run(lambda conn: conn.execute(query).fetchall())]
+        + spelled.format(k="hall")
+        + ", sum(n), COALESCE(max(last_date), '') FROM {} WHERE collection_pk = %(pk)s"
+        " GROUP BY 1, 2, 3 HAVING sum(n) > 0"
+    ).format(db.ident("room_counts"))
+    return [
+        (room, wing, hall, int(n), last)
+        for room, wing, hall, n, last in db.run(lambda conn: conn.execute(query, {"pk": part.pk}).fetchall())
+    ]
 
 
 def wing_source_counts(part: Partition) -> list[tuple]:

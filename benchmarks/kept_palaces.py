@@ -1,0 +1,325 @@
+"""Benchmark palaces built once, kept outside the repository, and cloned for each run (issue 37, item 1).
+
+    python benchmarks/kept_palaces.py build --size 1000000                 # postgres: a template database
+    python benchmarks/kept_palaces.py build --size 300000 --store chroma   # a Chroma palace directory
+    python benchmarks/kept_palaces.py list
+
+A kept palace is :class:`skewed_palace.SkewedPalace` of that size with ``bench_commands``'s facts
+(``--facts`` between ``--entities`` entities, each drawn from one of its drawers):
+
+* **postgres**: in a database of its own, ``mpbench_<size>`` on the benchmark server, written by
+  the plugin's bulk loader (what ``mempalace-pg migrate`` uses: binary COPY, each row built into the
+  vector index once) and the facts through ``AgeKnowledgeGraph.add_triple``; its palace directory,
+  MemPalace home and config beside it under ``KEEP`` (``/var/tmp/mempalace-pg-bench`` by default).
+  A run clones it with ``CREATE DATABASE ... TEMPLATE ... STRATEGY FILE_COPY`` (a copy of the files:
+  a 1M palace in about a minute) and a copy of the directory, and drops the clone afterwards;
+* **chroma**: MemPalace's default backend, written through MemPalace's backend API in batches of
+  1,000 (Chroma has no faster path), and the same facts in MemPalace's SQLite knowledge graph; a run
+  copies the directory.
+
+``manifest.json`` beside each records what was built, how long it took and the versions it was built
+with; a run refuses a kept palace whose manifest does not match the size and facts it asks for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from skewed_palace import SkewedPalace  # noqa: E402
+
+KEEP = Path(os.environ.get("MEMPALACE_PG_BENCH_KEEP", "/var/tmp/mempalace-pg-bench"))
+BATCH = 1000
+SCHEMA = "mempalace"  # the plugin's default schema: a kept palace is what a user's database holds
+PREDICATES = ("works_on", "knows", "uses", "owns", "depends_on", "located_in", "reports_to", "mentions")
+
+
+def fact_rows(palace: SkewedPalace, count: int, entities: int):
+    """``count`` facts between ``entities`` entities (the first ones the busiest), each drawn from a drawer
+    of the palace; about 8 % of them ended. The same on every run."""
+    import numpy as np
+
+    rng = np.random.default_rng((palace.seed, 9))
+    weights = 1.0 / np.arange(1, entities + 1) ** 0.7
+    weights /= weights.sum()
+    ends = rng.random(count) < 0.08
+    for i in range(count):
+        s, o = (int(x) for x in rng.choice(entities, 2, replace=False, p=weights))
+        year = 2012 + int(rng.integers(0, 13))
+        yield {
+            "subject": f"Entity {s}",
+            "predicate": PREDICATES[i % len(PREDICATES)],
+            "obj": f"Entity {o}",
+            "valid_from": f"{year}-{int(rng.integers(1, 13)):02d}-{int(rng.integers(1, 29)):02d}",
+            "valid_to": f"{year + 1}-06-30" if ends[i] else None,
+            "source_drawer_id": palace.drawer_id(int(rng.integers(0, palace.n))),
+        }
+
+
+def with_dbname(dsn: str, dbname: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    return make_conninfo(**{**conninfo_to_dict(dsn), "dbname": dbname})
+
+
+def template_name(size: int) -> str:
+    return f"mpbench_{size}"
+
+
+@dataclass
+class Kept:
+    """A kept palace on disk: its directory (palace, home, config) and manifest."""
+
+    store: str
+    size: int
+
+    @property
+    def root(self) -> Path:
+        return KEEP / f"{self.store}_{self.size}"
+
+    @property
+    def manifest(self) -> dict:
+        path = self.root / "manifest.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def env(self, root: Path, dsn: str | None = None) -> dict:
+        """The environment of a palace whose directories are under ``root``, as ``bench_mine.Palace``
+        makes it (the embedder is the caller's to add)."""
+        env = dict(
+            os.environ, HOME=str(root / "home"), MEMPALACE_CONFIG_DIR=str(root / "config"), NO_COLOR="1"
+        )
+        for key in ("MEMPALACE_BACKEND", "MEMPALACE_BACKEND_EXPLICIT", "MEMPALACE_PALACE_PATH"):
+            env.pop(key, None)
+        if dsn:
+            env.update(MEMPALACE_PG_DSN=dsn, MEMPALACE_PG_SCHEMA=SCHEMA)
+        return env
+
+
+def _admin(dsn: str):
+    import psycopg
+
+    return psycopg.connect(dsn, autocommit=True)
+
+
+def drop_database(dsn: str, name: str) -> None:
+    with _admin(dsn) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _versions() -> dict:
+    from importlib.metadata import version
+
+    return {p: version(p) for p in ("mempalace", "mempalace-pg", "chromadb")}
+
+
+# ----------------------------------------------------------------------------- building
+def child_build_postgres(size: int, root: str, facts: int, entities: int) -> dict:
+    """In a child whose environment names the template database: the drawers through the bulk loader,
+    then the facts; the folder's work waited for."""
+    from mempalace.palace import get_collection
+
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.store.collection import PostgresCollection
+
+    palace = SkewedPalace(size)
+    palace_dir = str(Path(root) / "palace")
+    col = get_collection(palace_dir, create=True, backend="postgres")
+    while not isinstance(col, PostgresCollection):  # MemPalace may hand out a wrapper
+        col = col._inner
+    t0 = time.perf_counter()
+    with col.bulk_load() as load:
+        for start in range(0, size, BATCH):
+            ids, docs, metas, vecs = palace.batch(start, BATCH)
+            load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
+    drawers_s = time.perf_counter() - t0
+    kg = AgeKnowledgeGraph(palace_path=palace_dir)
+    t0 = time.perf_counter()
+    for row in fact_rows(palace, facts, entities):
+        kg.add_triple(**row)
+    facts_s = time.perf_counter() - t0
+    stats = kg.stats()
+    kg.close()
+    return {"drawers_s": drawers_s, "facts_s": facts_s, "kg": {k: stats[k] for k in ("entities", "triples")}}
+
+
+def child_build_chroma(size: int, root: str, facts: int, entities: int) -> dict:
+    from mempalace.knowledge_graph import KnowledgeGraph
+    from mempalace.palace import get_collection
+
+    palace = SkewedPalace(size)
+    palace_dir = str(Path(root) / "palace")
+    col = get_collection(palace_dir, create=True, backend="chroma")
+    t0 = time.perf_counter()
+    for start in range(0, size, BATCH):
+        ids, docs, metas, vecs = palace.batch(start, BATCH)
+        col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
+    drawers_s = time.perf_counter() - t0
+    kg = KnowledgeGraph(db_path=os.path.join(palace_dir, "knowledge_graph.sqlite3"))
+    t0 = time.perf_counter()
+    for row in fact_rows(palace, facts, entities):
+        kg.add_triple(**row)
+    facts_s = time.perf_counter() - t0
+    stats = kg.stats()
+    return {"drawers_s": drawers_s, "facts_s": facts_s, "kg": {k: stats[k] for k in ("entities", "triples")}}
+
+
+def wait_folder(dsn: str, timeout: float = 3600) -> float:
+    """Seconds until no folder of the database runs (the bulk loader's segment, any merge)."""
+    t0 = time.time()
+    with _admin(dsn) as conn:
+        while time.time() - t0 < timeout:
+            running = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND application_name LIKE 'mempalace-pg folder%%'"
+            ).fetchone()[0]
+            if not running:
+                return time.time() - t0
+            time.sleep(2)
+    raise TimeoutError(f"a folder still runs after {timeout} s")
+
+
+def build(store: str, size: int, dsn: str, facts: int, entities: int) -> dict:
+    kept = Kept(store, size)
+    shutil.rmtree(kept.root, ignore_errors=True)
+    for d in ("home", "config"):
+        (kept.root / d).mkdir(parents=True, exist_ok=True)
+    env = kept.env(kept.root)
+    manifest: dict = {
+        "store": store,
+        "size": size,
+        "facts": facts,
+        "entities": entities,
+        "versions": _versions(),
+    }
+    if store == "postgres":
+        name = template_name(size)
+        drop_database(dsn, name)
+        with _admin(dsn) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        tdsn = with_dbname(dsn, name)
+        env.update(MEMPALACE_PG_DSN=tdsn, MEMPALACE_PG_SCHEMA=SCHEMA)
+        boot = subprocess.run(
+            [str(Path(sys.executable).parent / "mempalace-pg"), "db", "bootstrap"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if boot.returncode:
+            raise RuntimeError(f"db bootstrap: {boot.stderr[-1000:]}")
+        manifest["database"] = name
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", store, str(size), str(kept.root), str(facts), str(entities)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode:
+        raise RuntimeError(f"build of {store} {size}: {proc.stderr[-3000:]}")
+    manifest.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    if store == "postgres":
+        manifest["settle_s"] = wait_folder(with_dbname(dsn, template_name(size)))
+        with _admin(with_dbname(dsn, template_name(size))) as conn:
+            conn.execute("VACUUM ANALYZE")
+            manifest["bytes"] = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    else:
+        manifest["bytes"] = sum(p.stat().st_size for p in kept.root.rglob("*") if p.is_file())
+    manifest["build_s"] = time.perf_counter() - t0
+    manifest["built_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    (kept.root / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+# ----------------------------------------------------------------------------- cloning
+def _move_palace(dsn: str, kept_dir: Path, palace_dir: Path, dbname: str) -> None:
+    """Make the copy at ``palace_dir`` the palace of the clone's database. A palace is known by its
+    directory's path, and the plugin refuses a palace whose marker names another database or key (a
+    palace begun afresh elsewhere); a clone is a deliberate copy, so its key and marker are moved."""
+    from mempalace_pg.marker import MARKER_FILENAME
+
+    with _admin(dsn) as conn:
+        conn.execute(
+            f"UPDATE {SCHEMA}.palaces SET palace_key = %s WHERE palace_key = %s",
+            (str(palace_dir), str(kept_dir)),
+        )
+    path = palace_dir / MARKER_FILENAME
+    marker = json.loads(path.read_text())
+    marker["postgres"].update(dbname=dbname, palace_key=str(palace_dir))
+    path.write_text(json.dumps(marker, indent=2))
+
+
+@contextlib.contextmanager
+def clone(store: str, size: int, dsn: str, work: Path, tag: str, facts: int | None = None):
+    """``(palace directory, environment, dsn)`` of a fresh copy of the kept palace, for one run; the copy
+    (and its database) removed afterwards."""
+    kept = Kept(store, size)
+    manifest = kept.manifest
+    if not manifest:
+        raise RuntimeError(
+            f"no kept {store} palace of {size:,}: "
+            f"python benchmarks/kept_palaces.py build --size {size} --store {store}"
+        )
+    if facts is not None and manifest["facts"] != facts:
+        raise RuntimeError(
+            f"the kept {store} palace of {size:,} holds {manifest['facts']} facts, not {facts}"
+        )
+    root = work / tag
+    shutil.copytree(kept.root, root, symlinks=True)
+    rdsn = None
+    try:
+        if store == "postgres":
+            name = f"{template_name(size)}_{tag}"
+            with _admin(dsn) as conn:
+                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{manifest["database"]}" STRATEGY FILE_COPY')
+            rdsn = with_dbname(dsn, name)
+            _move_palace(rdsn, kept.root / "palace", root / "palace", name)
+        yield root / "palace", kept.env(root, rdsn), rdsn
+    finally:
+        if rdsn:
+            drop_database(dsn, f"{template_name(size)}_{tag}")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        store, size, root, facts, entities = sys.argv[2:7]
+        child = child_build_postgres if store == "postgres" else child_build_chroma
+        print(json.dumps(child(int(size), root, int(facts), int(entities))))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build (or rebuild) one kept palace")
+    b.add_argument("--size", type=int, required=True)
+    b.add_argument("--store", choices=["postgres", "chroma"], default="postgres")
+    b.add_argument("--facts", type=int, default=3000)
+    b.add_argument("--entities", type=int, default=600)
+    sub.add_parser("list", help="the kept palaces and their manifests")
+    args = ap.parse_args()
+    if args.command == "list":
+        for path in sorted(KEEP.glob("*/manifest.json")):
+            m = json.loads(path.read_text())
+            built = f"built {m['built_at']} in {m['build_s']:.0f} s"
+            print(f"{path.parent.name}: {built}, {m['bytes'] / 1e9:.2f} GB")
+        return 0
+    sys.path.insert(0, str(HERE))
+    import bench_backends as bb
+
+    dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
+    manifest = build(args.store, args.size, dsn, args.facts, args.entities)
+    print(json.dumps(manifest, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
