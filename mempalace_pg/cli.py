@@ -29,8 +29,6 @@ import json
 import sys
 from typing import Optional
 
-from mempalace.backends.base import BackendError
-
 from mempalace_pg.config import ConfigError, Settings
 
 
@@ -246,9 +244,9 @@ def _embed(text: str) -> list:
 
     try:
         return embed_query(text)
-    except (BackendError, ValueError):
-        raise
     except Exception as exc:  # noqa: BLE001 - any embedder failure: say what to fix
+        if isinstance(exc, ValueError) or _is_backend_error(exc):
+            raise
         raise ConfigError(
             f"could not embed the query with MemPalace's configured embedder ({exc}); "
             "check MemPalace's embedding settings (`mempalace status`)"
@@ -707,11 +705,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _is_backend_error(exc: BaseException) -> bool:
+    """``exc`` is MemPalace's ``BackendError`` (ours are too). Asked without importing MemPalace's
+    backends, which import chromadb (half a second): a command that never imported them raised none."""
+    base = sys.modules.get("mempalace.backends.base")
+    return base is not None and isinstance(exc, base.BackendError)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (BackendError, ConfigError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - ours and bad input are reported; anything else is a bug
+        if not (isinstance(exc, (ConfigError, ValueError)) or _is_backend_error(exc)):
+            raise
         print(f"mempalace-pg: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

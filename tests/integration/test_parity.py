@@ -52,6 +52,7 @@ KNOWN = {
     ),
     "cli compress dry": "the transcript's NUL byte again: one token fewer in its AAAK compression figures.",
     "mcp list_drawers": "the transcript's NUL byte again: its preview holds one more character.",
+    "mcp list_drawers after deletes": "the transcript's NUL byte: its preview holds one more character.",
     "mcp search union": (
         "candidate_strategy=union adds each backend's own lexical_search hits with their scores: "
         "Chroma's is BM25 over at most 500 trigram-FTS matches (IDF over those), this one ranks by IDF "
@@ -390,6 +391,13 @@ def _mcp_steps(mcp, p: Palace) -> list:
     if first:
         call("mcp delete_drawers", "mempalace_delete_drawers", drawer_ids=first)
         call("mcp get_drawers deleted", "mempalace_get_drawers", drawer_ids=first)
+    # the overview after writes and deletes (a postgres palace answers from its trigger-kept counts and
+    # pages in SQL: every kind of write must keep them as Chroma's scans see the drawers)
+    call("mcp list_drawers after deletes", "mempalace_list_drawers", limit=100)
+    call("mcp list_drawers room", "mempalace_list_drawers", wing="kitchen", room="recipes", limit=3, offset=1)
+    call("mcp list_drawers room only", "mempalace_list_drawers", room="general", limit=4)
+    call("mcp graph_stats after deletes", "mempalace_graph_stats")
+    call("mcp find_tunnels after deletes", "mempalace_find_tunnels")
     call("mcp hook_settings", "mempalace_hook_settings")
     event = call(
         "mcp event_append",
