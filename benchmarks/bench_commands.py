@@ -1,34 +1,36 @@
-"""Benchmark: every MemPalace command and MCP tool a user reaches, on palaces as they grow (issue 26, item 3).
+"""Benchmark: every MemPalace command and MCP tool a user reaches, on big palaces (issue 37).
 
+    python benchmarks/kept_palaces.py build --size 1000000          # once: the kept palaces (see there)
     python benchmarks/bench_commands.py --sizes 100000,300000,1000000        # writes RESULTS.md
-    python benchmarks/bench_commands.py --sizes 5000,20000 --no-write        # a quick look
+    python benchmarks/bench_commands.py --sizes 100000 --stores postgres --no-write   # a quick look
 
-For each size, in a palace directory, home and schema of its own (dropped at the end):
+For each size and store, on a fresh clone of the kept palace (``kept_palaces.clone``: a database made
+from the template, a copy of the directory; removed afterwards), so a 1M figure starts in a minute:
 
-1. a *writer* process opens the palace as ``mempalace mine`` does (``mempalace.palace.get_collection``,
-   ``backend="postgres"``, which records the embedder) and upserts the drawers of
-   :class:`skewed_palace.SkewedPalace` in batches of 1,000 through MemPalace's backend API, then adds
-   ``--facts`` facts between ``--entities`` entities through the plugin's knowledge-graph API
-   (``AgeKnowledgeGraph.add_triple``), each drawn from one of the drawers, and exits;
-2. the run waits until the palace's folder has nothing left to do (as ``bench_filtered.py`` waits);
-3. the command lines, each as a process that exits, timed from start to exit (Python's start and
+1. the command lines, each as a process that exits, timed from start to exit (Python's start and
    imports included, as a user waits for them; ``mempalace --version`` and ``mempalace-pg --help``
-   show that floor): ``mempalace --backend postgres status`` (and
-   ``search``, ``wake-up``), and every ``mempalace-pg`` command that reads the palace (``doctor``,
-   ``db current``, ``kg stats``/``query``, ``search around``/``facts``/``entities``/``hybrid``,
-   ``export``, ``backup``) and ``restore`` (of that backup, into a database made for each run, not
-   timed, and dropped after it);
-4. the MCP tools, called as an AI client calls them: the official ``mcp`` SDK's ``ClientSession`` over
+   show that floor): ``mempalace --backend postgres status`` (and ``search``, ``wake-up``), and every
+   ``mempalace-pg`` command that reads the palace (``doctor``, ``db current``, ``kg stats``/``query``,
+   ``search around``/``facts``/``entities``/``hybrid``, ``export``, ``backup``) and ``restore`` (of that
+   backup, into a database made for each run), with plain ``pg_dump -Fc`` / ``pg_restore`` of the same
+   database beside them; the whole-palace jobs with their peak memory;
+2. the MCP tools, called as an AI client calls them: the official ``mcp`` SDK's ``ClientSession`` over
    stdio, one long-lived session per server, timed at the client from request to parsed answer.
    MemPalace's own server (``python -m mempalace.mcp_server --palace P``) for its tools, the plugin's
-   (``mempalace-pg mcp --palace P``) for the ``pg_*`` tools. One warm-up call per tool, not timed.
-   ``pg_file_memory`` writes (a drawer and a fact per call) and runs last.
+   (``mempalace-pg mcp --palace P``) for the ``pg_*`` tools. The first call of each tool is recorded
+   apart (``first_ms``); ``pg_file_memory`` writes (a drawer and a fact per call) and runs last;
+3. before/after rows for what the plugin mends in MemPalace's server: MemPalace's own
+   ``tool_list_drawers`` (reading every drawer in scope) and revision 0008's grouped read behind
+   ``graph_stats``, timed in one process against the mended ones.
+
+Chroma (MemPalace's default) runs the same MemPalace command lines and MCP tools on its kept palace of
+the same drawers and facts. Every call is bounded (``--call-timeout``, 60 s) and a row that hits the
+bound is recorded as over it, not waited for. Each figure is written to the run's JSON
+(``KEEP/runs/``) as soon as it is measured.
 
 Queries are embedded by ``scripts/embedding_server.py`` through MemPalace's ``openai-compat`` setting
 (MemPalace's hash embedder by default: the drawers' vectors are synthetic, and what a real model
-costs per query does not depend on the palace). Per row: p50 / p95 ms, whether p95 is under 1 s,
-and p50 at the largest size over p50 at the smallest (a row that pages through every drawer grows as
-the palace does).
+costs per query does not depend on the palace). Per row: p50 / p95 ms, whether p95 is under 1 s.
 """
 
 from __future__ import annotations
@@ -53,17 +55,15 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 import bench_backends as bb  # noqa: E402
-import bench_filtered as bf  # noqa: E402
 import bench_mine as bm  # noqa: E402
+import kept_palaces as kp  # noqa: E402
 from skewed_palace import SkewedPalace  # noqa: E402
 
 from mcp_client import mempalace_server, pg_server, stdio_session, text_of  # noqa: E402
 
-BATCH = 1000
 BIN = Path(sys.executable).parent
 MEMPALACE = str(BIN / "mempalace")
 MEMPALACE_PG = str(BIN / "mempalace-pg")
-PREDICATES = ("works_on", "knows", "uses", "owns", "depends_on", "located_in", "reports_to", "mentions")
 QUESTIONS = (
     "how do I restore the database after the disk failed",
     "what did we decide about the release schedule",
@@ -80,66 +80,22 @@ FRESH_SERVERS = 5  # servers started for COLD_ROW, one call each
 TUNNELS = 16  # explicit tunnels made before the tools are timed, so follow_tunnels has drawers to fetch
 
 
-# ----------------------------------------------------------------------------- the palace
-def fact_rows(palace: SkewedPalace, count: int, entities: int):
-    """``count`` facts between ``entities`` entities (the first ones the busiest), each drawn from a drawer
-    of the palace; about 8 % of them ended. The same on every run."""
-    rng = np.random.default_rng((palace.seed, 9))
-    weights = 1.0 / np.arange(1, entities + 1) ** 0.7
-    weights /= weights.sum()
-    ends = rng.random(count) < 0.08
-    for i in range(count):
-        s, o = (int(x) for x in rng.choice(entities, 2, replace=False, p=weights))
-        year = 2012 + int(rng.integers(0, 13))
-        yield {
-            "subject": f"Entity {s}",
-            "predicate": PREDICATES[i % len(PREDICATES)],
-            "obj": f"Entity {o}",
-            "valid_from": f"{year}-{int(rng.integers(1, 13)):02d}-{int(rng.integers(1, 29)):02d}",
-            "valid_to": f"{year + 1}-06-30" if ends[i] else None,
-            "source_drawer_id": palace.drawer_id(int(rng.integers(0, palace.n))),
-        }
-
-
-def child_write(n: int, palace_dir: str, facts: int, entities: int) -> dict:
-    """Drawers as ``mempalace mine`` writes them, then the facts; in a process that exits."""
-    from mempalace.palace import get_collection
-
-    from mempalace_pg.graph.kg import AgeKnowledgeGraph
-
-    palace = SkewedPalace(n)
-    col = get_collection(palace_dir, create=True, backend="postgres")
-    t0 = time.perf_counter()
-    for start in range(0, n, BATCH):
-        ids, docs, metas, vecs = palace.batch(start, BATCH)
-        col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
-    drawers_s = time.perf_counter() - t0
-    kg = AgeKnowledgeGraph(palace_path=palace_dir)
-    t0 = time.perf_counter()
-    for row in fact_rows(palace, facts, entities):
-        kg.add_triple(**row)
-    facts_s = time.perf_counter() - t0
-    stats = kg.stats()
-    kg.close()
-    return {
-        "drawers_s": drawers_s,
-        "drawers_per_s": n / drawers_s,
-        "facts_s": facts_s,
-        "facts_per_s": facts / facts_s if facts else 0.0,
-        "kg": {k: stats[k] for k in ("entities", "triples")},
-    }
-
-
+# ----------------------------------------------------------------------------- one palace
 class Case:
-    """One size: its palace (directory, home, schema), what the calls ask about, and its timings."""
+    """One size and store: a fresh clone of its kept palace, what the calls ask about, and its timings
+    (each written to the run's JSON by ``sink`` as soon as it is measured)."""
 
-    def __init__(self, n: int, dsn: str, url: str, model: str, work: Path, args):
-        self.n, self.dsn, self.args = n, dsn, args
-        self.tag = f"cmd_{n}_{uuid.uuid4().hex[:6]}"
-        self.schema = f"bench_{self.tag}"  # bench_filtered.wait_quiet's name for it
-        self.root = work / self.tag
-        self.p = bm.Palace(self.root, "postgres", url, model, dsn, self.schema)
-        self.palace = str(self.p.path)
+    def __init__(self, n: int, store: str, palace: Path, env: dict, dsn, url: str, model: str, args, sink):
+        self.n, self.store, self.dsn, self.args, self.sink = n, store, dsn, args, sink
+        self.tag = f"{store}_{n}"
+        self.palace = str(palace)
+        self.root = palace.parent
+        self.base_env = dict(
+            env,
+            MEMPALACE_EMBEDDING_MODEL="openai-compat",
+            MEMPALACE_EMBEDDING_API_URL=url,
+            MEMPALACE_EMBEDDING_API_MODEL=model,
+        )
         skewed = SkewedPalace(n)
         rng = np.random.default_rng(20261204)
         picks = rng.integers(0, n, 64)
@@ -150,11 +106,7 @@ class Case:
         self.errlog = self.root / "servers.log"
 
     def env(self, **extra) -> dict:
-        return {**self.p.env, **extra}
-
-    def palace_env(self) -> dict:
-        """What this palace's environment adds to ours (for ``bench_backends.child_json``)."""
-        return {k: v for k, v in self.p.env.items() if os.environ.get(k) != v and k != "MEMPALACE_PG_DSN"}
+        return {**self.base_env, **extra}
 
     def question(self, i: int) -> str:
         return f"{QUESTIONS[i % len(QUESTIONS)]} w{(i * 37) % 4000}"
@@ -164,8 +116,13 @@ class Case:
         if error:
             row["error"] = error
         self.rows[label] = row
+        self.sink()
         shown = f"{row['p50']:.1f} / {row['p95']:.1f} ms (n={row['n']})" if times else "-"
-        print(f"  {self.n:,}: {label}: {shown}" + (f"  ERROR {error[:200]}" if error else ""), flush=True)
+        where = f"{self.n:,} {self.store}"
+        print(f"  {where}: {label}: {shown}" + (f"  ERROR {error[:200]}" if error else ""), flush=True)
+
+    def as_dict(self) -> dict:
+        return {"n": self.n, "store": self.store, "rows": self.rows}
 
 
 # ----------------------------------------------------------------------------- command lines
@@ -174,34 +131,59 @@ def _preview(text: str) -> str:
     return " ".join((text or "").split())[:240]
 
 
-def run_cli(cmd: list, env: dict) -> tuple[float, subprocess.CompletedProcess]:
+def run_cli(cmd: list, env: dict, timeout: float, peak: Path | None = None):
+    """(ms, completed process, peak RSS in MB or None); a run over ``timeout`` raises TimeoutExpired."""
+    if peak is not None:
+        cmd = ["/usr/bin/time", "-f", "%M", "-o", str(peak), *cmd]
     t0 = time.perf_counter()
     proc = subprocess.run(
-        cmd, env=env, capture_output=True, text=True, errors="backslashreplace", stdin=subprocess.DEVNULL
+        cmd,
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="backslashreplace",
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
     )
-    return (time.perf_counter() - t0) * 1000, proc
+    ms = (time.perf_counter() - t0) * 1000
+    rss = None
+    if peak is not None and peak.exists():
+        with contextlib.suppress(ValueError, IndexError):
+            rss = int(peak.read_text().split()[-1]) / 1024
+    return ms, proc, rss
 
 
-def time_cli(case: Case, label: str, make, *, reps: int, warm: bool = True, env=None, before=None) -> None:
+def time_cli(
+    case: Case, label: str, make, *, reps: int, warm: bool = True, env=None, before=None, memory=False
+) -> None:
     """Run ``make(i)`` (a command line) ``reps`` times as a process that exits, after a warm-up run;
     fewer past the time budget, never fewer than 2. Without ``warm`` (the jobs over a whole palace:
-    export, backup, restore) no warm-up, and one run past the budget is enough.
-    ``before(i)`` prepares run i, untimed."""
+    export, backup, restore) no warm-up, one run past the budget is enough, and with ``memory`` each
+    run's peak memory is kept. ``before(i)`` prepares run i, untimed. A run over the call bound ends
+    the row, recorded as over it."""
     env = env or case.env()
-    times, error, proc = [], None, None
+    times, error, proc, peaks = [], None, None, []
     start = time.perf_counter()
+    peak = case.root / "peak.txt" if memory else None
     for i in range(-1 if warm else 0, reps):
         if before:
             before(i)
-        ms, proc = run_cli(make(i), env(i) if callable(env) else env)
+        try:
+            ms, proc, rss = run_cli(make(i), env(i) if callable(env) else env, case.args.call_timeout, peak)
+        except subprocess.TimeoutExpired:
+            error = f"over {case.args.call_timeout:.0f} s"
+            break
         if proc.returncode != 0:
             error = f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
             break
         if i >= 0:
             times.append(ms)
+            if rss is not None:
+                peaks.append(rss)
         if i + 1 >= (2 if warm else 1) and time.perf_counter() - start > case.args.budget:
             break
-    case.record(label, "process", times, error, answer=_preview(proc.stdout if proc else ""))
+    extra = {"peak_mb": max(peaks)} if peaks else {}
+    case.record(label, "process", times, error, answer=_preview(proc.stdout if proc else ""), **extra)
 
 
 def pg_dump_tools(dsn: str) -> tuple[str, str]:
@@ -221,25 +203,20 @@ def pg_dump_tools(dsn: str) -> tuple[str, str]:
     return "pg_dump", "pg_restore"
 
 
-def with_dbname(dsn: str, dbname: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    return make_conninfo(**{**conninfo_to_dict(dsn), "dbname": dbname})
-
-
 def time_clis(case: Case) -> None:
     """The command lines a user runs on the palace, each as a process that exits."""
     reps, heavy = case.args.cli_reps, case.args.heavy_reps
-    p = ["--palace", case.palace]
-    mp = [MEMPALACE, "--palace", case.palace, "--backend", "postgres"]
     q, ent = case.question, lambda i: case.entities[i % len(case.entities)]
+    mp = [MEMPALACE, "--palace", case.palace, "--backend", case.store]
     # what any command costs before it does anything: the interpreter, the imports, the exit
     time_cli(case, "`mempalace --version` (a process's floor)", lambda i: [MEMPALACE, "--version"], reps=reps)
-    time_cli(case, "`mempalace-pg --help` (a process's floor)", lambda i: [MEMPALACE_PG, "--help"], reps=reps)
     time_cli(case, "`mempalace status`", lambda i: [*mp, "status"], reps=reps)
     time_cli(case, "`mempalace search`", lambda i: [*mp, "search", q(i)], reps=reps)
     time_cli(case, "`mempalace wake-up`", lambda i: [*mp, "wake-up"], reps=reps)
-    pg = [MEMPALACE_PG]
+    if case.store != "postgres":
+        return
+    p, pg = ["--palace", case.palace], [MEMPALACE_PG]
+    time_cli(case, "`mempalace-pg --help` (a process's floor)", lambda i: [MEMPALACE_PG, "--help"], reps=reps)
     time_cli(case, "`mempalace-pg doctor`", lambda i: [*pg, "doctor", *p], reps=reps)
     time_cli(case, "`mempalace-pg db current`", lambda i: [*pg, "db", "current"], reps=reps)
     time_cli(case, "`mempalace-pg kg stats`", lambda i: [*pg, "kg", "stats", *p], reps=reps)
@@ -257,15 +234,17 @@ def time_clis(case: Case) -> None:
     time_cli(case, "`mempalace-pg search hybrid`", lambda i: [*pg, "search", "hybrid", q(i), *p], reps=reps)
     out = case.root / "out"
     out.mkdir(exist_ok=True)
+    jsonl = out / "palace.jsonl"
     time_cli(
         case,
         "`mempalace-pg export`",
-        lambda i: [*pg, "export", str(out / "palace.jsonl"), *p],
+        lambda i: [*pg, "export", str(jsonl), *p],
         reps=heavy,
         warm=False,
+        memory=True,
     )
-    case.rows["`mempalace-pg export`"]["bytes"] = _size(out / "palace.jsonl")
-    (out / "palace.jsonl").unlink(missing_ok=True)
+    case.rows["`mempalace-pg export`"]["bytes"] = _size(jsonl)
+    jsonl.unlink(missing_ok=True)
     pg_dump, pg_restore = pg_dump_tools(case.dsn)
     dump = out / "palace.dump"
     time_cli(
@@ -274,63 +253,172 @@ def time_clis(case: Case) -> None:
         lambda i: [*pg, "backup", str(dump), "--pg-dump", pg_dump],
         reps=heavy,
         warm=False,
+        memory=True,
     )
     case.rows["`mempalace-pg backup`"]["bytes"] = _size(dump)
     if dump.exists():
-        time_restores(case, dump, pg_restore)
+        time_restores(
+            case, "`mempalace-pg restore`", [MEMPALACE_PG, "restore", str(dump), "--pg-restore", pg_restore]
+        )
     dump.unlink(missing_ok=True)
+    # the same database with PostgreSQL's own tools, the floor a backup of it has
+    plain = out / "plain.dump"
+    time_cli(
+        case,
+        "`pg_dump -Fc` of the database (PostgreSQL's own)",
+        lambda i: ["sh", "-c", f'{pg_dump} -Fc -d "$1" > "$0"', str(plain), case.dsn],
+        reps=heavy,
+        warm=False,
+        memory=True,
+    )
+    case.rows["`pg_dump -Fc` of the database (PostgreSQL's own)"]["bytes"] = _size(plain)
+    if plain.exists():
+        time_restores(
+            case,
+            "`pg_restore` of it (PostgreSQL's own)",
+            lambda dsn: ["sh", "-c", f'{pg_restore} --no-owner -d "$1" < "$0"', str(plain), dsn],
+            bootstrap=False,
+        )
+    plain.unlink(missing_ok=True)
 
 
 def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def time_restores(case: Case, dump: Path, pg_restore: str) -> None:
-    """``mempalace-pg restore`` of the backup, each run into a new database that has the extensions
-    (``mempalace-pg db bootstrap``, untimed), dropped after it."""
+def time_restores(case: Case, label: str, command, *, bootstrap: bool = True) -> None:
+    """A restore, each run into a new database (with the extensions made by ``mempalace-pg db bootstrap``,
+    untimed, when ``bootstrap``), dropped after it. ``command`` is the command line, or a function of
+    the new database's DSN giving it."""
     import psycopg
 
     made: list[str] = []
 
     def before(i: int) -> None:
         while made:
-            drop_database(case.dsn, made.pop())
-        name = f"{case.tag}_restore_{i + 1}"
+            kp.drop_database(case.dsn, made.pop())
+        name = f"bench_restore_{case.tag}_{i + 1}"
         with psycopg.connect(case.dsn, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         made.append(name)
-        boot = subprocess.run(
-            [MEMPALACE_PG, "db", "bootstrap"],
-            env=case.env(MEMPALACE_PG_DSN=with_dbname(case.dsn, name)),
-            capture_output=True,
-            text=True,
-        )
-        if boot.returncode:
-            raise RuntimeError(f"db bootstrap of {name}: {boot.stderr[-500:]}")
+        if bootstrap:
+            boot = subprocess.run(
+                [MEMPALACE_PG, "db", "bootstrap"],
+                env=case.env(MEMPALACE_PG_DSN=kp.with_dbname(case.dsn, name)),
+                capture_output=True,
+                text=True,
+            )
+            if boot.returncode:
+                raise RuntimeError(f"db bootstrap of {name}: {boot.stderr[-500:]}")
 
     def env(i: int) -> dict:
-        return case.env(MEMPALACE_PG_DSN=with_dbname(case.dsn, made[-1]))
+        return case.env(MEMPALACE_PG_DSN=kp.with_dbname(case.dsn, made[-1]))
+
+    def make(i: int) -> list:
+        return command(kp.with_dbname(case.dsn, made[-1])) if callable(command) else command
 
     try:
         time_cli(
-            case,
-            "`mempalace-pg restore`",
-            lambda i: [MEMPALACE_PG, "restore", str(dump), "--pg-restore", pg_restore],
-            reps=case.args.heavy_reps,
-            warm=False,
-            env=env,
-            before=before,
+            case, label, make, reps=case.args.heavy_reps, warm=False, env=env, before=before, memory=True
         )
     finally:
         while made:
-            drop_database(case.dsn, made.pop())
+            kp.drop_database(case.dsn, made.pop())
 
 
-def drop_database(dsn: str, name: str) -> None:
+# ----------------------------------------------------------------------------- before / after
+#: The grouped read behind graph_stats before revision 0009 (store/counts.py then): every drawer.
+GROUPED_0008 = """
+SELECT COALESCE(CASE WHEN jsonb_typeof(metadata -> 'room') IN ('string', 'number')
+                THEN metadata ->> 'room' END, ''),
+       COALESCE(CASE WHEN jsonb_typeof(metadata -> 'wing') IN ('string', 'number')
+                THEN metadata ->> 'wing' END, ''),
+       COALESCE(CASE WHEN jsonb_typeof(metadata -> 'hall') IN ('string', 'number')
+                THEN metadata ->> 'hall' END, ''),
+       count(*),
+       COALESCE(max(CASE WHEN jsonb_typeof(metadata -> 'date') = 'string'
+                    THEN metadata ->> 'date' END COLLATE "C"), '')
+FROM {table} GROUP BY 1, 2, 3
+"""
+
+
+def child_before_after(palace: str, places: str, reps: int, budget: float) -> dict:
+    """In a process on the palace: each mended MemPalace MCP read against the path it replaces, and the
+    answers compared."""
     import psycopg
+    from psycopg import sql
 
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    os.environ["MEMPALACE_PALACE_PATH"] = palace  # the server's palace, as its --palace makes it
+    from mempalace import mcp_server as m
+
+    import mempalace_pg  # noqa: F401 - the hooks, as the server's process has them
+
+    wing, room = json.loads(places)
+    col = m._get_collection()
+    part = col.partition
+    rows: dict = {}
+
+    def timed(fn) -> tuple[list, object]:
+        times, answer, t_start = [], None, time.perf_counter()
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            answer = fn()
+            times.append((time.perf_counter() - t0) * 1000)
+            if time.perf_counter() - t_start > budget:
+                break
+        return times, answer
+
+    for label, kwargs in (
+        ("no filter", {"limit": 20}),
+        ("a wing", {"wing": wing, "limit": 20}),
+        ("wing and room", {"wing": wing, "room": room, "limit": 20}),
+    ):
+        after, a = timed(lambda: m.tool_list_drawers(**kwargs))
+        before, b = timed(lambda: m.tool_list_drawers.__wrapped__(**kwargs))
+        rows[f"mempalace_list_drawers ({label})"] = {"before": before, "after": after, "same_answer": a == b}
+    settings = part.db.settings
+    old = sql.SQL(GROUPED_0008).format(table=part.table)
+    with psycopg.connect(settings.dsn) as conn:
+        conn.execute("SET jit = off")
+        before, _ = timed(lambda: conn.execute(old).fetchall())
+    after, _ = timed(m._sqlite_graph_stats)
+    rows["graph_stats's grouped read"] = {"before": before, "after": after}
+    return rows
+
+
+def time_before_after(case: Case) -> None:
+    script = str(Path(__file__).resolve())
+    wing, room = case.places[0]
+    answer = str(case.root / "before_after.json")  # MemPalace's server module takes stdout over for MCP
+    try:
+        got = subprocess.run(
+            [
+                sys.executable,
+                script,
+                "--child",
+                case.palace,
+                json.dumps([wing, room]),
+                "5",
+                str(case.args.budget),
+                answer,
+            ],
+            env=case.env(),
+            capture_output=True,
+            text=True,
+            timeout=case.args.call_timeout * 12,
+        )
+    except subprocess.TimeoutExpired:
+        case.record("before/after", "in process", [], f"over {case.args.call_timeout * 12:.0f} s")
+        return
+    if got.returncode:
+        case.record("before/after", "in process", [], got.stderr[-300:])
+        return
+    for label, row in json.loads(Path(answer).read_text()).items():
+        extra = {"same_answer": row["same_answer"]} if "same_answer" in row else {}
+        case.record(
+            f"{label}: before (MemPalace's own path / revision 0008)", "in process", row["before"], **extra
+        )
+        case.record(f"{label}: after (mended)", "in process", row["after"], **extra)
 
 
 # ----------------------------------------------------------------------------- MCP tools
@@ -447,12 +535,18 @@ async def call(session, tool: str, arguments: dict) -> tuple[float, str | None, 
 
 
 async def time_tools(case: Case, session, server: str, tools: list) -> None:
-    reps = case.args.reps
+    """Each tool: a first call (kept as ``first_ms``), then up to ``reps`` calls, fewer past the budget.
+    A call over the bound ends the row, recorded as over it."""
+    reps, bound = case.args.reps, case.args.call_timeout
     for label, tool, arguments in tools:
         times, error, text, first = [], None, "", None
         start = time.perf_counter()
         for i in range(-1, reps):
-            ms, error, text = await call(session, tool, arguments(i))
+            try:
+                with anyio.fail_after(bound):
+                    ms, error, text = await call(session, tool, arguments(i))
+            except TimeoutError:
+                error = f"over {bound:.0f} s"
             if error:
                 break
             if i >= 0:
@@ -506,62 +600,83 @@ async def time_mcp(case: Case) -> None:
         async with stdio_session(mempalace_server(Path(case.palace)), case.env(), errlog=errlog) as mp:
             await make_tunnels(case, mp)
             await time_tools(case, mp, "MCP, mempalace.mcp_server", mempalace_tools(case))
-        async with stdio_session(pg_server(Path(case.palace)), case.env(), errlog=errlog) as pg:
-            await time_tools(case, pg, "MCP, mempalace-pg mcp", pg_tools(case))
+        if case.store == "postgres":
+            async with stdio_session(pg_server(Path(case.palace)), case.env(), errlog=errlog) as pg:
+                await time_tools(case, pg, "MCP, mempalace-pg mcp", pg_tools(case))
 
 
 # ----------------------------------------------------------------------------- one size
-def run_size(n: int, dsn: str, url: str, model: str, work: Path, args) -> dict:
-    case = Case(n, dsn, url, model, work, args)
-    script = str(Path(__file__).resolve())
-    out: dict = {"n": n}
-    try:
-        out["write"] = bb.child_json(
-            script, ["write", n, case.palace, args.facts, args.entities], dsn, env=case.palace_env()
-        )
-        w = out["write"]
-        print(
-            f"  {n:,}: written at {w['drawers_per_s']:.0f} drawers/s, {w['kg']['triples']} facts at "
-            f"{w['facts_per_s']:.0f}/s",
-            flush=True,
-        )
-        out["settle_s"] = bf.wait_quiet(dsn, case.tag)
-        out["index"] = bf.index_state(dsn, case.tag)
-        print(f"  {n:,}: quiet after {out['settle_s']:.0f} s, {out['index']}", flush=True)
-        time_clis(case)
+def run_case(n: int, store: str, dsn: str, url: str, model: str, work: Path, args, run: dict) -> None:
+    """One kept palace, cloned: its rows go into ``run`` (and the run's JSON) as they are measured."""
+    out: dict = {"n": n, "store": store, "rows": {}}
+    run["cases"].append(out)
+    t0 = time.perf_counter()
+    with kp.clone(store, n, dsn, work, f"{store}_{n}_{uuid.uuid4().hex[:6]}", facts=args.facts) as (
+        palace,
+        env,
+        clone_dsn,
+    ):
+        out["clone_s"] = time.perf_counter() - t0
+        out["kept"] = {k: v for k, v in kp.Kept(store, n).manifest.items() if k != "versions"}
+        print(f"  {n:,} {store}: cloned in {out['clone_s']:.0f} s", flush=True)
+        case = Case(n, store, palace, env, clone_dsn, url, model, args, sink=lambda: save_partial(run))
+        case.rows = out["rows"]
+        if store == "postgres" and not args.skip_before_after:
+            time_before_after(case)
+        if not args.skip_cli:
+            time_clis(case)
         anyio.run(time_mcp, case)
-    finally:
-        out["rows"] = case.rows
-        with contextlib.suppress(TimeoutError):
-            bf.wait_quiet(dsn, case.tag, timeout=300)  # pg_file_memory's drawers: let its folder finish
-        bm.drop_postgres(dsn, case.schema)
-    return out
+
+
+def save_partial(run: dict) -> None:
+    """The run so far, to its JSON outside the repository (a stopped run keeps what it saw)."""
+    path = Path(run["partial"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(run, indent=1))
 
 
 # ----------------------------------------------------------------------------- report
+def _cell(row: dict | None) -> str:
+    if row is None:
+        return "—"
+    if "error" in row:
+        return ("over the bound: " if row["error"].startswith("over ") else "error: ") + row["error"][
+            :60
+        ].replace("|", "/")
+    mark = "" if row["p95"] < SECONDS else " **(over 1 s)**"
+    first = f" (first {row['first_ms']:,.0f})" if row.get("first_ms") and row["first_ms"] >= SECONDS else ""
+    peak = f", peak {row['peak_mb']:,.0f} MB" if row.get("peak_mb") else ""
+    return f"{row['p50']:,.1f} / {row['p95']:,.1f}{mark}{first}{peak}"
+
+
+def _same(case: dict) -> str:
+    return "identical" if all(r.get("same_answer", True) for r in case["rows"].values()) else "DIFFERENT"
+
+
 def render(cases: list[dict], meta: dict) -> str:
-    sizes = [c["n"] for c in cases]
-    first, last = cases[0], cases[-1]
-    head = "| command or tool | called through | " + " | ".join(
-        f"{n:,}: p50 / p95 ms | p95 < 1 s" for n in sizes
+    columns = [(c["n"], c["store"]) for c in cases]
+    by = {(c["n"], c["store"]): c for c in cases}
+    head = (
+        "| command or tool | called through | " + " | ".join(f"{n:,} {store}" for n, store in columns) + " |"
     )
-    grows = len(cases) > 1
     lines = [
         "## Every command and MCP tool, as the palace grows",
         "",
-        f"`python benchmarks/bench_commands.py --sizes {meta['sizes']}` ({meta['when']}, {meta['machine']}, "
-        f"{meta['versions']}). A palace of skewed wings and rooms (`benchmarks/skewed_palace.py`) upserted "
-        "in batches of 1,000 through MemPalace's backend API by a process that exits, as `mempalace mine` "
-        f"writes, and {meta['facts']:,} facts between {meta['entities']:,} entities through the plugin's "
-        "knowledge-graph API, each drawn from a drawer; timed once the palace's folder had finished. "
+        f"`python benchmarks/bench_commands.py --sizes {meta['sizes']} --stores {meta['stores']}` "
+        f"({meta['when']}, {meta['machine']}, {meta['versions']}). Each palace a fresh clone of a kept"
+        " palace (`benchmarks/kept_palaces.py`: the skewed wings and rooms of `benchmarks/skewed_palace.py`, "
+        f"{meta['facts']:,} facts between {meta['entities']:,} entities, each drawn from a drawer; postgres "
+        "written by the bulk loader and quiet, Chroma through MemPalace's backend API). "
+        "Cells: p50 / p95 ms; a first call over 1 s is shown; whole-palace jobs with their peak memory. "
         "Command lines: wall time of a process that exits (Python's start included), a warm-up run "
-        f"first, {meta['cli_reps']} runs (`export`, `backup`, `restore`: {meta['heavy_reps']}, no warm-up; "
-        "`restore` into a new database each time). MCP tools: called by the official MCP SDK's client "
-        "over stdio, one session per server, a warm-up call first, then up to "
-        f"{meta['reps']} calls, timed at the client. Queries embedded by {meta['model']}.",
+        f"first, {meta['cli_reps']} runs (`export`, `backup`, `restore` and PostgreSQL's own `pg_dump`/"
+        f"`pg_restore`: {meta['heavy_reps']}, no warm-up; restores into a new database each time). MCP "
+        "tools: called by the official MCP SDK's client over stdio, one session per server, a first "
+        f"call, then up to {meta['reps']} calls, timed at the client; each call bounded at "
+        f"{meta['call_timeout']:.0f} s. Queries embedded by {meta['model']}.",
         "",
-        head + (f" | p50 {last['n']:,} ÷ {first['n']:,} |" if grows else " |"),
-        "|---|---|" + "---|---|" * len(sizes) + ("---|" if grows else ""),
+        head,
+        "|---|---|" + "---|" * len(columns),
     ]
     labels = list(dict.fromkeys(label for c in cases for label in c["rows"]))
     if COLD_ROW in labels and "mempalace_traverse" in labels:  # beside the warm calls it explains
@@ -569,35 +684,25 @@ def render(cases: list[dict], meta: dict) -> str:
         labels.insert(labels.index("mempalace_traverse") + 1, COLD_ROW)
     for label in labels:
         through = next(c["rows"][label]["through"] for c in cases if label in c["rows"])
-        cells = []
-        for c in cases:
-            row = c["rows"].get(label)
-            if row is None or "error" in row:
-                cells.append(("error: " + row["error"][:60].replace("|", "/")) if row else "—")
-                cells.append("—")
-            else:
-                cells.append(f"{row['p50']:,.1f} / {row['p95']:,.1f}")
-                cells.append("yes" if row["p95"] < SECONDS else "**no**")
-        growth = ""
-        if grows:
-            a, b = first["rows"].get(label, {}), last["rows"].get(label, {})
-            growth = f" {b['p50'] / a['p50']:.1f}x |" if "p50" in a and "p50" in b else " — |"
-        lines.append(f"| {label} | {through} | " + " | ".join(cells) + " |" + growth)
+        cells = [_cell(by[col]["rows"].get(label)) for col in columns]
+        lines.append(f"| {label} | {through} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "`mempalace_traverse` and `mempalace_find_tunnels` answer from MemPalace's graph cache "
-        "(`palace_graph.build_graph`, 60 s) after a server's first call, which reads the counts of "
-        "every drawer grouped by room, wing and hall, as `mempalace_graph_stats` does on each call: "
-        f"the row `{COLD_ROW}` times that first call, of {meta['fresh']} servers started for it.",
-    ]
-    lines += [
+        "(`palace_graph.build_graph`, 60 s) after a server's first call, which reads the grouped room "
+        f"counts: the row `{COLD_ROW}` times that first call, of {meta['fresh']} servers started for it. "
+        "The before/after rows time, in one process on the same palace, MemPalace's own "
+        "`tool_list_drawers` (every drawer in scope read, then one page) and revision 0008's grouped "
+        "read of every drawer, against what the plugin answers now; the answers were compared: "
+        + ", ".join(f"{c['n']:,}: {_same(c)}" for c in cases if c["store"] == "postgres")
+        + ".",
         "",
-        "Writes: "
+        "Kept palaces: "
         + "; ".join(
-            f"{c['n']:,} drawers at {c['write']['drawers_per_s']:,.0f}/s, facts at "
-            f"{c['write']['facts_per_s']:,.0f}/s, folder quiet {c['settle_s']:.0f} s later"
+            f"{c['n']:,} {c['store']} built in {c['kept']['build_s']:,.0f} s "
+            f"({c['kept']['bytes'] / 1e9:.1f} GB), cloned in {c['clone_s']:.0f} s"
             for c in cases
-            if "write" in c and "settle_s" in c
+            if "kept" in c
         )
         + ".",
         "",
@@ -607,43 +712,55 @@ def render(cases: list[dict], meta: dict) -> str:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _role, n, palace_dir, facts, entities = sys.argv[2:7]
-        print(json.dumps(child_write(int(n), palace_dir, int(facts), int(entities))))
+        palace, places, reps, budget, answer = sys.argv[2:7]
+        Path(answer).write_text(json.dumps(child_before_after(palace, places, int(reps), float(budget))))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100000,300000,1000000")
-    ap.add_argument("--facts", type=int, default=3000, help="facts in the knowledge graph (default 3000)")
-    ap.add_argument("--entities", type=int, default=600, help="entities they are between (default 600)")
+    ap.add_argument("--stores", default="postgres,chroma", help="postgres and/or chroma (where kept)")
+    ap.add_argument("--facts", type=int, default=3000, help="facts the kept palaces hold (default 3000)")
     ap.add_argument("--reps", type=int, default=30, help="calls per MCP tool (default 30)")
     ap.add_argument("--cli-reps", type=int, default=8, help="runs per command line (default 8)")
-    ap.add_argument("--heavy-reps", type=int, default=3, help="runs of export, backup, restore (default 3)")
-    ap.add_argument("--budget", type=float, default=60.0, help="seconds per row before fewer calls")
+    ap.add_argument("--heavy-reps", type=int, default=2, help="runs of export, backup, restore (default 2)")
+    ap.add_argument("--budget", type=float, default=30.0, help="seconds per row before fewer calls")
+    ap.add_argument("--call-timeout", type=float, default=60.0, help="bound of one call, in seconds")
     ap.add_argument("--model", default="hash", choices=["hash", "minilm"], help="the query embedder")
+    ap.add_argument("--skip-cli", action="store_true", help="only the MCP tools")
+    ap.add_argument("--skip-before-after", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = ap.parse_args()
     dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
     sizes = [int(s) for s in args.sizes.split(",")]
+    stores = [s for s in args.stores.split(",") if s]
+    meta = bb.run_meta(
+        dsn,
+        sizes=args.sizes,
+        stores=args.stores,
+        facts=args.facts,
+        entities=kp.Kept("postgres", sizes[0]).manifest.get("entities", 0),
+        reps=args.reps,
+        cli_reps=args.cli_reps,
+        heavy_reps=args.heavy_reps,
+        call_timeout=args.call_timeout,
+        model="all-MiniLM-L6-v2" if args.model == "minilm" else "MemPalace's hash embedder",
+        fresh=FRESH_SERVERS,
+    )
+    stamp = meta["when"].replace(" ", "_").replace(":", "")
+    run = {"meta": meta, "cases": [], "partial": str(kp.KEEP / "runs" / f"commands-{stamp}.json")}
     embedder, url = bm.start_embedder(args.model)
-    work = Path(tempfile.mkdtemp(prefix="mpbench_cmd_"))
-    cases = []
+    work = Path(tempfile.mkdtemp(prefix="mpbench_cmd_", dir=kp.KEEP))
     try:
         for n in sizes:
-            cases.append(run_size(n, dsn, url, args.model, work, args))
+            for store in stores:
+                if not kp.Kept(store, n).manifest:
+                    print(f"  {n:,} {store}: no kept palace (kept_palaces.py build), left out", flush=True)
+                    continue
+                run_case(n, store, dsn, url, args.model, work, args, run)
     finally:
         embedder.terminate()
         embedder.wait()
         shutil.rmtree(work, ignore_errors=True)
-    meta = bb.run_meta(
-        dsn,
-        sizes=args.sizes,
-        facts=args.facts,
-        entities=args.entities,
-        reps=args.reps,
-        cli_reps=args.cli_reps,
-        heavy_reps=args.heavy_reps,
-        model="all-MiniLM-L6-v2" if args.model == "minilm" else "MemPalace's hash embedder",
-        fresh=FRESH_SERVERS,
-    )
+    cases = run["cases"]
     bb.save_run("commands", meta, {"cases": cases}, render(cases, meta), write=not args.no_write)
     return 0
 

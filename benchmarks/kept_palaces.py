@@ -2,6 +2,7 @@
 
     python benchmarks/kept_palaces.py build --size 1000000                 # postgres: a template database
     python benchmarks/kept_palaces.py build --size 300000 --store chroma   # a Chroma palace directory
+    python benchmarks/kept_palaces.py upgrade --size 1000000   # the code's schema revisions, in place
     python benchmarks/kept_palaces.py list
 
 A kept palace is :class:`skewed_palace.SkewedPalace` of that size with ``bench_commands``'s facts
@@ -42,6 +43,9 @@ from skewed_palace import SkewedPalace  # noqa: E402
 KEEP = Path(os.environ.get("MEMPALACE_PG_BENCH_KEEP", "/var/tmp/mempalace-pg-bench"))
 BATCH = 1000
 SCHEMA = "mempalace"  # the plugin's default schema: a kept palace is what a user's database holds
+#: The embedder a palace records (RFC 001) when it is made, as the benchmarks query it: MemPalace's hash
+#: embedder through its openai-compat setting (scripts/embedding_server.py; a run adds the URL).
+EMBEDDER = {"MEMPALACE_EMBEDDING_MODEL": "openai-compat", "MEMPALACE_EMBEDDING_API_MODEL": "hash"}
 PREDICATES = ("works_on", "knows", "uses", "owns", "depends_on", "located_in", "reports_to", "mentions")
 
 
@@ -101,6 +105,7 @@ class Kept:
         )
         for key in ("MEMPALACE_BACKEND", "MEMPALACE_BACKEND_EXPLICIT", "MEMPALACE_PALACE_PATH"):
             env.pop(key, None)
+        env.update(EMBEDDER)
         if dsn:
             env.update(MEMPALACE_PG_DSN=dsn, MEMPALACE_PG_SCHEMA=SCHEMA)
         return env
@@ -241,6 +246,28 @@ def build(store: str, size: int, dsn: str, facts: int, entities: int) -> dict:
     return manifest
 
 
+def upgrade(size: int, dsn: str) -> dict:
+    """``mempalace-pg db upgrade`` of a kept postgres palace's database (a schema revision applied in
+    place to a palace of that size), timed and recorded in its manifest."""
+    kept = Kept("postgres", size)
+    manifest = kept.manifest
+    env = kept.env(kept.root, with_dbname(dsn, manifest["database"]))
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "mempalace-pg"), "db", "upgrade"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode:
+        raise RuntimeError(f"db upgrade: {proc.stderr[-2000:]}")
+    manifest.setdefault("upgrades", []).append(
+        {"seconds": time.perf_counter() - t0, "output": proc.stdout.strip()[-300:], "versions": _versions()}
+    )
+    (kept.root / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return manifest["upgrades"][-1]
+
+
 # ----------------------------------------------------------------------------- cloning
 def _move_palace(dsn: str, kept_dir: Path, palace_dir: Path, dbname: str) -> None:
     """Make the copy at ``palace_dir`` the palace of the clone's database. A palace is known by its
@@ -304,6 +331,8 @@ def main() -> int:
     b.add_argument("--store", choices=["postgres", "chroma"], default="postgres")
     b.add_argument("--facts", type=int, default=3000)
     b.add_argument("--entities", type=int, default=600)
+    u = sub.add_parser("upgrade", help="apply the code's schema revisions to a kept postgres palace")
+    u.add_argument("--size", type=int, required=True)
     sub.add_parser("list", help="the kept palaces and their manifests")
     args = ap.parse_args()
     if args.command == "list":
@@ -316,6 +345,9 @@ def main() -> int:
     import bench_backends as bb
 
     dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
+    if args.command == "upgrade":
+        print(json.dumps(upgrade(args.size, dsn), indent=1))
+        return 0
     manifest = build(args.store, args.size, dsn, args.facts, args.entities)
     print(json.dumps(manifest, indent=1))
     return 0
