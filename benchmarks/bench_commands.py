@@ -87,6 +87,7 @@ class Case:
 
     def __init__(self, n: int, store: str, palace: Path, env: dict, dsn, url: str, model: str, args, sink):
         self.n, self.store, self.dsn, self.args, self.sink = n, store, dsn, args, sink
+        self.dsn_admin = args.admin_dsn  # the server, for databases made for a run
         self.tag = f"{store}_{n}"
         self.palace = str(palace)
         self.root = palace.parent
@@ -154,7 +155,16 @@ def run_cli(cmd: list, env: dict, timeout: float, peak: Path | None = None):
 
 
 def time_cli(
-    case: Case, label: str, make, *, reps: int, warm: bool = True, env=None, before=None, memory=False
+    case: Case,
+    label: str,
+    make,
+    *,
+    reps: int,
+    warm: bool = True,
+    env=None,
+    before=None,
+    memory=False,
+    timeout: float | None = None,
 ) -> None:
     """Run ``make(i)`` (a command line) ``reps`` times as a process that exits, after a warm-up run;
     fewer past the time budget, never fewer than 2. Without ``warm`` (the jobs over a whole palace:
@@ -169,9 +179,11 @@ def time_cli(
         if before:
             before(i)
         try:
-            ms, proc, rss = run_cli(make(i), env(i) if callable(env) else env, case.args.call_timeout, peak)
+            ms, proc, rss = run_cli(
+                make(i), env(i) if callable(env) else env, timeout or case.args.call_timeout, peak
+            )
         except subprocess.TimeoutExpired:
-            error = f"over {case.args.call_timeout:.0f} s"
+            error = f"over {timeout or case.args.call_timeout:.0f} s"
             break
         if proc.returncode != 0:
             error = f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
@@ -214,6 +226,8 @@ def time_clis(case: Case) -> None:
     time_cli(case, "`mempalace search`", lambda i: [*mp, "search", q(i)], reps=reps)
     time_cli(case, "`mempalace wake-up`", lambda i: [*mp, "wake-up"], reps=reps)
     if case.store != "postgres":
+        if case.dsn_admin:
+            time_migrate(case)
         return
     p, pg = ["--palace", case.palace], [MEMPALACE_PG]
     time_cli(case, "`mempalace-pg --help` (a process's floor)", lambda i: [MEMPALACE_PG, "--help"], reps=reps)
@@ -280,6 +294,40 @@ def time_clis(case: Case) -> None:
             bootstrap=False,
         )
     plain.unlink(missing_ok=True)
+
+
+def time_migrate(case: Case) -> None:
+    """``mempalace-pg migrate`` of this (Chroma) palace into a new postgres palace, in a database made for
+    it (the extensions made by ``mempalace-pg db bootstrap``, untimed); one run, with its peak memory."""
+    import psycopg
+
+    name = f"bench_migrate_{case.tag}"
+    kp.drop_database(case.dsn_admin, name)
+    with psycopg.connect(case.dsn_admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    target_dsn = kp.with_dbname(case.dsn_admin, name)
+    env = case.env(MEMPALACE_PG_DSN=target_dsn, MEMPALACE_PG_SCHEMA=kp.SCHEMA)
+    target = case.root / "migrated"
+    try:
+        boot = subprocess.run([MEMPALACE_PG, "db", "bootstrap"], env=env, capture_output=True, text=True)
+        if boot.returncode:
+            raise RuntimeError(f"db bootstrap of {name}: {boot.stderr[-500:]}")
+        time_cli(
+            case,
+            "`mempalace-pg migrate` of the palace to postgres",
+            lambda i: [MEMPALACE_PG, "migrate", "--from", case.palace, "--to", str(target)],
+            reps=1,
+            warm=False,
+            env=env,
+            memory=True,
+            timeout=case.args.migrate_timeout,
+        )
+        row = case.rows["`mempalace-pg migrate` of the palace to postgres"]
+        if row.get("n"):
+            row["rows_per_s"] = case.n / (row["p50"] / 1000)
+    finally:
+        kp.drop_database(case.dsn_admin, name)
+        shutil.rmtree(target, ignore_errors=True)
 
 
 def _size(path: Path) -> int:
@@ -472,6 +520,7 @@ def mempalace_tools(case: Case) -> list:
             lambda i: {"wing": place(i % TUNNELS)[0], "room": place(i % TUNNELS)[1]},
         ),
         ("mempalace_list_hallways", "mempalace_list_hallways", lambda i: {}),
+        ("mempalace_diary_read", "mempalace_diary_read", lambda i: {"agent_name": "bench", "last_n": 10}),
     ]
 
 
@@ -724,12 +773,14 @@ def main() -> int:
     ap.add_argument("--heavy-reps", type=int, default=2, help="runs of export, backup, restore (default 2)")
     ap.add_argument("--budget", type=float, default=30.0, help="seconds per row before fewer calls")
     ap.add_argument("--call-timeout", type=float, default=60.0, help="bound of one call, in seconds")
+    ap.add_argument("--migrate-timeout", type=float, default=1200.0, help="bound of the Chroma migrate run")
     ap.add_argument("--model", default="hash", choices=["hash", "minilm"], help="the query embedder")
     ap.add_argument("--skip-cli", action="store_true", help="only the MCP tools")
     ap.add_argument("--skip-before-after", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = ap.parse_args()
     dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
+    args.admin_dsn = dsn
     sizes = [int(s) for s in args.sizes.split(",")]
     stores = [s for s in args.stores.split(",") if s]
     meta = bb.run_meta(

@@ -44,8 +44,13 @@ KEEP = Path(os.environ.get("MEMPALACE_PG_BENCH_KEEP", "/var/tmp/mempalace-pg-ben
 BATCH = 1000
 SCHEMA = "mempalace"  # the plugin's default schema: a kept palace is what a user's database holds
 #: The embedder a palace records (RFC 001) when it is made, as the benchmarks query it: MemPalace's hash
-#: embedder through its openai-compat setting (scripts/embedding_server.py; a run adds the URL).
-EMBEDDER = {"MEMPALACE_EMBEDDING_MODEL": "openai-compat", "MEMPALACE_EMBEDDING_API_MODEL": "hash"}
+#: embedder through its openai-compat setting (scripts/embedding_server.py, whose URL a run sets; a
+#: build passes every vector, so nothing listens at the URL given here).
+EMBEDDER = {
+    "MEMPALACE_EMBEDDING_MODEL": "openai-compat",
+    "MEMPALACE_EMBEDDING_API_MODEL": "hash",
+    "MEMPALACE_EMBEDDING_API_URL": "http://127.0.0.1:9",
+}
 PREDICATES = ("works_on", "knows", "uses", "owns", "depends_on", "located_in", "reports_to", "mentions")
 
 
