@@ -172,6 +172,7 @@ def time_cli(
     run's peak memory is kept. ``before(i)`` prepares run i, untimed. A run over the call bound ends
     the row, recorded as over it."""
     env = env or case.env()
+    timeout = timeout or (case.args.bulk_timeout if memory else case.args.call_timeout)
     times, error, proc, peaks = [], None, None, []
     start = time.perf_counter()
     peak = case.root / "peak.txt" if memory else None
@@ -217,7 +218,7 @@ def pg_dump_tools(dsn: str) -> tuple[str, str]:
 
 def time_clis(case: Case) -> None:
     """The command lines a user runs on the palace, each as a process that exits."""
-    reps, heavy = case.args.cli_reps, case.args.heavy_reps
+    reps = case.args.cli_reps
     q, ent = case.question, lambda i: case.entities[i % len(case.entities)]
     mp = [MEMPALACE, "--palace", case.palace, "--backend", case.store]
     # what any command costs before it does anything: the interpreter, the imports, the exit
@@ -226,8 +227,6 @@ def time_clis(case: Case) -> None:
     time_cli(case, "`mempalace search`", lambda i: [*mp, "search", q(i)], reps=reps)
     time_cli(case, "`mempalace wake-up`", lambda i: [*mp, "wake-up"], reps=reps)
     if case.store != "postgres":
-        if case.dsn_admin:
-            time_migrate(case)
         return
     p, pg = ["--palace", case.palace], [MEMPALACE_PG]
     time_cli(case, "`mempalace-pg --help` (a process's floor)", lambda i: [MEMPALACE_PG, "--help"], reps=reps)
@@ -246,6 +245,15 @@ def time_clis(case: Case) -> None:
         case, "`mempalace-pg search entities`", lambda i: [*pg, "search", "entities", q(i), *p], reps=reps
     )
     time_cli(case, "`mempalace-pg search hybrid`", lambda i: [*pg, "search", "hybrid", q(i), *p], reps=reps)
+
+
+def time_bulk(case: Case) -> None:
+    """The jobs over a whole palace, with their peak memory: export, backup and restore, and PostgreSQL's
+    own pg_dump/pg_restore of the same database; of a Chroma palace, migrate to postgres."""
+    if case.store != "postgres":
+        time_migrate(case)
+        return
+    heavy, p, pg = case.args.heavy_reps, ["--palace", case.palace], [MEMPALACE_PG]
     out = case.root / "out"
     out.mkdir(exist_ok=True)
     jsonl = out / "palace.jsonl"
@@ -320,7 +328,6 @@ def time_migrate(case: Case) -> None:
             warm=False,
             env=env,
             memory=True,
-            timeout=case.args.migrate_timeout,
         )
         row = case.rows["`mempalace-pg migrate` of the palace to postgres"]
         if row.get("n"):
@@ -670,8 +677,11 @@ def run_case(n: int, store: str, dsn: str, url: str, model: str, work: Path, arg
         print(f"  {n:,} {store}: cloned in {out['clone_s']:.0f} s", flush=True)
         case = Case(n, store, palace, env, clone_dsn, url, model, args, sink=lambda: save_partial(run))
         case.rows = out["rows"]
-        if store == "postgres" and not args.skip_before_after:
+        if store == "postgres" and not args.skip_before_after and args.part == "tools":
             time_before_after(case)
+        if args.part == "bulk":
+            time_bulk(case)
+            return
         if not args.skip_cli:
             time_clis(case)
         anyio.run(time_mcp, case)
@@ -709,9 +719,12 @@ def render(cases: list[dict], meta: dict) -> str:
         "| command or tool | called through | " + " | ".join(f"{n:,} {store}" for n, store in columns) + " |"
     )
     lines = [
-        "## Every command and MCP tool, as the palace grows",
+        "## Every command and MCP tool, as the palace grows"
+        if meta.get("part", "tools") == "tools"
+        else "## Whole-palace jobs: export, backup, restore, migrate, against pg_dump/pg_restore",
         "",
-        f"`python benchmarks/bench_commands.py --sizes {meta['sizes']} --stores {meta['stores']}` "
+        f"`python benchmarks/bench_commands.py --sizes {meta['sizes']} --stores {meta['stores']} "
+        f"--part {meta.get('part', 'tools')}` "
         f"({meta['when']}, {meta['machine']}, {meta['versions']}). Each palace a fresh clone of a kept"
         " palace (`benchmarks/kept_palaces.py`: the skewed wings and rooms of `benchmarks/skewed_palace.py`, "
         f"{meta['facts']:,} facts between {meta['entities']:,} entities, each drawn from a drawer; postgres "
@@ -773,8 +786,15 @@ def main() -> int:
     ap.add_argument("--heavy-reps", type=int, default=2, help="runs of export, backup, restore (default 2)")
     ap.add_argument("--budget", type=float, default=30.0, help="seconds per row before fewer calls")
     ap.add_argument("--call-timeout", type=float, default=60.0, help="bound of one call, in seconds")
-    ap.add_argument("--migrate-timeout", type=float, default=1200.0, help="bound of the Chroma migrate run")
+    ap.add_argument("--bulk-timeout", type=float, default=900.0, help="bound of one whole-palace job")
     ap.add_argument("--model", default="hash", choices=["hash", "minilm"], help="the query embedder")
+    ap.add_argument(
+        "--part",
+        choices=["tools", "bulk"],
+        default="tools",
+        help="tools: command lines and MCP tools (report `commands`); bulk: the whole-palace jobs (report "
+        "`commands_bulk`), run apart so that neither run passes 30 minutes at 1M",
+    )
     ap.add_argument("--skip-cli", action="store_true", help="only the MCP tools")
     ap.add_argument("--skip-before-after", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
@@ -787,6 +807,7 @@ def main() -> int:
         dsn,
         sizes=args.sizes,
         stores=args.stores,
+        part=args.part,
         facts=args.facts,
         entities=kp.Kept("postgres", sizes[0]).manifest.get("entities", 0),
         reps=args.reps,
@@ -797,7 +818,7 @@ def main() -> int:
         fresh=FRESH_SERVERS,
     )
     stamp = meta["when"].replace(" ", "_").replace(":", "")
-    run = {"meta": meta, "cases": [], "partial": str(kp.KEEP / "runs" / f"commands-{stamp}.json")}
+    run = {"meta": meta, "cases": [], "partial": str(kp.KEEP / "runs" / f"commands-{args.part}-{stamp}.json")}
     embedder, url = bm.start_embedder(args.model)
     work = Path(tempfile.mkdtemp(prefix="mpbench_cmd_", dir=kp.KEEP))
     try:
@@ -812,7 +833,8 @@ def main() -> int:
         embedder.wait()
         shutil.rmtree(work, ignore_errors=True)
     cases = run["cases"]
-    bb.save_run("commands", meta, {"cases": cases}, render(cases, meta), write=not args.no_write)
+    name = "commands" if args.part == "tools" else "commands_bulk"
+    bb.save_run(name, meta, {"cases": cases}, render(cases, meta), write=not args.no_write)
     return 0
 
 
