@@ -716,11 +716,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except Exception as exc:  # noqa: BLE001 - ours and bad input are reported; anything else is a bug
-        if not (isinstance(exc, (ConfigError, ValueError)) or _is_backend_error(exc)):
-            raise
-        print(f"mempalace-pg: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -729,6 +724,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as exc:  # noqa: BLE001 - ours and bad input are reported; anything else is a bug
+        if not (isinstance(exc, (ConfigError, ValueError)) or _is_backend_error(exc)):
+            raise
+        print(f"mempalace-pg: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
