@@ -772,6 +772,23 @@ def render(cases: list[dict], meta: dict) -> str:
     return "\n".join(lines)
 
 
+def report(paths: list, *, write: bool) -> int:
+    """One report of runs made apart (one size each, so no run passes 30 minutes), in the order given."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    parts = {r["meta"].get("part", "tools") for r in runs}
+    if len(parts) != 1:
+        raise SystemExit(f"runs of different parts: {sorted(parts)}")
+    meta = dict(runs[-1]["meta"])
+    meta["sizes"] = ",".join(dict.fromkeys(str(c["n"]) for r in runs for c in r["cases"]))
+    meta["stores"] = ",".join(dict.fromkeys(c["store"] for r in runs for c in r["cases"]))
+    meta["runs"] = [r["meta"]["when"] for r in runs]
+    meta["when"] = ", ".join(meta["runs"])
+    cases = [c for r in runs for c in r["cases"]]
+    name = "commands" if parts == {"tools"} else "commands_bulk"
+    bb.save_run(name, meta, {"cases": cases}, render(cases, meta), write=write)
+    return 0
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         palace, places, reps, budget, answer = sys.argv[2:7]
@@ -798,7 +815,15 @@ def main() -> int:
     ap.add_argument("--skip-cli", action="store_true", help="only the MCP tools")
     ap.add_argument("--skip-before-after", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    ap.add_argument(
+        "--report",
+        nargs="+",
+        metavar="RUN_JSON",
+        help="make the report from these runs' JSON (KEEP/runs/...), one run per size, measuring nothing",
+    )
     args = ap.parse_args()
+    if args.report:
+        return report(args.report, write=not args.no_write)
     dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
     args.admin_dsn = dsn
     sizes = [int(s) for s in args.sizes.split(",")]
