@@ -9,10 +9,10 @@
 --   drawers by room, wing and hall with their latest date. room_counts keeps that grouping, as
 --   facet_counts keeps (wing, room), by statement triggers on each partition;
 -- * mempalace_list_drawers sorts the logical drawers of a wing (or a room, or the palace) by id to
---   return one page. The indexes below hand them out in that order: records_listing_wing and
---   records_wing_room (which now ends in the id) for a wing and a room, records_key for the palace;
+--   return one page. The indexes below hand them out in that order: records_listing_wing,
+--   records_wing_room and records_room (which now end in the id), records_key for the palace;
 --   records_chunks finds the chunks of logical drawers (rows carrying a parent id), the only rows that
---   are not drawers of their own.
+--   are not drawers of their own. records_room ends in the id too, for a room of every wing.
 
 -- ---------------------------------------------------------------------------------------------------
 -- Counts per room, wing and hall, with the latest date.
@@ -167,6 +167,9 @@ CREATE INDEX records_wing_room ON records (left(wing, 256), left(room, 256), tex
 COMMENT ON INDEX records_wing_room IS 'Filters by wing (and room): the first 256 characters of each, then the whole value; a room''s records in id order.';
 CREATE INDEX records_listing_wing ON records (left(wing, 256), text_key(id));
 COMMENT ON INDEX records_listing_wing IS 'A wing''s records in id order (mempalace_list_drawers of a wing).';
+DROP INDEX records_room;
+CREATE INDEX records_room ON records (left(room, 256), text_key(id));
+COMMENT ON INDEX records_room IS 'Filters by room: its first 256 characters, then the whole value; a room''s records (of every wing) in id order.';
 
 -- The partitions made before this revision: their triggers and their counts.
 DO $do$

@@ -61,7 +61,7 @@ def logical_page(
     (in id order) of the wing and room given, and how many logical drawers there are. One statement,
     so one snapshot."""
     db = part.db
-    s, params = _scope(wing, room, "s")  # drawers of their own
+    s, params = _scope(wing, room, "s")  # every row in scope, in id order
     c, _ = _scope(wing, room, "c")  # chunk rows
     r, _ = _scope(wing, room, "r")  # the page's rows
     counted, count_params = _counted(wing, room)
@@ -78,16 +78,26 @@ def logical_page(
     query = sql.SQL(
         dedent(
             """
-            WITH chunks AS MATERIALIZED (
-                SELECT {key}({lp}(c.metadata)) AS k FROM {t} AS c
-                WHERE {c} AND {lp}(c.metadata) IS NOT NULL),
-            singles AS (
-                SELECT {key}(s.id) AS k FROM {t} AS s
-                WHERE {s} AND {lp}(s.metadata) IS NULL
+            WITH all_chunks AS MATERIALIZED (
+                -- every chunk row of the collection (records_chunks: few), before the scope: a wing or
+                -- room condition here would take the planner to that index and every row in scope
+                SELECT id, collection_pk, wing, room, {key}({lp}(metadata)) AS k FROM {t}
+                WHERE collection_pk = %(pk)s AND {lp}(metadata) IS NOT NULL),
+            chunks AS MATERIALIZED (
+                SELECT c.id, c.k FROM all_chunks AS c WHERE {c}),
+            rows_in_order AS (
+                SELECT s.id, {key}(s.id) AS k FROM {t} AS s
+                WHERE {s}
                 ORDER BY {key}(s.id)
-                LIMIT %(upto)s),
+                -- up to the page's end, and as many more as the scope has chunk rows (records_chunks:
+                -- few), which are set aside below; a condition on the metadata here would hide this
+                -- scan's order from the planner (it has no statistics of logical_parent() and takes
+                -- such a filter to keep a fraction of a percent of the rows)
+                LIMIT %(upto)s + (SELECT count(*) FROM chunks)),
             page AS (
-                SELECT k FROM (SELECT k FROM singles UNION SELECT k FROM chunks) AS u
+                SELECT k FROM (SELECT k FROM rows_in_order WHERE id NOT IN (SELECT id FROM chunks)
+                               UNION
+                               SELECT k FROM chunks) AS u
                 ORDER BY k
                 LIMIT %(limit)s OFFSET %(offset)s)
             SELECT
@@ -117,8 +127,8 @@ def logical_page(
     }
 
     def run(conn):
-        # PostgreSQL cannot estimate how few rows are chunks (an expression over metadata) and would
-        # scan the whole partition for them; every part of the statement has an index that answers it.
+        # every part of the statement has an index that answers it; the planner, misjudging the chunk
+        # rows, would otherwise scan the partition for them
         conn.execute("SET LOCAL enable_seqscan = off")
         conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")  # starting workers costs more
         return conn.execute(query, params).fetchone()
