@@ -477,6 +477,8 @@ __all__ = [
     "create_schema_as",
     "schema_access_error",
     "head_revision",
+    "HEAD_REVISION",
+    "known_revisions",
     "current_revision",
     "apply_sql_file",
     "sql_dir",

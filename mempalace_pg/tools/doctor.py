@@ -282,9 +282,9 @@ class _RollBack(Exception):
 
 
 def _check_schema(report: Report, conn: psycopg.Connection, settings: Settings) -> None:
-    from mempalace_pg.db.schema import current_revision, head_revision, known_revisions
+    from mempalace_pg.db.schema import HEAD_REVISION, current_revision, known_revisions
 
-    current, head = current_revision(conn, settings.schema), head_revision()
+    current, head = current_revision(conn, settings.schema), HEAD_REVISION
     if current is None and conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'age'").fetchone():
         # A graph left behind by a dropped schema makes the next schema creation fail half way.
         leftover = conn.execute(
