@@ -344,6 +344,14 @@ def time_migrate(case: Case) -> None:
         row = case.rows["`mempalace-pg migrate` of the palace to postgres"]
         if row.get("n"):
             row["rows_per_s"] = case.n / (row["p50"] / 1000)
+            # of that time, what the server spent building the vector index (once, at the end)
+            with psycopg.connect(target_dsn) as conn:
+                built = conn.execute(
+                    "SELECT COALESCE(sum(build_seconds), 0), COALESCE(sum(rows), 0)"
+                    f" FROM {kp.SCHEMA}.vector_segments"
+                ).fetchone()
+            row["index_build_s"], row["index_rows"] = float(built[0]), int(built[1])
+            case.sink()
     finally:
         kp.drop_database(case.dsn_admin, name)
         shutil.rmtree(target, ignore_errors=True)
