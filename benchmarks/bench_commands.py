@@ -734,6 +734,10 @@ def _cell(row: dict | None, floor: float = 0.0) -> str:
     )
     first = f" (first {row['first_ms']:,.0f})" if row.get("first_ms") and row["first_ms"] >= SECONDS else ""
     peak = f", peak {row['peak_mb']:,.0f} MB" if row.get("peak_mb") else ""
+    if row.get("rows_per_s"):
+        peak += f", {row['rows_per_s']:,.0f} rows/s"
+    if row.get("index_build_s"):
+        peak += f" (of it the index build {row['index_build_s'] * 1000:,.0f})"
     return f"{row['p50']:,.1f} / {row['p95']:,.1f}{mark}{first}{peak}"
 
 
