@@ -729,7 +729,7 @@ def _cell(row: dict | None, floor: float = 0.0) -> str:
         ].replace("|", "/")
     mark = (
         ""
-        if row["p95"] - floor < SECONDS
+        if row["p95"] - floor < SECONDS or "peak_mb" in row  # whole-palace jobs: no 1 s line
         else (" **(over 1 s beyond the floor)**" if floor else " **(over 1 s)**")
     )
     first = f" (first {row['first_ms']:,.0f})" if row.get("first_ms") and row["first_ms"] >= SECONDS else ""
