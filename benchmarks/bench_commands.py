@@ -817,7 +817,8 @@ def render(cases: list[dict], meta: dict) -> str:
 
 
 def report(paths: list, *, write: bool) -> int:
-    """One report of runs made apart (one size each, so no run passes 30 minutes), in the order given."""
+    """One report of runs made apart (one size each, so no run passes 30 minutes), joined in the order
+    given: a row measured by more than one run is the later run's."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     parts = {r["meta"].get("part", "tools") for r in runs}
     if len(parts) != 1:
@@ -827,7 +828,12 @@ def report(paths: list, *, write: bool) -> int:
     meta["stores"] = ",".join(dict.fromkeys(c["store"] for r in runs for c in r["cases"]))
     meta["runs"] = [r["meta"]["when"] for r in runs]
     meta["when"] = ", ".join(meta["runs"])
-    cases = [c for r in runs for c in r["cases"]]
+    merged: dict = {}  # one case per size and store; a row measured again by a later run replaces it
+    for c in (c for r in runs for c in r["cases"]):
+        case = merged.setdefault((c["n"], c["store"]), {**c, "rows": {}})
+        case["rows"].update(c["rows"])
+        case.update({k: v for k, v in c.items() if k != "rows"})
+    cases = sorted(merged.values(), key=lambda c: (c["store"] != "postgres", c["n"]))
     name = "commands" if parts == {"tools"} else "commands_bulk"
     bb.save_run(name, meta, {"cases": cases}, render(cases, meta), write=write)
     return 0
