@@ -105,10 +105,12 @@ def with_dbname(dsn: str, dbname: str) -> str:
     return make_conninfo(**{**conninfo_to_dict(dsn), "dbname": dbname})
 
 
-def drop_palace(dsn: str, schema: str) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        conn.execute("SELECT ag_catalog.drop_graph(%s, true)", (f"{schema}_kg",))
+def drop_palace(env: dict) -> None:
+    """The palace's schema and graph dropped as a user drops them: `mempalace-pg db drop`, which waits for
+    a running index build (a raw DROP SCHEMA beside the palace's folder can deadlock with its CREATE
+    INDEX CONCURRENTLY)."""
+    proc = cli("db", "drop", "--yes", env=env)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_backup_drop_restore_in_place(seeded, pg_dsn, tmp_path):
@@ -119,7 +121,7 @@ def test_backup_drop_restore_in_place(seeded, pg_dsn, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["labels"] == 4 and path.stat().st_size > 0
     assert password_of(pg_dsn) not in proc.stdout + proc.stderr
-    drop_palace(pg_dsn, seeded["MEMPALACE_PG_SCHEMA"])
+    drop_palace(seeded)
     proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), "--json", env=seeded)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["facts_seen_by_cypher"] == 4
