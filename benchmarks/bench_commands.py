@@ -766,8 +766,14 @@ def render(cases: list[dict], meta: dict) -> str:
         else "## Whole-palace jobs: export, backup, restore, migrate, against pg_dump/pg_restore",
         "",
         f"`python benchmarks/bench_commands.py --sizes {meta['sizes']} --stores {meta['stores']} "
-        f"--part {meta.get('part', 'tools')}` "
-        f"({meta['when']}, {meta['machine']}, {meta['versions']}). Each palace a fresh clone of a kept"
+        f"--part {meta.get('part', 'tools')}`"
+        + (
+            ", as runs of one size each joined by `--report` (a row measured again by a later run is the "
+            "later run's) "
+            if meta.get("runs")
+            else " "
+        )
+        + f"({meta['when']}, {meta['machine']}, {meta['versions']}). Each palace a fresh clone of a kept"
         " palace (`benchmarks/kept_palaces.py`: the skewed wings and rooms of `benchmarks/skewed_palace.py`, "
         f"{meta['facts']:,} facts between {meta['entities']:,} entities, each drawn from a drawer; postgres "
         "written by the bulk loader and quiet, Chroma through MemPalace's backend API). "
