@@ -11,7 +11,8 @@
 # the port differs. A standby that already answers is left running; one that does not is copied anew.
 #
 # Settings (environment): MEMPALACE_PG_STACK, MEMPALACE_PG_ROOT_BASE as for the primary;
-#   MEMPALACE_PG_STANDBY_PORT  TCP port on 127.0.0.1 (default 15427 trixie, 15428 sid)
+#   MEMPALACE_PG_STANDBY_PORT  TCP port on 127.0.0.1 (default 15427 trixie, 15428 sid; a free port near
+#                              it when another program holds the default)
 set -euo pipefail
 action="${1:-start}"
 case "$action" in start|stop) ;; *) echo "usage: $0 [start|stop]" >&2; exit 2 ;; esac
@@ -45,6 +46,14 @@ receiving() {   # the standby's WAL receiver state: "streaming" when it follows 
         -c "SELECT status FROM pg_stat_wal_receiver" 2>/dev/null || true
 }
 
+# This root's standby may serve on the port it moved to earlier (below): find it there first.
+conf_port=$(sed -n 's/^port = \([0-9]\+\)$/\1/p' "$root$standby/conf.d/mempalace-pg.conf" 2>/dev/null || true)
+if [[ -z "${MEMPALACE_PG_STANDBY_PORT:-}" && -n "$conf_port" && "$conf_port" != "$port" \
+      && "$(in_recovery "$conf_port")" == t ]]; then
+    port=$conf_port
+    dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
+fi
+
 if [[ "$(in_recovery "$port")" == t ]]; then
     if [[ "$(receiving)" == streaming ]]; then
         log "standby already running on 127.0.0.1:$port"
@@ -55,7 +64,16 @@ if [[ "$(in_recovery "$port")" == t ]]; then
     as_pg "$pgbin/pg_ctl" -D "$standby" -m fast -w stop >&2
 fi
 [[ "$(in_recovery "$port")" == "" ]] || die "127.0.0.1:$port answers but is not a standby"
-port_taken "$port" && die "127.0.0.1:$port is in use by another program; set MEMPALACE_PG_STANDBY_PORT"
+if port_taken "$port"; then
+    # another program (another checkout's standby, say) holds it: go elsewhere, as the primary does
+    [[ -n "${MEMPALACE_PG_STANDBY_PORT:-}" ]] \
+        && die "127.0.0.1:$port (MEMPALACE_PG_STANDBY_PORT) is in use by another program"
+    taken=$port
+    port=$(free_port_near "$(stack_port 15427 15428)")
+    [[ -n "$port" ]] || die "127.0.0.1:$taken is in use by another program and no free port was found near it"
+    log "127.0.0.1:$taken is in use by another program; the standby moves to port $port"
+    dsn="postgresql://postgres:${pw}@127.0.0.1:${port}/postgres"
+fi
 
 # The same data directory may still serve on the port an earlier default gave it; it is copied over below.
 old_port=$(sed -n 's/^port = \([0-9]\+\)$/\1/p' "$root$standby/conf.d/mempalace-pg.conf" 2>/dev/null || true)
