@@ -63,7 +63,7 @@ from mcp_client import mempalace_server, pg_server, stdio_session, text_of  # no
 
 BIN = Path(sys.executable).parent
 MEMPALACE = str(BIN / "mempalace")
-MEMPALACE_PG = str(BIN / "mempalace-pg")
+MEMPALACE_PG = kp.MEMPALACE_PG
 QUESTIONS = (
     "how do I restore the database after the disk failed",
     "what did we decide about the release schedule",
@@ -329,9 +329,7 @@ def time_migrate(case: Case) -> None:
     env = case.env(MEMPALACE_PG_DSN=target_dsn, MEMPALACE_PG_SCHEMA=kp.SCHEMA)
     target = case.root / "migrated"
     try:
-        boot = subprocess.run([MEMPALACE_PG, "db", "bootstrap"], env=env, capture_output=True, text=True)
-        if boot.returncode:
-            raise RuntimeError(f"db bootstrap of {name}: {boot.stderr[-500:]}")
+        kp.plugin_command("db", "bootstrap", env=env)
         time_cli(
             case,
             "`mempalace-pg migrate` of the palace to postgres",
@@ -377,14 +375,9 @@ def time_restores(case: Case, label: str, command, *, bootstrap: bool = True) ->
             conn.execute(f'CREATE DATABASE "{name}"')
         made.append(name)
         if bootstrap:
-            boot = subprocess.run(
-                [MEMPALACE_PG, "db", "bootstrap"],
-                env=case.env(MEMPALACE_PG_DSN=kp.with_dbname(case.dsn, name)),
-                capture_output=True,
-                text=True,
+            kp.plugin_command(
+                "db", "bootstrap", env=case.env(MEMPALACE_PG_DSN=kp.with_dbname(case.dsn, name))
             )
-            if boot.returncode:
-                raise RuntimeError(f"db bootstrap of {name}: {boot.stderr[-500:]}")
 
     def env(i: int) -> dict:
         return case.env(MEMPALACE_PG_DSN=kp.with_dbname(case.dsn, made[-1]))

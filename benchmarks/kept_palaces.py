@@ -42,6 +42,7 @@ from skewed_palace import SkewedPalace  # noqa: E402
 
 KEEP = Path(os.environ.get("MEMPALACE_PG_BENCH_KEEP", "/var/tmp/mempalace-pg-bench"))
 BATCH = 1000
+MEMPALACE_PG = str(Path(sys.executable).parent / "mempalace-pg")
 SCHEMA = "mempalace"  # the plugin's default schema: a kept palace is what a user's database holds
 #: The embedder a palace records (RFC 001) when it is made, as the benchmarks query it: MemPalace's hash
 #: embedder through its openai-compat setting (scripts/embedding_server.py, whose URL a run sets; a
@@ -120,6 +121,14 @@ def _admin(dsn: str):
     import psycopg
 
     return psycopg.connect(dsn, autocommit=True)
+
+
+def plugin_command(*args: str, env: dict) -> str:
+    """``mempalace-pg ARGS``'s output; RuntimeError naming the command when it fails."""
+    proc = subprocess.run([MEMPALACE_PG, *args], env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"mempalace-pg {' '.join(args)}: {proc.stderr[-2000:]}")
+    return proc.stdout
 
 
 def drop_database(dsn: str, name: str) -> None:
@@ -219,14 +228,7 @@ def build(store: str, size: int, dsn: str, facts: int, entities: int) -> dict:
             conn.execute(f'CREATE DATABASE "{name}"')
         tdsn = with_dbname(dsn, name)
         env.update(MEMPALACE_PG_DSN=tdsn, MEMPALACE_PG_SCHEMA=SCHEMA)
-        boot = subprocess.run(
-            [str(Path(sys.executable).parent / "mempalace-pg"), "db", "bootstrap"],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if boot.returncode:
-            raise RuntimeError(f"db bootstrap: {boot.stderr[-1000:]}")
+        plugin_command("db", "bootstrap", env=env)
         manifest["database"] = name
     t0 = time.perf_counter()
     proc = subprocess.run(
@@ -258,16 +260,9 @@ def upgrade(size: int, dsn: str) -> dict:
     manifest = kept.manifest
     env = kept.env(kept.root, with_dbname(dsn, manifest["database"]))
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "mempalace-pg"), "db", "upgrade"],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode:
-        raise RuntimeError(f"db upgrade: {proc.stderr[-2000:]}")
+    output = plugin_command("db", "upgrade", env=env)
     manifest.setdefault("upgrades", []).append(
-        {"seconds": time.perf_counter() - t0, "output": proc.stdout.strip()[-300:], "versions": _versions()}
+        {"seconds": time.perf_counter() - t0, "output": output.strip()[-300:], "versions": _versions()}
     )
     (kept.root / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return manifest["upgrades"][-1]

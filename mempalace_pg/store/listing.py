@@ -7,7 +7,7 @@ the page is chosen in SQL: the drawers of their own come in id order from an ind
 (``records_listing_wing``, ``records_wing_room``, ``records_key``), the chunk rows (few) from
 ``records_chunks``, and the number of logical drawers from the trigger-kept ``facet_counts`` minus
 what the chunk rows change in it (revision 0009). MemPalace then builds the page's entries from its
-rows with its own code (:mod:`mempalace_pg.mcp_tools.mended`).
+rows with its own code (:mod:`mempalace_pg.hooks`).
 
 Order: ids by their UTF-8 bytes (``text_key``), which is the order Python's ``sorted`` gives for ids up
 to 1,024 bytes (every id MemPalace makes).
@@ -15,7 +15,6 @@ to 1,024 bytes (every id MemPalace makes).
 
 from __future__ import annotations
 
-import json
 from textwrap import dedent
 from typing import Optional
 
@@ -41,19 +40,6 @@ def _scope(wing: Optional[str], room: Optional[str], alias: str) -> tuple[sql.Co
     return sql.SQL(" AND ").join(parts), params
 
 
-def _counted(wing: Optional[str], room: Optional[str]) -> tuple[sql.Composable, dict]:
-    """The same scope over facet_counts, whose wing and room are JSON values."""
-    parts = [sql.SQL("collection_pk = %(pk)s")]
-    params: dict = {}
-    for field, value in (("wing", wing), ("room", room)):
-        if value is not None:
-            parts.append(
-                sql.SQL("{} = %({})s::jsonb").format(sql.Identifier(field), sql.SQL(f"{field}_json"))
-            )
-            params[f"{field}_json"] = json.dumps(value)
-    return sql.SQL(" AND ").join(parts), params
-
-
 def logical_page(
     part: Partition, *, wing: Optional[str] = None, room: Optional[str] = None, limit: int, offset: int
 ) -> tuple[list[str], int]:
@@ -64,7 +50,10 @@ def logical_page(
     s, params = _scope(wing, room, "s")  # every row in scope, in id order
     c, _ = _scope(wing, room, "c")  # chunk rows
     r, _ = _scope(wing, room, "r")  # the page's rows
-    counted, count_params = _counted(wing, room)
+    # the same scope over facet_counts, whose wing and room are JSON values
+    key_filter, count_params = Partition.facet_key_filter(
+        {k: v for k, v in (("wing", wing), ("room", room)) if v is not None}
+    )
     names = {
         "t": part.table,
         "counts": db.ident("facet_counts"),
@@ -73,7 +62,7 @@ def logical_page(
         "s": s,
         "c": c,
         "r": r,
-        "counted": counted,
+        "key_filter": key_filter,
     }
     query = sql.SQL(
         dedent(
@@ -109,7 +98,7 @@ def logical_page(
                       WHERE {r} AND {lp}(r.metadata) IS NOT NULL),
                 -- chunk rows are not drawers of their own; their logical drawers are, once each, and
                 -- stand in for a row of their own id (a legacy logical row, which MemPalace shows once)
-                COALESCE((SELECT sum(n) FROM {counts} WHERE {counted}), 0)
+                COALESCE((SELECT sum(n) FROM {counts} WHERE collection_pk = %(pk)s {key_filter}), 0)
                 - (SELECT count(*) FROM chunks)
                 + (SELECT count(DISTINCT k) FROM chunks)
                 - (SELECT count(*) FROM {t} AS s
@@ -130,7 +119,6 @@ def logical_page(
         # every part of the statement has an index that answers it; the planner, misjudging the chunk
         # rows, would otherwise scan the partition for them
         conn.execute("SET LOCAL enable_seqscan = off")
-        conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")  # starting workers costs more
         return conn.execute(query, params).fetchone()
 
     ids, total = db.run(run, atomic=True)

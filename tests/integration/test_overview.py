@@ -71,6 +71,11 @@ def test_room_counts_follow_every_write(make_collection):
     assert all(n > 0 for *_, n, _ in grouped_counts(col.partition))
 
 
+def _parent(meta: dict):
+    """The logical drawer a row is a chunk of, as MemPalace reads it (None for a drawer of its own)."""
+    return next((meta[k] for k in ("parent_drawer_id", "parent_entry_id") if meta.get(k)), None)
+
+
 def _reference_page(col, wing, room, limit, offset) -> tuple[list[str], int]:
     """The logical drawers MemPalace's tool_list_drawers pages through: every row in scope, a chunk
     standing for its parent drawer (parent_drawer_id, else parent_entry_id), sorted by id."""
@@ -81,16 +86,10 @@ def _reference_page(col, wing, room, limit, offset) -> tuple[list[str], int]:
     )
     keys = set()
     for rid, meta in zip(got.ids, got.metadatas):
-        parent = next((meta[k] for k in ("parent_drawer_id", "parent_entry_id") if meta.get(k)), None)
-        keys.add(parent or rid)
+        keys.add(_parent(meta) or rid)
     ordered = sorted(keys)
     page = ordered[offset : offset + limit]
-    ids = [
-        rid
-        for rid, meta in zip(got.ids, got.metadatas)
-        if rid in page
-        or next((meta[k] for k in ("parent_drawer_id", "parent_entry_id") if meta.get(k)), None) in page
-    ]
+    ids = [rid for rid, meta in zip(got.ids, got.metadatas) if rid in page or _parent(meta) in page]
     return sorted(ids), len(ordered)
 
 
