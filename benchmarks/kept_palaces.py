@@ -12,8 +12,8 @@ A kept palace is :class:`skewed_palace.SkewedPalace` of that size with ``bench_c
   the plugin's bulk loader (what ``mempalace-pg migrate`` uses: binary COPY, each row built into the
   vector index once) and the facts through ``AgeKnowledgeGraph.add_triple``; its palace directory,
   MemPalace home and config beside it under ``KEEP`` (``/var/tmp/mempalace-pg-bench`` by default).
-  A run clones it with ``CREATE DATABASE ... TEMPLATE ... STRATEGY FILE_COPY`` (a copy of the files:
-  a 1M palace in about a minute) and a copy of the directory, and drops the clone afterwards;
+  A run clones it with ``CREATE DATABASE ... TEMPLATE ... STRATEGY FILE_COPY`` (the files copied,
+  not the rows written again) and a copy of the directory, and drops the clone afterwards;
 * **chroma**: MemPalace's default backend, written through MemPalace's backend API in batches of
   1,000 (Chroma has no faster path), and the same facts in MemPalace's SQLite knowledge graph; a run
   copies the directory.

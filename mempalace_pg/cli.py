@@ -707,7 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _is_backend_error(exc: BaseException) -> bool:
     """``exc`` is MemPalace's ``BackendError`` (ours are too). Asked without importing MemPalace's
-    backends, which import chromadb (half a second): a command that never imported them raised none."""
+    backends, which import chromadb: a command that never imported them raised none."""
     base = sys.modules.get("mempalace.backends.base")
     return base is not None and isinstance(exc, base.BackendError)
 
