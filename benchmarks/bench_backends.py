@@ -320,7 +320,7 @@ def run_child(name: str, n: int, dsn: str) -> dict:  # noqa: C901 - one linear s
         try:
             t, res = timed(lambda i: col.facet_counts("wing"), reps=30)
             ops["facet_counts_wing"] = summary(t)
-        except Exception as exc:  # noqa: BLE001 - reported
+        except Exception as exc:  # reported
             ops["facet_counts_wing"] = {"error": f"{type(exc).__name__}: {exc}"}
         t, res = timed(lambda i: col.get_all_metadata(), reps=10, budget_s=30, min_reps=3)
         assert len(res) == n
@@ -383,7 +383,7 @@ def run_child(name: str, n: int, dsn: str) -> dict:  # noqa: C901 - one linear s
         if hasattr(col, "maintenance_state"):
             try:
                 out["maintenance_state"] = col.maintenance_state()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
     finally:
         try:

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_backends as bb  # noqa: E402
-from skewed_palace import SkewedPalace  # noqa: E402
+import bench_backends as bb
+from skewed_palace import SkewedPalace
 
 QUERIES = 80
 BATCH = 1000

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_backends as bb  # noqa: E402
+import bench_backends as bb
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_backends as bb  # noqa: E402
+import bench_backends as bb
 
 HERE = Path(__file__).resolve().parent
 PROBES = (1.0, 10.0, 60.0)
@@ -155,7 +155,7 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
         try:
             t, _ = bb.timed(lambda i: col.facet_counts("wing"), reps=20, budget_s=5)
             res["facet_counts_wing"] = bb.summary(t)
-        except Exception:  # noqa: BLE001 - Chroma has no facet_counts: MemPalace reads all metadata instead
+        except Exception:  # Chroma has no facet_counts: MemPalace reads all metadata instead
             res["facet_counts_wing"] = None
         t, _ = bb.timed(lambda i: col.get_recent(limit=20), reps=20, budget_s=5)
         res["get_recent_20"] = bb.summary(t)

@@ -51,9 +51,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_backends as bb  # noqa: E402
-import bench_kg  # noqa: E402
-import bench_mine as bm  # noqa: E402
+import bench_backends as bb
+import bench_kg
+import bench_mine as bm
 
 HERE = Path(__file__).resolve().parent
 DOCS = Path("/usr/share/doc/python3.11/html/_sources")
@@ -217,7 +217,7 @@ def client_loop(
     t0 = time.perf_counter()
     try:
         c.initialize()
-    except Exception as exc:  # noqa: BLE001 - counted like any call; the client goes on (MCP here is stateless)
+    except Exception as exc:  # counted like any call; the client goes on (MCP here is stateless)
         out.append(
             {
                 "tool": "initialize",
@@ -269,7 +269,7 @@ def client_loop(
             record["ok"] = True
             if tool == "mempalace_add_drawer":
                 record["drawer_id"] = answer.get("drawer_id")
-        except Exception as exc:  # noqa: BLE001 - every failure is a measured outcome, kept with its words
+        except Exception as exc:  # every failure is a measured outcome, kept with its words
             record["ok"] = False
             record["error"] = (str(exc) if isinstance(exc, CallFailed) else f"{type(exc).__name__}: {exc}")[
                 :300
@@ -278,7 +278,7 @@ def client_loop(
             c = Client(port)
             try:
                 c.initialize()
-            except Exception:  # noqa: BLE001 - the next call records the failure
+            except Exception:  # the next call records the failure
                 pass
         record["ms"] = (time.perf_counter() - t0) * 1000
         record["at"] = time.time() - start

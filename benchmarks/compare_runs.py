@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_backends as bb  # noqa: E402
+import bench_backends as bb
 
 HERE = Path(__file__).resolve().parent
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_backends as bb  # noqa: E402
+import bench_backends as bb
 
 HERE = Path(__file__).resolve().parent
 BATCH = 1000

@@ -12,7 +12,7 @@ other palaces are untouched. ``mempalace_pg_hooks.pth`` installs them when Pytho
 __version__ = "0.1.0"
 
 # MemPalace reads some of a palace's stores itself; adapt those paths for postgres palaces (hooks.py).
-from mempalace_pg.hooks import install as _install_hooks  # noqa: E402
+from mempalace_pg.hooks import install as _install_hooks
 
 _install_hooks()
 

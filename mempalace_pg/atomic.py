@@ -53,6 +53,11 @@ class UnitOfWork:
             "SELECT EXISTS (SELECT 1 FROM {} WHERE collection_pk = %(pk)s AND id = %(id)s)"
         ).format(drawers.partition.table)
 
+    @property
+    def drawers_written(self) -> int:
+        """How many drawers this unit of work has written so far."""
+        return self._written
+
     # -- drawers -----------------------------------------------------------------------------------
     def add_drawers(
         self, *, ids, documents, embeddings, metadatas=None, replace: bool = False, if_absent: bool = False
@@ -167,7 +172,7 @@ def unit_of_work(
     with db.transaction() as conn:
         uow = UnitOfWork(drawers, kg.bound_to(conn), conn)
         yield uow
-    if uow._written:
+    if uow.drawers_written:
         indexing.after_write(drawers.partition)
 
 

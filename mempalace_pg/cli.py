@@ -244,7 +244,7 @@ def _embed(text: str) -> list:
 
     try:
         return embed_query(text)
-    except Exception as exc:  # noqa: BLE001 - any embedder failure: say what to fix
+    except Exception as exc:  # any embedder failure: say what to fix
         if isinstance(exc, ValueError) or _is_backend_error(exc):
             raise
         raise ConfigError(
@@ -724,7 +724,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except Exception as exc:  # noqa: BLE001 - ours and bad input are reported; anything else is a bug
+    except Exception as exc:  # ours and bad input are reported; anything else is a bug
         if not (isinstance(exc, (ConfigError, ValueError)) or _is_backend_error(exc)):
             raise
         print(f"mempalace-pg: error: {exc}", file=sys.stderr)

@@ -49,33 +49,29 @@ set_backend), for ``postgres`` only    directory: ``init()`` writes the default 
                                        ``--backend postgres``) it serves P
 =====================================  ========================================================
 
-How the patches get in: an import hook (:class:`_Finder`, on ``sys.meta_path``) runs each patch
-right after its module has been executed, before anything can bind the name it replaces. The hook
-is installed when Python starts, by the one-line ``mempalace_pg_hooks.pth`` this package puts in
-site-packages, because some MemPalace commands (``kg normalize``) bind names before MemPalace
-imports its plugins. Importing :mod:`mempalace_pg` installs it too, and :func:`apply_pending`
-(called from the backend's ``detect()``, which MemPalace calls before it uses any of these) patches
-modules that finished importing before the hook was there. Installing is cheap and imports nothing
-of MemPalace.
+How the patches get in: the import hook of :mod:`mempalace_pg.patching` (on ``sys.meta_path``)
+runs each patch right after its module has been executed, before anything can bind the name it
+replaces. The hook is installed when Python starts, by the one-line ``mempalace_pg_hooks.pth`` this
+package puts in site-packages, because some MemPalace commands (``kg normalize``) bind names before
+MemPalace imports its plugins. Importing :mod:`mempalace_pg` registers :data:`PATCHES` and installs
+the hook, and :func:`mempalace_pg.patching.apply_pending` (called from the backend's ``detect()``,
+which MemPalace calls before it uses any of these) patches modules that finished importing before
+the hook was there. Installing is cheap and imports nothing of MemPalace.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.abc
 import logging
 import os
 import sys
-import threading
 from typing import Callable, Optional
 
+from mempalace_pg import patching
 from mempalace_pg.marker import BACKEND_NAME, MARKER_FILENAME
 from mempalace_pg.marker import has_marker as _is_postgres_palace
 
 log = logging.getLogger(__name__)
-
-_patched: set = set()
-_lock = threading.RLock()
 
 
 def _palace_key(palace_path: str) -> str:
@@ -164,7 +160,7 @@ def _selected_postgres(palace_path: Optional[str]) -> bool:
 
         selected = resolve_backend_name(palace_path, explicit=os.environ.get("MEMPALACE_BACKEND_EXPLICIT"))
         return selected == BACKEND_NAME
-    except Exception:  # noqa: BLE001 - MemPalace reports a mismatch on its own paths
+    except Exception:  # MemPalace reports a mismatch on its own paths
         return False
 
 
@@ -271,7 +267,7 @@ def _patch_mcp_server(module) -> None:
     if in_mempalace.enabled():  # last, and on its own: a failure here must not undo the patches above
         try:
             in_mempalace.register(module)
-        except Exception:  # noqa: BLE001 - MemPalace's server keeps working without the pg_* tools
+        except Exception:  # MemPalace's server keeps working without the pg_* tools
             log.warning("mempalace-pg could not add its MCP tools to MemPalace's server", exc_info=True)
 
 
@@ -282,7 +278,7 @@ def _mcp_postgres(module) -> bool:
         return False
     try:
         return module._selected_backend_name() == BACKEND_NAME
-    except Exception:  # noqa: BLE001 - as MemPalace's fast paths: fall back to the collection
+    except Exception:  # as MemPalace's fast paths: fall back to the collection
         return False
 
 
@@ -360,7 +356,7 @@ def _mcp_list_drawers(module, original):
             )
             module._fill_drawer_previews(col, page)
             return {"drawers": page, "total": total, "count": len(page), "offset": offset, "limit": limit}
-        except Exception as e:  # noqa: BLE001 - MemPalace's tools answer errors, as its own does here
+        except Exception as e:  # MemPalace's tools answer errors, as its own does here
             log.exception("tool_list_drawers failed")
             return {"error": str(e)}
 
@@ -473,85 +469,15 @@ PATCHES: dict[str, Callable] = {
 }
 
 
-def _apply(name: str, module) -> None:
-    with _lock:
-        if (name, id(module)) in _patched:
-            return
-        _patched.add((name, id(module)))
-    try:
-        PATCHES[name](module)
-    except Exception:  # noqa: BLE001 - a MemPalace we do not know must keep working without us
-        log.warning("mempalace-pg could not adapt %s to postgres palaces", name, exc_info=True)
-
-
-def _loaded(module) -> bool:
-    spec = getattr(module, "__spec__", None)
-    return module is not None and not getattr(spec, "_initializing", False)
-
-
-def apply_pending() -> None:
-    """Patch every target module that has finished importing and is not patched yet."""
-    for name in PATCHES:
-        module = sys.modules.get(name)
-        if module is not None and _loaded(module) and (name, id(module)) not in _patched:
-            _apply(name, module)
-
-
-class _Loader(importlib.abc.Loader):
-    """Runs the module's own loader, then its patch."""
-
-    def __init__(self, loader, name: str):
-        self._loader = loader
-        self._name = name
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module) -> None:
-        self._loader.exec_module(module)
-        with _lock:
-            _patched.discard((self._name, id(module)))  # a reload re-executes the module: patch it again
-        _apply(self._name, module)
-
-    def __getattr__(self, attr):  # get_source, get_resource_reader, is_package, ...
-        return getattr(self._loader, attr)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """Finds the patched modules with the other finders and wraps their loaders in :class:`_Loader`."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in PATCHES:
-            return None
-        for finder in sys.meta_path:
-            if isinstance(finder, _Finder):
-                continue
-            find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find else None
-            if spec is not None:
-                break
-        else:
-            return None
-        if (
-            spec.loader is not None
-            and hasattr(spec.loader, "exec_module")
-            and not isinstance(spec.loader, _Loader)
-        ):
-            spec.loader = _Loader(spec.loader, fullname)
-        return spec
-
-
 def install() -> None:
-    """Put the import hook first on ``sys.meta_path`` (once) and patch what is already imported."""
-    with _lock:
-        if not any(isinstance(f, _Finder) for f in sys.meta_path):
-            sys.meta_path.insert(0, _Finder())
-    apply_pending()
+    """Register the patches with the import hook, put the hook on ``sys.meta_path`` (once) and patch
+    what is already imported."""
+    patching.register(PATCHES)
+    patching.install()
 
 
 __all__ = [
     "install",
-    "apply_pending",
     "PATCHES",
     "global_palace",
     "grouped_counts_reader",

@@ -129,7 +129,7 @@ class PalaceSearch:
                 )
             except CollectionNotInitializedError:
                 return None
-            self._backend = self._collection._backend
+            self._backend = self._collection.backend
         return self._collection
 
     def close(self) -> None:

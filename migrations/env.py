@@ -1,7 +1,7 @@
 """Alembic environment for mempalace-pg.
 
-Run through ``mempalace-pg db upgrade`` (or automatically on first use), which passes the target
-schema and a connection in ``config.attributes``. Plain ``alembic -c alembic.ini upgrade head``
+Run through ``mempalace-pg db upgrade`` (or automatically on first use), which passes its
+``Settings`` (DSN, schema, graph) in ``config.attributes``. Plain ``alembic -c alembic.ini upgrade head``
 also works: it reads MEMPALACE_PG_DSN / MEMPALACE_PG_SCHEMA like the plugin does.
 
 Never autogenerate against this database: Apache AGE's schemas and label tables are not ours to

@@ -1,10 +1,11 @@
-"""${message}
+"""${message}: sql/${up_revision}.sql
 
 Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 """
-from mempalace_pg.schema import apply_sql_file
+
+from mempalace_pg.db.schema import apply_sql_file
 
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}
@@ -13,7 +14,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    apply_sql_file("XXXX_name.sql")
+    # each revision applies the sql/ file of its own name: write it beside the others
+    apply_sql_file("${up_revision}.sql")
 
 
 def downgrade() -> None:

@@ -491,7 +491,7 @@ def _make_handler(model: str, quiet: bool = False):  # noqa: C901 - one HTTP han
                 return
             try:
                 vectors, tokens = _embed_with_usage(model, texts)
-            except Exception as e:  # noqa: BLE001 — report, don't kill the server
+            except Exception as e:  # report, don't kill the server
                 self._send_error(500, f"embedding failed: {type(e).__name__}: {e}")
                 return
             data = []

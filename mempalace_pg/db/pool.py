@@ -188,16 +188,6 @@ def pool_timeout_error(settings: Settings, exc: PoolTimeout) -> DatabaseUnavaila
     )
 
 
-def is_standby(settings: Settings) -> bool:
-    """Whether the server ``settings`` point at is a hot standby (in recovery: it only reads); False
-    when it cannot be reached (a palace checked against it is then told where its database is)."""
-    try:
-        db = Database.get(settings)
-    except DatabaseUnavailableError:
-        return False
-    return bool(db.run(lambda conn: conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]))
-
-
 def holds_palace(settings: Settings, recorded: dict) -> bool:
     """Whether the database ``settings`` point at already holds the palace a marker ``recorded`` (its
     namespace and key in this schema): then a marker naming another address names this palace all the

@@ -49,14 +49,12 @@ def migrations_dir() -> Path:
     return _data_dir("migrations")
 
 
-def _alembic_config(settings: Settings, connection=None, scripts: Optional[Path] = None):
+def _alembic_config(settings: Settings, scripts: Optional[Path] = None):
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(scripts or migrations_dir()))
     cfg.attributes["settings"] = settings
-    if connection is not None:
-        cfg.attributes["connection"] = connection
     return cfg
 
 

@@ -36,7 +36,7 @@ def configured_palace() -> Optional[str]:
         from mempalace.config import MempalaceConfig
 
         return os.path.realpath(os.path.expanduser(MempalaceConfig().palace_path))
-    except Exception:  # noqa: BLE001 - no usable config: nothing to route to
+    except Exception:  # no usable config: nothing to route to
         return None
 
 

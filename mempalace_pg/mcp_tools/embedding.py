@@ -25,7 +25,7 @@ def query_vector(text: str) -> list[float]:
 
     try:
         return embed_query(text)
-    except Exception as exc:  # noqa: BLE001 - whatever the embedder raises, say what to fix
+    except Exception as exc:  # whatever the embedder raises, say what to fix
         raise _failure("the query", exc) from None
 
 
@@ -34,7 +34,7 @@ def document_vectors(texts: Sequence[str], metadatas: Optional[Sequence[dict]] =
 
     try:
         return embed_documents(texts, metadatas)
-    except Exception as exc:  # noqa: BLE001 - whatever the embedder raises, say what to fix
+    except Exception as exc:  # whatever the embedder raises, say what to fix
         raise _failure("the memory", exc) from None
 
 

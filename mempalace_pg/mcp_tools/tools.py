@@ -249,7 +249,7 @@ def _check_embedder(palace_path: str, *, create: bool) -> bool:
         return True
     except (EmbedderIdentityMismatchError, DimensionMismatchError, ValueError) as exc:
         raise ToolInputError(str(exc)) from None  # what MemPalace says, with its remedy
-    except Exception:  # noqa: BLE001 - no drawers yet, the database down: the tool itself reports it
+    except Exception:  # no drawers yet, the database down: the tool itself reports it
         return False
 
 

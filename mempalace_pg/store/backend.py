@@ -31,7 +31,6 @@ from mempalace.backends.base import (
 from psycopg import sql
 
 from mempalace_pg.config import Settings, dsn_target
-from mempalace_pg.hooks import apply_pending
 from mempalace_pg.marker import (
     BACKEND_NAME,
     MARKER_FILENAME,
@@ -41,6 +40,7 @@ from mempalace_pg.marker import (
     recorded_target,
     write_atomically,
 )
+from mempalace_pg.patching import apply_pending
 from mempalace_pg.store.collection import COLLECTIONS, PostgresCollection
 from mempalace_pg.text import storable
 
@@ -87,6 +87,11 @@ class PostgresBackend(BaseBackend):
         # (dsn, schema, namespace, palace key, collection name) -> (collection_pk, dimension)
         self._known: dict[tuple, tuple[int, Optional[int]]] = {}
         self._open_collections: dict[str, list[PostgresCollection]] = {}
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called (its collections then refuse work)."""
+        return self._closed
 
     # -- MemPalace entry points ------------------------------------------------------------------
     @classmethod
@@ -185,7 +190,7 @@ class PostgresBackend(BaseBackend):
             settings = Settings.load()
             db = Database.get(settings)
             db.run(lambda conn: conn.execute("SELECT 1").fetchone())
-        except Exception as exc:  # noqa: BLE001 - reported, not raised
+        except Exception as exc:  # reported, not raised
             return HealthStatus.unhealthy(str(exc))
         if palace is not None and palace.local_path and not os.path.isfile(marker_path(palace.local_path)):
             return HealthStatus.unhealthy(f"no {MARKER_FILENAME} in {palace.local_path}")

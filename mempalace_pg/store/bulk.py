@@ -131,7 +131,7 @@ class BulkLoader:
                     return
                 if self.error is None:  # after a failure nothing more is written
                     self._write(batch)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            except BaseException as exc:  # handed to the caller's thread
                 self.error = exc
             finally:
                 self.queue.task_done()

@@ -88,11 +88,21 @@ class PostgresCollection(BaseCollection):
     def __repr__(self) -> str:
         return f"<PostgresCollection {self.name} of {self._palace.id!r} (records_c{self.partition.pk})>"
 
+    @property
+    def backend(self) -> "PostgresBackend":
+        """The backend that opened this collection (it owns the collection's lifetime)."""
+        return self._backend
+
+    @property
+    def palace(self) -> PalaceRef:
+        """The palace this collection belongs to."""
+        return self._palace
+
     # -- helpers ------------------------------------------------------------------------------
     def database(self) -> "Database":
         """The database this collection lives in; raises BackendClosedError once it (or its backend) is
         closed."""
-        if self._closed or self._backend._closed:
+        if self._closed or self._backend.closed:
             raise BackendClosedError(f"collection {self.name!r} has been closed")
         return self._db
 
@@ -572,11 +582,11 @@ class PostgresCollection(BaseCollection):
                 conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 
     def health(self) -> HealthStatus:
-        if self._closed or self._backend._closed:
+        if self._closed or self._backend.closed:
             return HealthStatus.unhealthy("collection closed")
         try:
             self.count()
-        except Exception as exc:  # noqa: BLE001 - reported, not raised
+        except Exception as exc:  # reported, not raised
             return HealthStatus.unhealthy(str(exc))
         return HealthStatus.healthy()
 

@@ -321,7 +321,7 @@ def ensure_folder(part: "Partition") -> None:
             close_fds=True,
             cwd="/",
         )
-    except Exception as exc:  # noqa: BLE001 - rows stay searchable exactly; the next write tries again
+    except Exception as exc:  # rows stay searchable exactly; the next write tries again
         log.warning("mempalace-pg: could not start the vector index folder of %s: %s", part, exc)
         return
     with _LOCK:

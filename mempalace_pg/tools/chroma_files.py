@@ -351,7 +351,7 @@ class _VectorIndex:
             raise ChromaFormatError(f"{path} is missing") from None
         except ChromaFormatError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any unreadable pickle means: not our layout
+        except Exception as exc:  # any unreadable pickle means: not our layout
             raise ChromaFormatError(f"{path}: {exc}") from None
         if not isinstance(data, dict) or not isinstance(data.get("id_to_label"), dict):
             raise ChromaFormatError(f"{path}: no id_to_label map")

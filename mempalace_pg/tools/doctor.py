@@ -624,7 +624,7 @@ def _check_palace(report: Report, settings: Settings, palace_path: Optional[str]
         return
     try:
         namespace, key = check_marker_target(palace, settings)
-    except Exception as exc:  # noqa: BLE001 - reported as the finding
+    except Exception as exc:  # reported as the finding
         report.add(
             "palace",
             "fail",
@@ -664,7 +664,7 @@ def _unmarked_palace(palace: str, *, configured: bool) -> tuple:
         from mempalace.palace import resolve_backend_name
 
         selected, refusal = resolve_backend_name(palace), None
-    except Exception as exc:  # noqa: BLE001 - MemPalace's own refusal is the finding
+    except Exception as exc:  # MemPalace's own refusal is the finding
         selected, refusal = None, f"MemPalace refuses it: {exc}"
     config_dir, config = _mempalace_config_json()
     config_json = os.path.join(config_dir, "config.json")

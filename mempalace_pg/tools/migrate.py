@@ -212,7 +212,7 @@ class _SourceReader:
         try:
             if self.backend is not None:
                 self.backend.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 

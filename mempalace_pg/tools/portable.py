@@ -66,7 +66,7 @@ def export_palace(
     out: IO[str], drawers_collection, kg, *, progress: Optional[Callable[[str, int], None]] = None
 ) -> dict:
     """Write the palace of ``drawers_collection`` (all its collections) and its graph ``kg`` to ``out``."""
-    backend, ref = drawers_collection._backend, drawers_collection._palace
+    backend, ref = drawers_collection.backend, drawers_collection.palace
     cols = list(existing_collections(backend, ref).values())
     out.write(json.dumps(_header(kg, cols), ensure_ascii=False) + "\n")
     counts: dict = {}
@@ -233,7 +233,7 @@ def _target_collections(header: dict, drawers_collection) -> dict:
     refused when it holds another embedder's or another width's vectors."""
     from mempalace.backends.base import EmbedderIdentity
 
-    backend, ref = drawers_collection._backend, drawers_collection._palace
+    backend, ref = drawers_collection.backend, drawers_collection.palace
     targets = {}
     for spec in header["collections"]:
         col = backend.get_collection(palace=ref, collection_name=spec["name"], create=True)

@@ -148,7 +148,7 @@ def test_concurrent_units_on_the_same_palace(palace):
                 )
                 uow.add_triple("Team", "uses", "Postgres", source_drawer_id=f"w{i}_0")
                 uow.add_triple(f"Worker {i}", "wrote", "drawers", source_drawer_id=f"w{i}_1")
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]

@@ -61,7 +61,7 @@ class Pair:
         for kg, call_args in ((self.ref, ref_args), (self.age, age_args)):
             try:
                 outcome.append(("ok", getattr(kg, method)(*call_args, **kwargs)))
-            except Exception as exc:  # noqa: BLE001 - compared below
+            except Exception as exc:  # compared below
                 outcome.append(("error", type(exc).__name__, str(exc)))
         (ref_kind, *ref_rest), (age_kind, *age_rest) = outcome
         assert ref_kind == age_kind, f"{method}{args}: SQLite {outcome[0]} vs AGE {outcome[1]}"

@@ -69,3 +69,30 @@ def test_one_migration_per_sql_file_of_the_same_name():
     assert [p.stem for p in revisions] == sorted(p.stem for p in sql_dir().glob("0*.sql"))
     for path in revisions:
         assert f'"{path.stem}.sql"' in path.read_text(encoding="utf-8"), path.name
+
+
+def test_alembic_revision_writes_a_revision_that_imports_and_applies_its_own_sql_file(tmp_path):
+    """A contributor's `alembic revision` (on a copy of the package's migrations) makes a file that
+    imports, follows the head, and applies the sql/ file of its own name."""
+    import importlib.util
+    import shutil
+
+    from alembic import command
+    from alembic.config import Config
+
+    from mempalace_pg.db import schema
+
+    scripts = tmp_path / "migrations"
+    shutil.copytree(schema.migrations_dir(), scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    cfg = Config(str(schema.migrations_dir().parent / "alembic.ini"))  # the repository's, as a contributor
+    cfg.set_main_option("script_location", str(scripts))
+    command.revision(cfg, message="a new table", rev_id="0099_a_new_table")
+
+    written = scripts / "versions" / "0099_a_new_table.py"
+    spec = importlib.util.spec_from_file_location("revision_under_test", written)
+    revision = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(revision)
+    assert revision.revision == "0099_a_new_table"
+    assert revision.down_revision == schema.HEAD_REVISION
+    assert 'apply_sql_file("0099_a_new_table.sql")' in written.read_text(encoding="utf-8")
+    assert revision.upgrade.__module__ == "revision_under_test"

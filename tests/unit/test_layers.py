@@ -1,0 +1,154 @@
+"""The package's layers, as CONTRIBUTING.md's table (docs/architecture.md) draws them, kept by a check.
+
+Each module of ``mempalace_pg`` is on one floor and imports only from its own floor or those below it,
+at module level or inside a function alike; ``graph/`` never imports ``store/``. No module takes
+another module's private name (``from x import _y``) or reaches into another object's private
+attribute (``obj._y`` where ``obj`` is not ``self`` or ``cls``). The few reach-ins into MemPalace's
+own private names are deliberate and listed in :data:`ALLOWED_PRIVATE`, each with the module using it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "mempalace_pg"
+
+#: floor number by module path prefix (relative to the package, without ".py"); the longest match wins
+FLOORS = {
+    "config": 0,
+    "errors": 0,
+    "text": 0,
+    "marker": 0,
+    "patching": 0,
+    "db": 1,
+    "store": 2,
+    "graph": 2,
+    "tools": 3,
+    "atomic": 3,
+    "retrieval": 3,
+    "mcp_tools": 3,
+    "hooks": 3,
+    "cli": 3,
+    "registries": 3,
+}
+
+#: Private attributes read on an object other than ``self``, on purpose, by the module that reads them:
+#: MemPalace's own (hooks.py's table says why for each; they are the names to re-check on a MemPalace
+#: upgrade), and a class's own attributes on a copy or a new instance it makes of itself. A new one is
+#: a decision to write down here, not an accident.
+ALLOWED_PRIVATE = {
+    "hooks": {
+        "_config",
+        "_selected_backend_name",
+        "_sqlite_wing_room_counts",
+        "_MULTI_PROCESS_WRITER_BACKENDS",
+        "_read_kg",
+        "_wing_source_counts_reader",
+        "_graph_stats_from_grouped_rows",
+        "_MAX_RESULTS",
+        "_sanitize_optional_name",
+        "_get_collection",
+        "_fill_drawer_previews",
+        "_collection_error_or_no_palace",
+        "_collapse_drawer_rows",
+        "_chroma_field",
+    },
+    "mcp_tools.in_mempalace": {"_READ_ONLY_REFUSED_TOOLS"},
+    "graph.routing": {"_SQLITE_KNOWLEDGE_GRAPH"},
+    # MemPalace's SQLite graph, built in memory for kg._conn(); and bound_to()'s copy of itself
+    "graph.kg": {"_connection", "_lock", "_init_db", "_escape_like", "_bound"},
+    # Database.get, a classmethod, fills in the instance it makes
+    "db.pool": {"_pool"},
+}
+
+
+def modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        parts = [p for p in rel.parts if p != "__init__"]
+        out.append((".".join(parts), path))
+    return out
+
+
+def floor_of(module: str) -> int | None:
+    """None for the package's front door (``mempalace_pg/__init__.py``), which installs the patches."""
+    if not module:
+        return None
+    head = module.split(".")[0]
+    if head not in FLOORS:
+        raise AssertionError(f"mempalace_pg.{module} is on no floor: add it to FLOORS and CONTRIBUTING")
+    return FLOORS[head]
+
+
+def imported_modules(tree: ast.AST) -> list[tuple[int, str, list[str]]]:
+    """(line, module under mempalace_pg, names taken) for every import of the package in ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "mempalace_pg" or node.module.startswith("mempalace_pg."):
+                target = node.module[len("mempalace_pg") :].lstrip(".")
+                names = [a.name for a in node.names]
+                if target == "":  # from mempalace_pg import store: the submodule; __version__: the front door
+                    for name in names:
+                        is_module = (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
+                        found.append((node.lineno, name if is_module else "", []))
+                else:
+                    found.append((node.lineno, target, names))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("mempalace_pg."):
+                    found.append((node.lineno, alias.name[len("mempalace_pg.") :], []))
+    return found
+
+
+def test_every_import_of_the_package_runs_down_or_across_never_up():
+    upward = []
+    for module, path in modules():
+        mine = floor_of(module)
+        if mine is None:
+            continue
+        for line, target, _names in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            theirs = floor_of(target)
+            if theirs is not None and theirs > mine:
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports mempalace_pg.{target}")
+            if module.startswith("graph") and target.startswith("store"):
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: graph/ imports store/")
+    assert upward == []
+
+
+def test_no_module_takes_another_modules_private_name():
+    taken = []
+    for _module, path in modules():
+        for line, target, names in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            for name in names:
+                if name.startswith("_") and not name.startswith("__"):
+                    taken.append(f"{path.relative_to(PACKAGE.parent)}:{line} takes {target}.{name}")
+    assert taken == []
+
+
+def _private_attribute(node: ast.Attribute) -> bool:
+    return node.attr.startswith("_") and not node.attr.startswith("__")
+
+
+def test_no_object_reaches_into_another_objects_private_attributes():
+    """``self._x`` and ``cls._x`` are an object's own; ``self._x._y`` or ``other._y`` reach into another's."""
+    reached = []
+    for module, path in modules():
+        allowed = ALLOWED_PRIVATE.get(module, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute) or not _private_attribute(node):
+                continue
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue
+            if node.attr in allowed:
+                continue
+            reached.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} .{node.attr}")
+    assert reached == []
+
+
+def test_every_module_on_a_floor_is_in_the_table():
+    for module, _path in modules():
+        floor_of(module)
