@@ -146,11 +146,8 @@ def open_drawers(
         palace_path=palace_path, palace_key=palace_key, namespace=namespace, settings=settings
     )
     ref = PalaceRef(id=kg.palace_key, local_path=palace_path, namespace=kg.namespace)
-    collection = PostgresBackend().get_collection(
-        palace=ref,
-        collection_name=DRAWERS_COLLECTION,
-        create=create,
-        options={"dsn": settings.dsn, "schema": settings.schema},
+    collection = PostgresBackend().open_collection(
+        settings, palace=ref, collection_name=DRAWERS_COLLECTION, create=create
     )
     return collection, kg
 

@@ -382,13 +382,14 @@ def _palace_handles(args, *, create: bool):
         from mempalace.backends import PalaceRef
 
         from mempalace_pg.store.backend import PostgresBackend
+        from mempalace_pg.store.partition import DRAWERS_COLLECTION
 
         path = os.path.realpath(os.path.expanduser(args.palace))
-        PostgresBackend().get_collection(
+        PostgresBackend().open_collection(
+            settings,
             palace=PalaceRef(id=path, local_path=path),
-            collection_name="mempalace_drawers",
+            collection_name=DRAWERS_COLLECTION,
             create=True,
-            options={"dsn": settings.dsn, "schema": settings.schema},
         )
     target = _palace_target(args)
     return open_drawers(
@@ -729,6 +730,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             raise
         print(f"mempalace-pg: error: {exc}", file=sys.stderr)
         return 2
+
+
+__all__ = ["main", "build_parser"]
 
 
 if __name__ == "__main__":

@@ -216,3 +216,16 @@ class Settings:
     def graph(self) -> str:
         """The Apache AGE graph holding the knowledge graph: the schema's name + ``_kg``."""
         return f"{self.schema}_kg"
+
+
+__all__ = [
+    "DEFAULT_DSN",
+    "DEFAULT_SCHEMA",
+    "IDENTIFIER_RE",
+    "NAME_MAX",
+    "ConfigError",
+    "validate_identifier",
+    "redact_dsn",
+    "dsn_target",
+    "Settings",
+]

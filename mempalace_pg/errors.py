@@ -40,3 +40,14 @@ class BusyError(BackendError, TimeoutError):
 class KnownDefectError(BackendError):
     """Refused: the server has a known defect that lets one palace role reach another's palace (pgvector
     < 0.8.2), and what was asked would make a second palace role there."""
+
+
+__all__ = [
+    "DatabaseUnavailableError",
+    "ExtensionMissingError",
+    "SchemaVersionError",
+    "ReadOnlyDatabaseError",
+    "InvalidRecordError",
+    "BusyError",
+    "KnownDefectError",
+]

@@ -107,10 +107,4 @@ def install() -> None:
     apply_pending()
 
 
-def reset_for_tests() -> None:
-    """Forget which modules were patched (a test that reloads a MemPalace module patches it again)."""
-    with _lock:
-        _patched.clear()
-
-
-__all__ = ["register", "install", "apply_pending", "reset_for_tests"]
+__all__ = ["register", "install", "apply_pending"]

@@ -2,7 +2,7 @@
 
 Everything in mempalace-pg (drawers now, the knowledge graph next) gets its connections here:
 
-    db = Database.get(settings)          # cached per (DSN, schema); checks the schema once
+    db = Database.get(settings)          # cached per Settings; checks the schema once
     with db.transaction() as conn:       # one pooled connection, one transaction
         conn.execute(...)
     rows = db.run(lambda conn: conn.execute(...).fetchall())   # retried once on a dropped connection
@@ -31,7 +31,7 @@ import logging
 import threading
 import weakref
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Optional, TypeVar
 
 import psycopg
@@ -46,9 +46,26 @@ from mempalace_pg.errors import DatabaseUnavailableError, ReadOnlyDatabaseError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_POOLS: dict[str, ConnectionPool] = {}
-_DATABASES: dict[tuple[str, str], "Database"] = {}
+# Which settings are per process, and why. A Database is kept per whole Settings: two callers that
+# differ in anything (schema, namespace, session DSN, search breadth) each get theirs. A pool is kept per
+# DSN and the settings its connections are made with (pool sizes, connect and statement timeouts,
+# ef_search, set on each connection when it is opened): callers that agree on those share one pool and
+# its connections, which is nearly always all of a process; a caller that asks for other values gets a
+# pool of its own rather than silently the first caller's.
+_POOLS: dict[tuple, ConnectionPool] = {}
+_DATABASES: dict[Settings, "Database"] = {}
 _LOCK = threading.RLock()
+
+
+def _pool_key(settings: Settings) -> tuple:
+    return (
+        settings.dsn,
+        settings.pool_min_size,
+        settings.pool_max_size,
+        settings.connect_timeout_s,
+        settings.statement_timeout_ms,
+        settings.ef_search,
+    )
 
 
 class Database:
@@ -64,7 +81,7 @@ class Database:
     @classmethod
     def get(cls, settings: Settings) -> "Database":
         """The cached Database for these settings, its schema checked (and created) on first use."""
-        key = (settings.dsn, settings.schema)
+        key = settings
         with _LOCK:
             db = _DATABASES.get(key)
             if db is not None and db._pool is not None and not db._pool.closed:
@@ -218,9 +235,18 @@ def read_only_error(settings: Settings, exc: Exception) -> ReadOnlyDatabaseError
     )
 
 
-#: Each pooled connection's hnsw.ef_search: [configured, current, set per transaction] (see
-#: use_search_breadth).
-_BREADTH: "weakref.WeakKeyDictionary[psycopg.Connection, list]" = weakref.WeakKeyDictionary()
+@dataclass
+class _Breadth:
+    """A pooled connection's hnsw.ef_search: the ``configured`` one, the ``current`` one (what the
+    connection's last statement ran with), and whether it is set per transaction (behind a pooler)."""
+
+    configured: int
+    current: int
+    per_transaction: bool
+
+
+#: Each pooled connection's search breadth (see use_search_breadth); gone with the connection.
+_BREADTH: "weakref.WeakKeyDictionary[psycopg.Connection, _Breadth]" = weakref.WeakKeyDictionary()
 
 
 def use_search_breadth(conn: psycopg.Connection, ef_search: Optional[int]) -> None:
@@ -229,11 +255,11 @@ def use_search_breadth(conn: psycopg.Connection, ef_search: Optional[int]) -> No
     state = _BREADTH.get(conn)
     if state is None:
         return  # not one of our pooled connections: its own settings stand
-    want = state[0] if ef_search is None else int(ef_search)
-    if want != state[1]:
+    want = state.configured if ef_search is None else int(ef_search)
+    if want != state.current:
         # behind a pooler the checkout is one transaction, and the setting must end with it
-        conn.execute("SELECT set_config('hnsw.ef_search', %s, %s)", (str(want), state[2]))
-        state[1] = want
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, %s)", (str(want), state.per_transaction))
+        state.current = want
 
 
 #: Per DSN: whether its connections go through a pooler, and the search path its statements need.
@@ -270,7 +296,7 @@ def _begin_pooled(conn: psycopg.Connection, settings: Settings) -> None:
     )
     state = _BREADTH.get(conn)
     if state is not None:
-        state[1] = state[0]
+        state.current = state.configured
 
 
 _PROBE = "SELECT 1 /* mempalace-pg: does the pooler carry prepared statements? */"
@@ -320,7 +346,7 @@ def _configure(settings: Settings, *, session: bool = False):
         pooled = pid != conn.info.backend_pid
         _POOLED[settings.dsn] = pooled
         _SEARCH_PATH[settings.dsn] = path
-        _BREADTH[conn] = [settings.ef_search, settings.ef_search, pooled and not session]
+        _BREADTH[conn] = _Breadth(settings.ef_search, settings.ef_search, pooled and not session)
         if pooled and not session:
             # Settings are made per transaction. Prepared statements live in a server session: only a
             # pooler that carries them to whichever server connection runs them can be given any.
@@ -350,8 +376,9 @@ def _configure(settings: Settings, *, session: bool = False):
 
 
 def _shared_pool(settings: Settings) -> ConnectionPool:
+    key = _pool_key(settings)
     with _LOCK:
-        pool = _POOLS.get(settings.dsn)
+        pool = _POOLS.get(key)
         if pool is not None and not pool.closed:
             return pool
         pool = ConnectionPool(
@@ -369,7 +396,7 @@ def _shared_pool(settings: Settings) -> ConnectionPool:
             open=False,
         )
         pool.open(wait=False)
-        _POOLS[settings.dsn] = pool
+        _POOLS[key] = pool
         return pool
 
 
@@ -379,5 +406,18 @@ def close_all() -> None:
         pools = list(_POOLS.values())
         _POOLS.clear()
         _DATABASES.clear()
+        _POOLED.clear()
+        _SEARCH_PATH.clear()
     for pool in pools:
         pool.close()
+
+
+__all__ = [
+    "Database",
+    "pool_timeout_error",
+    "holds_palace",
+    "read_only_error",
+    "use_search_breadth",
+    "pooler_carries_prepared_statements",
+    "close_all",
+]

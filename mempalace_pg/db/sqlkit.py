@@ -88,3 +88,14 @@ def row_count(n: int) -> sql.Composable:
     string), and each count gets its own prepared statement. Everything else stays bound.
     """
     return sql.Literal(checked_row_count(n))
+
+
+__all__ = [
+    "STATEMENT_CACHE_SIZE",
+    "Kept",
+    "StatementCache",
+    "MAX_ROW_COUNT",
+    "checked_row_count",
+    "clamped_row_count",
+    "row_count",
+]

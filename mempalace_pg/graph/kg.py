@@ -49,6 +49,12 @@ _PALACE_PKS: dict[tuple, int] = {}
 _PALACE_LOCK = threading.Lock()
 
 
+def forget_palaces() -> None:
+    """Forget the palace keys this process resolved (a test that drops a schema; mempalace_pg.registries)."""
+    with _PALACE_LOCK:
+        _PALACE_PKS.clear()
+
+
 class MemPalaceHelpers(NamedTuple):
     """MemPalace's own code that the graph reuses, so that ids and date rules cannot drift from
     MemPalace's."""
@@ -213,6 +219,11 @@ class AgeKnowledgeGraph:
         bound._lock = threading.RLock()
         bound._connection = None
         return bound
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this graph was opened with (its schema, graph name, pool)."""
+        return self._settings
 
     # -- connection management ----------------------------------------------------------------
     def database(self):
@@ -677,3 +688,15 @@ def _fact_row(name: str, row: tuple) -> dict:
         "source_closet": source_closet,
         "current": valid_to is None,
     }
+
+
+__all__ = [
+    "forget_palaces",
+    "MemPalaceHelpers",
+    "mempalace_helpers",
+    "entity_id_of",
+    "predicate_key",
+    "checked_text",
+    "start_key",
+    "AgeKnowledgeGraph",
+]

@@ -574,3 +574,10 @@ def statements(schema: str, graph: str) -> Statements:
     """The statements of the graph ``graph`` of ``schema``, built on first use and shared by every
     :class:`AgeKnowledgeGraph` of the process (MemPalace may build one per call)."""
     return Statements(schema, graph)
+
+
+__all__ = [
+    "REPLICATION_COLUMNS",
+    "Statements",
+    "statements",
+]

@@ -75,3 +75,16 @@ def choice(value: Any, field: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ToolInputError(f"{field} must be one of {', '.join(allowed)}, not {value!r}")
     return value
+
+
+__all__ = [
+    "MAX_RESULTS",
+    "ToolInputError",
+    "name",
+    "optional_name",
+    "entity_name",
+    "date",
+    "query_text",
+    "whole_number",
+    "choice",
+]

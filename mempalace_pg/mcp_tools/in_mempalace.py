@@ -32,6 +32,12 @@ _tools = {}  # palace directory -> PalaceTools
 _lock = threading.Lock()
 
 
+def forget() -> None:
+    """Drop the tools kept per palace directory (mempalace_pg.registries)."""
+    with _lock:
+        _tools.clear()
+
+
 def enabled() -> bool:
     return os.environ.get(ENABLE_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
 

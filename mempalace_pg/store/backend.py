@@ -107,15 +107,36 @@ class PostgresBackend(BaseBackend):
     def get_collection(
         self, *, palace: PalaceRef, collection_name: str, create: bool = False, options: Optional[dict] = None
     ) -> PostgresCollection:
+        """MemPalace's way in: ``options`` are MemPalace's (``read_only``) and settings that override the
+        environment's (``dsn``, ``schema``, ...). Code of this package that holds a :class:`Settings`
+        calls :meth:`open_collection` with it instead, so that every one of its settings arrives."""
+        options = dict(options or {})
+        read_only = bool(options.pop("read_only", False))
+        return self.open_collection(
+            Settings.load(options),
+            palace=palace,
+            collection_name=collection_name,
+            create=create,
+            read_only=read_only,
+        )
+
+    def open_collection(
+        self,
+        settings: Settings,
+        *,
+        palace: PalaceRef,
+        collection_name: str,
+        create: bool = False,
+        read_only: bool = False,
+    ) -> PostgresCollection:
+        """The collection ``collection_name`` of ``palace``, reached with ``settings`` whole (its pool
+        sizes, search breadth, statement timeout and session DSN, not only its DSN and schema)."""
         if self._closed:
             raise BackendClosedError("the postgres backend has been closed")
         if not isinstance(palace, PalaceRef):
             raise TypeError("palace= must be a PalaceRef")
         palace = _storable_ref(palace)
         apply_pending()
-        options = dict(options or {})
-        read_only = bool(options.pop("read_only", False))
-        settings = Settings.load(options)
         namespace = palace.namespace if palace.namespace is not None else settings.namespace
         target = self._target(settings, namespace, palace)
 
@@ -290,17 +311,30 @@ class PostgresBackend(BaseBackend):
         return db.run(make, atomic=True)
 
 
-def existing_collections(backend, palace, options: Optional[dict] = None) -> dict:
+def existing_collections(
+    backend, palace, options: Optional[dict] = None, *, settings: Optional[Settings] = None
+) -> dict:
     """``{name: collection}`` of the MemPalace collections ``palace`` already has in ``backend`` (any
-    MemPalace backend), opened without creating any."""
+    MemPalace backend, given MemPalace's ``options``; a :class:`PostgresBackend` given ``settings``),
+    opened without creating any."""
     from mempalace.backends import CollectionNotInitializedError
 
     out = {}
     for name in COLLECTIONS:
         try:
-            out[name] = backend.get_collection(
-                palace=palace, collection_name=name, create=False, options=options
-            )
+            if settings is not None:
+                out[name] = backend.open_collection(settings, palace=palace, collection_name=name)
+            else:
+                out[name] = backend.get_collection(
+                    palace=palace, collection_name=name, create=False, options=options
+                )
         except CollectionNotInitializedError:
             continue
     return out
+
+
+__all__ = [
+    "MARKER_FORMAT",
+    "PostgresBackend",
+    "existing_collections",
+]

@@ -151,3 +151,11 @@ class BulkLoader:
             raise ValueError(
                 f"ids already exist in collection {col.name!r}: {existing[:10]}; that batch was not written"
             ) from None
+
+
+__all__ = [
+    "BULK_WORKERS",
+    "BULK_GIN_PENDING_KB",
+    "GIN_PENDING_KB",
+    "BulkLoader",
+]

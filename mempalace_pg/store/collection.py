@@ -35,6 +35,7 @@ from mempalace.backends.base import (
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from mempalace_pg.config import Settings
 from mempalace_pg.db import locks
 from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count
 from mempalace_pg.store import indexing, search
@@ -97,6 +98,11 @@ class PostgresCollection(BaseCollection):
     def palace(self) -> PalaceRef:
         """The palace this collection belongs to."""
         return self._palace
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this collection was opened with (its siblings are opened with the same)."""
+        return self._db.settings
 
     # -- helpers ------------------------------------------------------------------------------
     def database(self) -> "Database":
@@ -433,7 +439,16 @@ class PostgresCollection(BaseCollection):
             "embeddings": [],
         }
         entry = search.nearest_statement(
-            self.partition, self._statements, spec, columns, condition, fparams, where, where_document, n, dim
+            self.partition,
+            self._statements,
+            key=search.query_key(where, where_document, spec, n, dim),
+            columns=columns,
+            condition=condition,
+            params=fparams,
+            n=n,
+            dim=dim,
+            filtered=bool(where or where_document),
+            gate_keys=wing_room_equalities(where) if not where_document else None,
         )
 
         def work(conn: psycopg.Connection) -> None:
@@ -604,3 +619,9 @@ def _vector_list(value: Any) -> list[float]:
     if hasattr(value, "to_list"):
         return value.to_list()
     return [float(x) for x in value]
+
+
+__all__ = [
+    "COLLECTIONS",
+    "PostgresCollection",
+]

@@ -322,5 +322,12 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+__all__ = [
+    "Folder",
+    "connect_folder",
+    "main",
+]
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -270,6 +270,15 @@ def forget(part: "Partition") -> None:
         _LAYOUTS.pop(_key(part), None)
 
 
+def forget_all() -> None:
+    """Drop this process's copies of every layout and every folder check (mempalace_pg.registries);
+    folders already started run on."""
+    with _LOCK:
+        _LAYOUTS.clear()
+        _CHECKED.clear()
+        _NO_SESSION.clear()
+
+
 def ensure_folder(part: "Partition") -> None:
     """Start a folder for the partition unless one runs (checked at most every SPAWN_CHECK_S)."""
     if part.read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off":
@@ -486,3 +495,51 @@ def orphan_indexes(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
             (schema, f"records\\_c{int(pk)}\\_vec\\_%", pk),
         )
     ]
+
+
+__all__ = [
+    "HNSW_OPTIONS",
+    "HNSW_MAX_DIM",
+    "FOLD_ROWS",
+    "QUIET_S",
+    "BUILD_ROW_OVERHEAD",
+    "WORTH_REBUILD",
+    "ABSORB_ROWS",
+    "MAX_SEGMENTS",
+    "BUSY_MERGE_ROWS",
+    "MIN_SEARCH_BREADTH",
+    "LINGER_S",
+    "POLL_S",
+    "IDLE_POLL_S",
+    "GRACE_S",
+    "LAYOUT_TTL_S",
+    "SPAWN_CHECK_S",
+    "BUILD_MEMORY",
+    "BUILD_WORKERS",
+    "DSN_VARIABLE",
+    "folder_application_name",
+    "Layout",
+    "largest_share",
+    "search_breadth",
+    "segment_condition",
+    "tail_condition",
+    "half_type",
+    "segment_ddl",
+    "segment_name",
+    "lock_keys",
+    "read_layout",
+    "layout",
+    "after_write",
+    "forget",
+    "forget_all",
+    "ensure_folder",
+    "Pause",
+    "pause",
+    "settle",
+    "build_workers",
+    "build_session",
+    "build_capacity",
+    "register",
+    "rebuild",
+    "orphan_indexes",
+]

@@ -16,7 +16,6 @@ from psycopg import sql
 
 from mempalace_pg.db.sqlkit import MAX_ROW_COUNT, Kept, StatementCache, row_count
 from mempalace_pg.store import indexing
-from mempalace_pg.store.filters import wing_room_equalities
 from mempalace_pg.store.partition import Partition
 
 #: A filtered query takes this many times n_results candidates from the index before re-ranking: the
@@ -161,49 +160,50 @@ def nearest_sql(
     return query, params
 
 
+def query_key(where, where_document, spec: _IncludeSpec, n: int, dim: int):
+    """The key query()'s statement is kept under (with the index layout): its filters spelled as JSON,
+    what it returns and how many; None for a filter value JSON cannot spell exactly (built every time,
+    never kept)."""
+    try:
+        filters = json.dumps([where, where_document], sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return (filters, spec.documents, spec.metadatas, spec.embeddings, n, dim)
+
+
 def nearest_statement(
     part: Partition,
     cache: StatementCache,
-    spec: _IncludeSpec,
+    *,
+    key,
     columns: sql.Composable,
     condition: sql.Composable,
-    fparams: dict,
-    where,
-    where_document,
+    params: dict,
     n: int,
     dim: int,
+    filtered: bool,
+    gate_keys: Optional[dict],
 ) -> Kept:
-    """query()'s statement and parameters (all but ``q``), kept per filter, shape and vector index layout."""
+    """query()'s statement and parameters (all but ``q``), kept under ``key`` (:func:`query_key`; None:
+    not kept) and the vector index layout. ``gate_keys``: the filter's wing/room equalities, which choose
+    the index (None: no such gate)."""
     layout = part.layout()
-    try:
-        key = (
-            json.dumps([where, where_document], sort_keys=True, allow_nan=False),
-            spec.documents,
-            spec.metadatas,
-            spec.embeddings,
-            n,
-            dim,
-            layout,
-        )
-    except (TypeError, ValueError):
-        key = None  # a filter value JSON cannot spell exactly: build it, don't keep it
 
     def build():
-        keys = wing_room_equalities(where) if not where_document else None
-        query, params = nearest_sql(
+        query, query_params = nearest_sql(
             part,
             columns,
             condition,
-            fparams,
+            params,
             n,
             dim,
-            filtered=bool(where or where_document),
-            gate=wing_room_gate(part, keys),
+            filtered=filtered,
+            gate=wing_room_gate(part, gate_keys),
             layout=layout,
         )
-        return Kept(query, params, indexing.search_breadth(layout, part.db.settings.ef_search))
+        return Kept(query, query_params, indexing.search_breadth(layout, part.db.settings.ef_search))
 
-    return cache.get(key, build)
+    return cache.get(None if key is None else (key, layout), build)
 
 
 def lexical_sql(
@@ -274,4 +274,5 @@ __all__ = [
     "Gate",
     "wing_room_gate",
     "nearest_statement",
+    "query_key",
 ]

@@ -280,7 +280,6 @@ class _TargetPalace:
     settings: Settings
     backend: Any  # PostgresBackend
     ref: Any  # its PalaceRef
-    options: dict
 
     @classmethod
     def open(cls, path: str, source: str, settings: Settings) -> "_TargetPalace":
@@ -294,7 +293,6 @@ class _TargetPalace:
             settings=settings,
             backend=PostgresBackend(),
             ref=PalaceRef(id=path, local_path=path),
-            options={"dsn": settings.dsn, "schema": settings.schema},
         )
 
 
@@ -305,7 +303,7 @@ def _check_target(palace: _TargetPalace) -> None:
 
     target, source = palace.path, palace.source
     if os.path.isfile(marker_path(target)):
-        existing = existing_collections(palace.backend, palace.ref, palace.options)
+        existing = existing_collections(palace.backend, palace.ref, settings=palace.settings)
         held = sum(c.count() for c in existing.values())
         origin = _provenance(target)
         if held and (origin or {}).get("path") != source:
@@ -378,8 +376,8 @@ def _target_collection(palace: _TargetPalace, name: str, src_col, backend_name: 
     identity = (
         src_col.get_stored_embedder_identity() if hasattr(src_col, "get_stored_embedder_identity") else None
     )
-    col = palace.backend.get_collection(
-        palace=palace.ref, collection_name=name, create=True, options=palace.options
+    col = palace.backend.open_collection(
+        palace.settings, palace=palace.ref, collection_name=name, create=True
     )
     stored = col.get_stored_embedder_identity()
     if identity and stored and stored.model_name != identity.model_name:

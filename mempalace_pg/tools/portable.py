@@ -67,7 +67,7 @@ def export_palace(
 ) -> dict:
     """Write the palace of ``drawers_collection`` (all its collections) and its graph ``kg`` to ``out``."""
     backend, ref = drawers_collection.backend, drawers_collection.palace
-    cols = list(existing_collections(backend, ref).values())
+    cols = list(existing_collections(backend, ref, settings=drawers_collection.settings).values())
     out.write(json.dumps(_header(kg, cols), ensure_ascii=False) + "\n")
     counts: dict = {}
     db = drawers_collection.database()
@@ -236,7 +236,9 @@ def _target_collections(header: dict, drawers_collection) -> dict:
     backend, ref = drawers_collection.backend, drawers_collection.palace
     targets = {}
     for spec in header["collections"]:
-        col = backend.get_collection(palace=ref, collection_name=spec["name"], create=True)
+        col = backend.open_collection(
+            drawers_collection.settings, palace=ref, collection_name=spec["name"], create=True
+        )
         stored = col.get_stored_embedder_identity()
         if stored and spec.get("embedder_model") and stored.model_name != spec["embedder_model"]:
             raise ExportFormatError(

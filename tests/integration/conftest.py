@@ -93,10 +93,11 @@ def pg_schema(pg_dsn):
     """A schema for this test session, dropped afterwards."""
     name = f"t_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     yield name
+    from mempalace_pg import registries
     from mempalace_pg.config import Settings
-    from mempalace_pg.db import pool, schema
+    from mempalace_pg.db import schema
 
-    pool.close_all()
+    registries.reset()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         # A drop waits for a running build to end: the tests' folders are stopped instead.
         stop_folders(conn, name)

@@ -13,6 +13,7 @@ import pytest
 from mempalace.backends import PalaceRef
 from run_cli import run_cli
 
+from mempalace_pg import registries
 from mempalace_pg.config import Settings
 from mempalace_pg.db import pool
 from mempalace_pg.db.schema import current_revision, head_revision
@@ -132,9 +133,9 @@ def test_fresh_schema_created_once_by_concurrent_first_users(pg_dsn):
 def scratch_schema(pg_dsn, monkeypatch):
     schema = f"scratch_{os.getpid()}"
     monkeypatch.setenv("MEMPALACE_PG_SCHEMA", schema)
-    pool.close_all()
+    registries.reset()
     yield schema
-    pool.close_all()
+    registries.reset()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         conn.execute(

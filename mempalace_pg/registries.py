@@ -1,0 +1,50 @@
+"""Every piece of process-wide state the package keeps, in one list, and one :func:`reset`.
+
+A MemPalace process (a CLI command, an MCP server) opens a palace many times over: MemPalace builds a
+backend, a collection or a knowledge graph per call in places. What is costly to find again is kept
+for the process, in the module that uses it:
+
+- ``db/pool.py``: ``_POOLS``, one connection pool per DSN and connection settings (which settings:
+  see that module), and ``_DATABASES``, a ``Database`` per ``Settings`` with its schema checked; with
+  ``_POOLED`` and ``_SEARCH_PATH`` (whether a DSN goes through a pooler, the search path its statements
+  need), until ``close_all()``. ``_BREADTH``, each pooled connection's hnsw.ef_search, lives as long as
+  the connection.
+- ``db/schema.py``: ``head_revision()`` (``lru_cache``), the migrations' head: immutable.
+- ``store/indexing.py``: ``_LAYOUTS``, each collection's vector index layout (``LAYOUT_TTL_S``);
+  ``_CHECKED`` and ``_NO_SESSION``, when a folder was last looked for and which partitions were told
+  none can run; until ``forget_all()``. ``_FOLDERS``: the folder processes this process started, until
+  each exits.
+- ``graph/kg.py``: ``_PALACE_PKS``, palace identity -> palace_pk, until ``forget_palaces()``;
+  ``_MEMPALACE``, MemPalace's helpers imported once, for the process.
+- ``graph/routing.py``: ``_SQLITE_CLASS``, MemPalace's own SQLite ``KnowledgeGraph``, for the process.
+- ``graph/statements.py``: ``statements()`` (``lru_cache``), each graph's statements, each keeping a
+  bounded page cache, until ``statements.cache_clear()``.
+- ``patching.py``: ``_PATCHES`` and ``_patched``, the registered patches and the modules patched, for
+  the process.
+- ``mcp_tools/in_mempalace.py``: ``_tools``, the pg_* tools per palace directory, until ``forget()``.
+
+Objects keep their own caches too (a collection's and a ``PalaceSearch``'s statements), gone with them.
+"""
+
+from __future__ import annotations
+
+from mempalace_pg.db import pool
+from mempalace_pg.graph import kg
+from mempalace_pg.graph.statements import statements
+from mempalace_pg.mcp_tools import in_mempalace
+from mempalace_pg.store import indexing
+
+
+def reset() -> None:
+    """Forget everything :mod:`this module <mempalace_pg.registries>` lists that a palace can change:
+    close every pool, drop cached layouts, palace keys, graph statements and MCP tools. For tests that
+    drop and recreate schemas, and for a process that points at another database. MemPalace's helpers,
+    the patches and running folders stay (they do not depend on a database)."""
+    pool.close_all()
+    indexing.forget_all()
+    kg.forget_palaces()
+    statements.cache_clear()
+    in_mempalace.forget()
+
+
+__all__ = ["reset"]
