@@ -7,7 +7,7 @@ settings, each from the first place that has it:
 2. a key in MemPalace's ``config.json`` (``postgres_*``, next to MemPalace's own keys),
 3. a default.
 
-See README.md, "Configuration", for the table of settings.
+See docs/configuration.md for the table of settings.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ tools; clients merge the two lists. Configuration (Claude Desktop, Claude Code, 
     "mempalace-pg": {"command": "mempalace-pg", "args": ["mcp", "--palace", "/home/me/.mempalace/palace"],
                      "env": {"MEMPALACE_PG_DSN": "postgresql://..."}}
 
-Why a separate server (see the README's "MCP tools"): MemPalace 3.11 gives a storage plugin no seam to
+Why a separate server (see docs/mcp.md): MemPalace 3.11 gives a storage plugin no seam to
 add tools, and a separate process needs none of MemPalace's internals, cannot collide with its tool
 names, works whichever way MemPalace's own server is run (stdio, its hub proxy, the light server), and
 speaks the protocol through the SDK. The cost is a second process and a second configuration entry.

@@ -16,7 +16,8 @@ import numpy as np
 import psycopg
 import pytest
 
-COOKBOOK = Path(__file__).resolve().parents[2] / "docs" / "sql-cookbook.md"
+ROOT = Path(__file__).resolve().parents[2]
+COOKBOOK = ROOT / "docs" / "sql-cookbook.md"
 BLOCK = re.compile(r"```sql\n(.*?)```", re.S)
 SET = re.compile(r"^\\set (\w+) '(.*)'$")
 VAR = re.compile(r":'(\w+)'")
@@ -168,3 +169,25 @@ def test_cookbook_answers_are_the_right_ones(seeded, pg_dsn, pg_schema):
         near = run_block(conn, block_after("The nearest drawers to this drawer"), variables, pg_schema)
         assert len(near) == 4 and all(r[0] != variables["drawer"] for r in near)  # 5 drawers left
         assert [r[3] for r in near] == sorted(r[3] for r in near)
+
+
+#: Other pages whose SQL a reader copies into psql: run as written, on the same seeded palace.
+PAGES_WITH_SQL = [ROOT / "README.md", ROOT / "docs" / "psql.md"]
+
+
+def _page_blocks():
+    return [
+        (page, i)
+        for page in PAGES_WITH_SQL
+        for i in range(len(BLOCK.findall(page.read_text(encoding="utf-8"))))
+    ]
+
+
+@pytest.mark.parametrize("page,index", _page_blocks(), ids=[f"{p.name}#{i}" for p, i in _page_blocks()])
+def test_the_sql_other_pages_show_runs(page, index, seeded, pg_dsn, pg_schema):
+    text = BLOCK.findall(page.read_text(encoding="utf-8"))[index]
+    text = re.sub(r"\bmempalace\.", f"{pg_schema}.", text)
+    text = text.replace("SET search_path = mempalace,", f"SET search_path = {pg_schema},")
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        run_block(conn, as_this_role_runs_it(conn, text), {}, pg_schema)

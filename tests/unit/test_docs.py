@@ -1,0 +1,91 @@
+"""The documentation holds together: every relative link in the README, CONTRIBUTING, docs/ and the
+benchmark results names a file that exists (and, with ``#anchor``, a heading in it), and every code block
+that can be checked without a server is: bash blocks parse (``bash -n``), Python blocks compile. The SQL
+blocks are run against a real palace by tests/integration/test_cookbook.py; the demo's output blocks are
+compared with the demo's output by tests/integration/test_demo.py."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = sorted(
+    [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "RESULTS.md"]
+    + list((ROOT / "docs").glob("*.md"))
+)
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+def _ids(pages):
+    return [str(p.relative_to(ROOT)) for p in pages]
+
+
+def _without_code(text: str) -> str:
+    return FENCE.sub("", text)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    return {
+        slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", _without_code(page.read_text("utf-8")), re.M)
+    }
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_ids(PAGES))
+def test_every_relative_link_names_a_file_and_heading_that_exist(page):
+    broken = []
+    for match in LINK.finditer(_without_code(page.read_text(encoding="utf-8"))):
+        target = match.group(1) or match.group(2)
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            broken.append(f"{target}: no heading #{anchor} in {file.relative_to(ROOT)}")
+    assert broken == []
+
+
+def _blocks(language: str):
+    found = []
+    for page in PAGES:
+        for match in FENCE.finditer(page.read_text(encoding="utf-8")):
+            if match.group(1) == language:
+                found.append((page, match.group(2)))
+    return found
+
+
+@pytest.mark.parametrize(
+    "page,block", _blocks("bash"), ids=[str(p.relative_to(ROOT)) for p, _ in _blocks("bash")]
+)
+def test_every_bash_block_parses(page, block):
+    checked = subprocess.run(["bash", "-n"], input=block, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize(
+    "page,block", _blocks("python"), ids=[str(p.relative_to(ROOT)) for p, _ in _blocks("python")]
+)
+def test_every_python_block_compiles(page, block):
+    ast.parse(block)
+
+
+def test_the_readme_is_a_first_five_minutes():
+    """About 200 lines at most: the rest has a page under docs/, linked from the README."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 220
+    for page in (ROOT / "docs").glob("*.md"):
+        assert f"docs/{page.name}" in readme, f"docs/{page.name} is not linked from the README"
