@@ -180,7 +180,7 @@ def comparable(value: Any, palace: Palace, *, digits: int = 4) -> Any:
 
     U+FFFD is removed: MemPalace's Chroma backend stores a NUL as U+FFFD, its pgvector backend (and
     this one) strip it, so "a\\x00b" reads back as "a\ufffdb" on one and "ab" on the other. That is
-    the one rewritten value the comparison allows (the README lists it)."""
+    the one rewritten value the comparison allows (docs/compatibility.md lists it)."""
     if isinstance(value, dict):
         return {
             comparable(k, palace, digits=digits): (

@@ -632,20 +632,20 @@ def test_tools_over_mempalace_serve(mined):
     assert not {n for n in anyio.run(over, plain, mined.env) if n.startswith("pg_")}
 
 
-def _readme_servers() -> dict:
-    """The ``mcpServers`` table of the README's client configuration, as a user copies it."""
-    text = (ROOT / "README.md").read_text()
+def _documented_servers() -> dict:
+    """The ``mcpServers`` table of docs/mcp.md's client configuration, as a user copies it."""
+    text = (ROOT / "docs" / "mcp.md").read_text()
     section = text[text.index("### Client configuration") :]
     start = section.index("```json\n") + len("```json\n")
     return json.loads(section[start : section.index("```", start)])["mcpServers"]
 
 
-def test_a_client_configured_from_the_readme(mined, pg_dsn):
-    """Both servers of the README's snippet, started as a client starts them (the palace path and the
+def test_a_client_configured_from_the_docs(mined, pg_dsn):
+    """Both servers of docs/mcp.md's snippet, started as a client starts them (the palace path and the
     DSN put in for the placeholders), together give MemPalace's tools and ours, and both answer."""
     from mcp_client import BIN
 
-    servers = _readme_servers()
+    servers = _documented_servers()
     assert set(servers) == {"mempalace", "mempalace-pg"}
     placeholder = "/home/you/.mempalace/palace"
 

@@ -3,8 +3,8 @@
 ``scripts/mempalace-sdist.sh`` (called by the test command) unpacks MemPalace's sdist; this runs its
 knowledge-graph test files with pytest in a subprocess, every ``KnowledgeGraph`` they build being an AGE
 graph of this session's schema (tests/mempalace_suite/age_graph.py), and checks that exactly the tests
-listed below fail, each for the reason given (the README repeats them). A test of MemPalace that starts
-failing, or one listed here that starts passing, fails this test.
+listed below fail, each for the reason given (docs/compatibility.md repeats them). A test of MemPalace
+that starts failing, or one listed here that starts passing, fails this test.
 """
 
 from __future__ import annotations

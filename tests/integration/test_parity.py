@@ -6,7 +6,7 @@ from Debian's packages, a conversation transcript holding a NUL byte, our own no
 same way: CLI commands in subprocesses and every tool of MemPalace's MCP server over JSON-RPC on stdio.
 Each answer is made comparable (:func:`palace_pair.comparable`: the palace's own path, timestamps,
 durations and generated ids removed) and compared. Every difference must be listed in ``KNOWN`` with
-its reason (the README's "What differs from Chroma" repeats them); a listed difference that no longer
+its reason (docs/compatibility.md repeats them); a listed difference that no longer
 shows is a failure too, so the list stays exact.
 """
 
@@ -32,7 +32,7 @@ from real_text import files, read
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "corpus"
 
-#: step -> why that step's answer differs on a postgres palace (see the README).
+#: step -> why that step's answer differs on a postgres palace (see docs/compatibility.md).
 KNOWN = {
     "cli repair": (
         "`mempalace repair` rebuilds Chroma's HNSW files; MemPalace refuses it for any other backend "

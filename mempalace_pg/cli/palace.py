@@ -1,0 +1,164 @@
+"""Whole-palace jobs: ``export``, ``import``, ``migrate``, ``backup``, ``restore``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from mempalace_pg.cli.common import (
+    palace_args,
+    palace_handles,
+    settings_of,
+)
+
+
+def cmd_export(args) -> int:
+    from mempalace_pg.marker import write_atomically
+    from mempalace_pg.tools.portable import export_palace
+
+    drawers, kg = palace_handles(args, create=False)
+    with write_atomically(args.file) as out:  # a cut-short export never looks complete
+        counts = export_palace(out, drawers, kg)
+    print(
+        json.dumps(counts)
+        if args.json
+        else f"exported {', '.join(f'{v} {k}' for k, v in counts.items())} of {kg.palace_key!r} "
+        f"to {args.file}"
+    )
+    return 0
+
+
+def cmd_import(args) -> int:
+    from mempalace_pg.tools.portable import import_palace
+
+    drawers, kg = palace_handles(args, create=True)
+    report = import_palace(args.file, drawers, kg)
+    if args.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        for key, expected in report.expected.items():
+            print(
+                f"{key}: {expected} in {args.file}; {report.written.get(key, 0)} written; "
+                f"{report.found.get(key, 0)} in the palace"
+            )
+        print(("OK" if report.ok else "MISMATCH") + f" ({kg.palace_key!r})")
+    return 0 if report.ok else 1
+
+
+def cmd_migrate(args) -> int:
+    from mempalace_pg.tools.migrate import migrate
+    from mempalace_pg.tools.progress import print_collection_progress
+
+    show = print_collection_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
+    report = migrate(
+        args.source,
+        args.target,
+        settings=settings_of(args),
+        dry_run=args.dry_run,
+        page=args.batch,
+        progress=show,
+    )
+    if args.json:
+        print(json.dumps(report.as_dict()))
+        return 0 if report.ok else 1
+    verb = "would copy" if report.dry_run else "copied"
+    print(f"{report.source} ({report.source_backend}) -> {report.target} (postgres)")
+    for name, c in report.collections.items():
+        extra = (
+            ""
+            if report.dry_run
+            else (f": {c['written']} written, {c['skipped']} already there, {c['target']} in the target")
+        )
+        read = report.reader.get(name)
+        via = f", read from {'its files' if read == 'files' else read}" if read else ""
+        print(f"  {name}: {verb} {c['source']} records{extra}{via}")
+    if report.graph is not None:
+        g = report.graph
+        done = "" if report.dry_run else f" ({'verified' if g.get('ok') else 'NOT verified'})"
+        print(f"  knowledge graph: {verb} {g['entities']} entities, {g['triples']} triples into AGE{done}")
+    if report.dry_run:
+        print("dry run: nothing was written")
+        return 0
+    print(
+        f"read back {report.sampled} sampled records: "
+        + (
+            "identical"
+            if not report.mismatches
+            else f"{len(report.mismatches)} differences: {report.mismatches[:3]}"
+        )
+    )
+    if report.ok:
+        print(
+            f"done in {report.seconds:.0f} s. Switch MemPalace over: `mempalace --palace {report.target} "
+            "status`, "
+            f'or set "palace_path": "{report.target}" in MemPalace\'s config.json (with MEMPALACE_PG_DSN '
+            "set wherever MemPalace runs). The source palace is unchanged."
+        )
+    return 0 if report.ok else 1
+
+
+def cmd_backup(args) -> int:
+    from mempalace_pg.tools.backup import backup
+
+    result = backup(args.file, settings_of(args), pg_dump=args.pg_dump)
+    print(
+        json.dumps(result)
+        if args.json
+        else f"backed up schema {result['schema']} and graph {result['graph']} to {result['file']} "
+        f"({result['bytes'] / 1e6:.1f} MB); restore with `mempalace-pg restore {result['file']}`"
+    )
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from mempalace_pg.tools.backup import restore
+
+    result = restore(args.file, settings_of(args), pg_restore=args.pg_restore)
+    print(
+        json.dumps(result)
+        if args.json
+        else f"restored schema {result['schema']} and graph {result['graph']} from {result['file']}; "
+        f"AGE sees {result['facts_seen_by_cypher']} facts. Check with `mempalace-pg doctor`."
+    )
+    return 0
+
+
+def register(sub) -> None:
+    """Add this group's commands to the ``mempalace-pg`` parser's subcommands ``sub``."""
+    exp = sub.add_parser(
+        "export", help="one palace (records with embeddings, knowledge graph) to portable JSON lines"
+    )
+    exp.add_argument("file")
+    palace_args(exp)
+    exp.set_defaults(func=cmd_export)
+    imp2 = sub.add_parser("import", help="load an export into a palace (idempotent, verified)")
+    imp2.add_argument("file")
+    palace_args(imp2)
+    imp2.set_defaults(func=cmd_import)
+
+    mig = sub.add_parser("migrate", help="copy a Chroma / sqlite_exact / pgvector palace (and its graph) in")
+    mig.add_argument("--from", dest="source", required=True, help="the existing palace directory (read only)")
+    mig.add_argument("--to", dest="target", required=True, help="the new postgres palace directory")
+    mig.add_argument("--dry-run", action="store_true", help="say what would be copied; write nothing")
+    mig.add_argument("--batch", type=int, default=1000, help="records per batch (default 1000)")
+    mig.add_argument("--progress", action="store_true", help="show progress even when not on a terminal")
+    mig.add_argument("--json", action="store_true", help="machine-readable output")
+    mig.set_defaults(func=cmd_migrate)
+
+    bak = sub.add_parser("backup", help="pg_dump of the schema and its AGE graph (restorable with `restore`)")
+    bak.add_argument("file")
+    bak.add_argument(
+        "--pg-dump",
+        default="pg_dump",
+        help="the pg_dump command, of the server's major version (default: pg_dump on PATH)",
+    )
+    bak.add_argument("--json", action="store_true", help="machine-readable output")
+    bak.set_defaults(func=cmd_backup)
+    res = sub.add_parser("restore", help="pg_restore a backup, then re-register its graph with AGE")
+    res.add_argument("file")
+    res.add_argument("--pg-restore", default="pg_restore", help="the pg_restore command (default: on PATH)")
+    res.add_argument("--json", action="store_true", help="machine-readable output")
+    res.set_defaults(func=cmd_restore)
+
+
+__all__ = ["register", "cmd_export", "cmd_import", "cmd_migrate", "cmd_backup", "cmd_restore"]

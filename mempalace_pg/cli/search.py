@@ -1,0 +1,192 @@
+"""``mempalace-pg search``: the knowledge graph joined with the drawers, one statement each."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from mempalace_pg.cli.common import (
+    open_search,
+    palace_args,
+)
+
+
+def query_vector(text: str) -> list[float]:
+    """The query embedded by MemPalace's configured embedder (a failure says what to fix). Imported on use:
+    the retrieval package imports MemPalace's backends, which every other command can do without."""
+    from mempalace_pg.retrieval.embedding import query_vector as embedded
+
+    return embedded(text)
+
+
+def _snippet(text: Optional[str], width: int = 100) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _fact_line(f: dict) -> str:
+    span = f"[{f.get('valid_from') or '…'} → {f.get('valid_to') or 'now'}]"
+    return f"{f['subject']} —{f['predicate']}→ {f['object']}  {span}"
+
+
+def cmd_search_around(args) -> int:
+    with open_search(args) as search:
+        result = search.around_entity(
+            args.entity,
+            query_vector(args.query),
+            hops=args.hops,
+            as_of=args.as_of,
+            n_results=args.n,
+            mode=args.mode,
+            boost=args.boost,
+            wing=args.wing,
+            room=args.room,
+        )
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    if not result["entity_found"]:
+        print(f"no entity {args.entity!r} in this palace's knowledge graph: nothing to search around")
+        return 0
+    print(
+        f"{args.entity}: {result['entities'] - 1} entities within {args.hops} hop(s), {result['facts']} "
+        "facts, "
+        f"{result['evidence_drawers']} source drawers" + (f" (as of {args.as_of})" if args.as_of else "")
+    )
+    if not result["hits"]:
+        print("no drawers found")
+    for i, hit in enumerate(result["hits"], 1):
+        mark = "*" if hit["evidence"] else " "
+        meta = hit.get("metadata") or {}
+        print(
+            f"{i:2d}.{mark} {hit['id']}  similarity {hit['similarity']:.3f}  "
+            f"[{meta.get('wing', '-')}/{meta.get('room', '-')}]  {_snippet(hit['document'])}"
+        )
+        for fact in hit["facts"]:
+            print(f"       {_fact_line(fact)}")
+    if args.mode == "boost":
+        print("(* = source of a fact in the neighbourhood, boosted)")
+    return 0
+
+
+def cmd_search_facts(args) -> int:
+    with open_search(args) as search:
+        vector = query_vector(args.query) if args.query else None
+        result = search.facts_with_evidence(
+            args.entity, vector, as_of=args.as_of, direction=args.direction, limit=args.n
+        )
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    if not result["entity_found"]:
+        print(f"no entity {args.entity!r} in this palace's knowledge graph")
+        return 0
+    if not result["facts"]:
+        print(f"nothing known about {args.entity!r}" + (f" as of {args.as_of}" if args.as_of else ""))
+    for fact in result["facts"]:
+        sim = f"similarity {fact['similarity']:.3f}" if fact.get("similarity") is not None else ""
+        print(f"{_fact_line(fact)}  {sim}")
+        if fact["source_drawer_id"]:
+            print(
+                f"    from drawer {fact['source_drawer_id']} ({fact['evidence']}): "
+                f"{_snippet(fact.get('document'))}"
+            )
+    return 0
+
+
+def cmd_search_entities(args) -> int:
+    with open_search(args) as search:
+        rows = search.entities_for_query(
+            query_vector(args.query),
+            n_results=args.n,
+            drawers=args.drawers,
+            as_of=args.as_of,
+            wing=args.wing,
+            room=args.room,
+        )
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print("no entities are linked to the drawers nearest to this query")
+    for i, row in enumerate(rows, 1):
+        print(
+            f"{i:2d}. {row['name'] or row['entity_id']} ({row['type']})  best similarity {row['score']:.3f}  "
+            f"{row['drawers']} drawer(s), {row['facts']} fact(s); best: {row['best_drawer']}"
+        )
+    return 0
+
+
+def cmd_search_hybrid(args) -> int:
+    with open_search(args) as search:
+        rows = search.hybrid(
+            args.query, query_vector(args.query), n_results=args.n, wing=args.wing, room=args.room
+        )
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print("no drawers found")
+    for i, row in enumerate(rows, 1):
+        ranks = f"vector #{row['vector_rank'] or '-'}, text #{row['text_rank'] or '-'}"
+        meta = row.get("metadata") or {}
+        print(
+            f"{i:2d}. {row['id']}  rrf {row['score']:.4f} ({ranks})  [{meta.get('wing', '-')}/"
+            f"{meta.get('room', '-')}]  {_snippet(row['document'])}"
+        )
+    return 0
+
+
+def register(sub) -> None:
+    """Add this group's commands to the ``mempalace-pg`` parser's subcommands ``sub``."""
+    search = sub.add_parser(
+        "search", help="the knowledge graph joined with the drawers, one SQL statement each"
+    ).add_subparsers(dest="search_command", required=True)
+
+    def filters(p, *, n=10):
+        p.add_argument("-n", type=int, default=n, help=f"how many results (default {n})")
+        p.add_argument("--wing", help="only drawers of this wing")
+        p.add_argument("--room", help="only drawers of this room")
+
+    around = search.add_parser(
+        "around", help="drawers similar to a query among what is known around an entity"
+    )
+    around.add_argument("entity")
+    around.add_argument("query", help="text to embed with MemPalace's configured embedder")
+    around.add_argument("--hops", type=int, default=1, help="neighbourhood radius in facts (1-6, default 1)")
+    around.add_argument("--as-of", help="only facts valid at this date")
+    around.add_argument(
+        "--mode",
+        choices=("restrict", "boost"),
+        default="restrict",
+        help="restrict: only the neighbourhood's source drawers; boost: all drawers, those ranked up",
+    )
+    around.add_argument(
+        "--boost", type=float, default=0.1, help="similarity bonus in boost mode (default 0.1)"
+    )
+    filters(around)
+    palace_args(around)
+    around.set_defaults(func=cmd_search_around)
+    facts = search.add_parser("facts", help="facts about an entity with the drawers they came from")
+    facts.add_argument("entity")
+    facts.add_argument("--query", help="rank the facts by how similar their drawer is to this text")
+    facts.add_argument("--as-of", help="only facts valid at this date")
+    facts.add_argument("--direction", choices=("outgoing", "incoming", "both"), default="both")
+    facts.add_argument("-n", type=int, default=100, help="at most this many facts (default 100)")
+    palace_args(facts)
+    facts.set_defaults(func=cmd_search_facts)
+    ents = search.add_parser("entities", help="entities ranked by the similarity of their drawers to a query")
+    ents.add_argument("query")
+    ents.add_argument("--drawers", type=int, default=50, help="nearest drawers to take (default 50)")
+    ents.add_argument("--as-of", help="only facts valid at this date")
+    filters(ents)
+    palace_args(ents)
+    ents.set_defaults(func=cmd_search_entities)
+    hyb = search.add_parser("hybrid", help="vector and full-text rankings fused (reciprocal rank fusion)")
+    hyb.add_argument("query")
+    filters(hyb)
+    palace_args(hyb)
+    hyb.set_defaults(func=cmd_search_hybrid)
+
+
+__all__ = ["register", "cmd_search_around", "cmd_search_facts", "cmd_search_entities", "cmd_search_hybrid"]

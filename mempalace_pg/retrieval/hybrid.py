@@ -1,0 +1,95 @@
+"""Hybrid search: vector and full-text rankings fused by reciprocal rank, in one statement."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from psycopg import sql
+
+from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
+from mempalace_pg.graph.kg import checked_text
+from mempalace_pg.retrieval.base import SearchBase, loaded_json, wing_room_keys
+from mempalace_pg.store import search
+
+#: Reciprocal rank fusion constant (the usual 60): a document's fused score is sum(1 / (k + rank)).
+RRF_K = 60
+#: How many candidates each ranking contributes to hybrid search (at least 4 x n_results).
+HYBRID_CANDIDATES = 50
+
+
+class HybridSearch(SearchBase):
+    # -- 4. hybrid search -------------------------------------------------------------------------------
+    # Long because its statement is written out as one SQL block (a clause a line), not by branching.
+    def hybrid(
+        self,
+        query_text: str,
+        query_embedding: Sequence[float],
+        *,
+        n_results: int = 10,
+        wing: Optional[str] = None,
+        room: Optional[str] = None,
+        k: int = RRF_K,
+        candidates: int = HYBRID_CANDIDATES,
+    ) -> list[dict]:
+        """Vector and full-text rankings fused by reciprocal rank fusion, in one statement.
+
+        Each ranking contributes its best ``max(candidates, 4 x n_results)`` drawers (full text: the
+        backend's ``lexical_search`` ranking, rare words weigh more); a drawer's score is
+        ``sum(1 / (k + rank))`` over the rankings it appears in; equal scores go to the better vector
+        rank (then the id), so the order does not depend on how ids happen to sort. Each result:
+        ``{"id", "document", "metadata", "score", "vector_rank", "text_rank", "distance", "text_score"}``,
+        best first.
+        """
+        col = self.drawers()
+        n = clamped_row_count(n_results)
+        if col is None or n == 0:
+            return []
+        keys = wing_room_keys(wing, room)
+        depth = max(int(candidates), 4 * n)
+        values = {"text": checked_text(query_text, "query_text") or ""}
+        values["q"], dim = self._vector(col, query_embedding)
+
+        def build():
+            where = self._where(wing, room)
+            condition, cparams = col.partition.condition(where)
+            near, p_near = search.nearest_sql(
+                col.partition,
+                sql.SQL("id"),
+                condition,
+                cparams,
+                depth,
+                dim,
+                filtered=bool(keys),
+                gate=search.wing_room_gate(col.partition, keys),
+            )
+            lexical, p_lex = search.lexical_sql(col.partition, condition, cparams, depth, rows=False)
+            query = sql.SQL(
+                "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) "
+                "AS rank"
+                "  FROM ({near}) AS v),"
+                " lex AS MATERIALIZED (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank"
+                "  FROM ({lexical}) AS l WHERE score > 0),"
+                # an exact tie (ranks 1 and 2 crossed) goes to the nearer vector, not to the id
+                " fused AS (SELECT id, sum(1.0 / (%(rrf_k)s + rank))::float8 AS score, min(vrank) AS vrank"
+                "  FROM (SELECT id, rank, rank AS vrank FROM vec"
+                "   UNION ALL SELECT id, rank, NULL FROM lex) AS u"
+                "  GROUP BY id ORDER BY score DESC, vrank NULLS LAST, id LIMIT {n})"
+                " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, "
+                "'metadata', d.metadata,"
+                "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', "
+                "vec.distance,"
+                "  'text_score', lex.score) ORDER BY f.score DESC, f.vrank NULLS LAST, f.id), '[]')"
+                " FROM fused f JOIN {rec} d ON d.collection_pk = %(pk)s AND d.id = f.id"
+                " LEFT JOIN vec ON vec.id = f.id LEFT JOIN lex ON lex.id = f.id"
+            ).format(near=near, lexical=lexical, rec=col.partition.table, n=row_count(n))
+            params = {**p_near, **p_lex, "rrf_k": int(k), "pk": col.partition.pk}
+            return Kept(query, params)
+
+        row = self._execute(
+            self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.partition.layout()), build),
+            **values,
+        )
+        return loaded_json(row[0])
+
+
+__all__ = ["HybridSearch", "RRF_K", "HYBRID_CANDIDATES"]
