@@ -136,8 +136,8 @@ def single_call_parts(kg, n: int = 400) -> dict:
     (the function's work on the graph; parse, plan and the commit's WAL flush excluded). What is left of
     the wall time is the round trip and the durable commit, which the floor measures."""
     from mempalace_pg.config import Settings
-    from mempalace_pg.graph.kg import entity_id_of, predicate_key
     from mempalace_pg.graph.statements import statements
+    from mempalace_pg.graph.values import entity_id_of, predicate_key
 
     walls, cpus = [], []
     for i in range(n):

@@ -14,8 +14,8 @@ for the process, in the module that uses it:
   ``_CHECKED`` and ``_NO_SESSION``, when a folder was last looked for and which partitions were told
   none can run; until ``forget_all()``. ``_FOLDERS``: the folder processes this process started, until
   each exits.
-- ``graph/kg.py``: ``_PALACE_PKS``, palace identity -> palace_pk, until ``forget_palaces()``;
-  ``_MEMPALACE``, MemPalace's helpers imported once, for the process.
+- ``graph/kg.py``: ``_PALACE_PKS``, palace identity -> palace_pk, until ``forget_palaces()``.
+- ``graph/values.py``: ``_MEMPALACE``, MemPalace's helpers imported once, for the process.
 - ``graph/routing.py``: ``_SQLITE_CLASS``, MemPalace's own SQLite ``KnowledgeGraph``, for the process.
 - ``graph/statements.py``: ``statements()`` (``lru_cache``), each graph's statements, each keeping a
   bounded page cache, until ``statements.cache_clear()``.

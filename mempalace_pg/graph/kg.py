@@ -25,19 +25,30 @@ this class for palaces on the ``postgres`` backend.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import threading
-from datetime import date, datetime, timezone
-from typing import Any, Callable, Iterator, NamedTuple, Optional
+from datetime import date, datetime
+from typing import Any, Optional
 
 import psycopg
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import clamped_row_count
 from mempalace_pg.errors import DatabaseUnavailableError
-from mempalace_pg.graph.statements import REPLICATION_COLUMNS, statements
-from mempalace_pg.text import storable
+from mempalace_pg.graph.replication import Replication
+from mempalace_pg.graph.statements import statements
+from mempalace_pg.graph.values import (
+    boundary_of,
+    checked_text,
+    end_key,
+    entity_id_of,
+    fact_row,
+    mempalace_helpers,
+    name_tokens,
+    predicate_key,
+    provenance,
+    start_key,
+)
 
 #: Raised by the kg_* SQL functions for bad input (an interval that would end before it starts).
 _BAD_INPUT_SQLSTATE = "MPKG1"
@@ -55,115 +66,7 @@ def forget_palaces() -> None:
         _PALACE_PKS.clear()
 
 
-class MemPalaceHelpers(NamedTuple):
-    """MemPalace's own code that the graph reuses, so that ids and date rules cannot drift from
-    MemPalace's."""
-
-    #: ``mempalace.knowledge_graph`` (its SQLite class, ``_escape_like``)
-    knowledge_graph: Any
-    #: ``sanitize_iso_temporal(value, field)``: a date or timestamp checked as MemPalace checks it
-    sanitize: Callable[[Any, str], Optional[str]]
-    #: ``make_triple_id(subject, predicate, object, valid_from, now)``
-    make_triple_id: Callable[..., str]
-
-
-_MEMPALACE: Optional[MemPalaceHelpers] = None
-
-
-def mempalace_helpers() -> MemPalaceHelpers:
-    """MemPalace's helpers, imported on first use."""
-    global _MEMPALACE
-    if _MEMPALACE is None:
-        from mempalace import knowledge_graph as kgm
-        from mempalace.config import sanitize_iso_temporal
-        from mempalace.ids import make_triple_id
-
-        _MEMPALACE = MemPalaceHelpers(kgm, sanitize_iso_temporal, make_triple_id)
-    return _MEMPALACE
-
-
-_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def _fold(value: str) -> str:
-    """SQLite LIKE's case folding (ASCII letters only), as kg_fold() does in SQL."""
-    return value.translate(_ASCII_FOLD)
-
-
-#: kg_tokens() (sql/0005) cuts each token of a name to this many characters for its index.
-_TOKEN_PREFIX = 200
-
-
-def _tokens(value: str, sep: str) -> list[str]:
-    """The tokens of a name as the candidate indexes hold them (kg_tokens() in SQL)."""
-    return [t[:_TOKEN_PREFIX] for t in _fold(value).split(sep)]
-
-
-def entity_id_of(name: str) -> str:
-    """The id MemPalace gives the entity named ``name`` (``KnowledgeGraph._entity_id``)."""
-    return name.lower().replace(" ", "_").replace("'", "")
-
-
-def predicate_key(predicate: str) -> str:
-    """A predicate as MemPalace stores and compares it (``KnowledgeGraph.add_triple``)."""
-    return predicate.lower().replace(" ", "_")
-
-
-def checked_text(value: Any, field: str, *, required: bool = False) -> Optional[str]:
-    """A caller's string as the graph stores it and compares it: made storable (NUL stripped, lone
-    surrogates replaced, as :mod:`mempalace_pg.text` does for drawers). Anything but a string or None
-    raises ``ValueError`` naming ``field``, and so does None when ``required``."""
-    if value is None:
-        if required:
-            raise ValueError(f"{field} is required")
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"{field} must be a string, not {type(value).__name__}")
-    return storable(value)
-
-
-def _confidence(value: Any) -> Optional[float]:
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"confidence must be a number, not {value!r}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"confidence must be finite, not {value!r}")
-    return number
-
-
-def _float(value: Any) -> Optional[float]:
-    return None if value is None else float(value)
-
-
-def _boundary(at: Optional[str]) -> str:
-    """supersede/rewrite boundary: now (UTC, to the second) or ``at``, a date meaning its midnight."""
-    _, sanitize, _ = mempalace_helpers()
-    if at is None:
-        boundary = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    else:
-        boundary = start_key(at) if isinstance(at, str) else at
-    return sanitize(boundary, "at")
-
-
-def start_key(value: Optional[str]) -> Optional[str]:
-    """The key a validity interval starting at ``value`` (a sanitized date or timestamp) sorts by: a
-    bare date means its midnight, as kg_start_key() has it in SQL."""
-    if value is not None and len(value) == 10 and value[4] == "-" and value[7] == "-":
-        return f"{value}T00:00:00Z"
-    return value
-
-
-def _end_key(value: Optional[str]) -> Optional[str]:
-    """The key an interval ending at ``value`` sorts by: a bare date means its last second (kg_end_key())."""
-    if value is not None and len(value) == 10 and value[4] == "-" and value[7] == "-":
-        return f"{value}T23:59:59Z"
-    return value
-
-
-class AgeKnowledgeGraph:
+class AgeKnowledgeGraph(Replication):
     """A palace's knowledge graph in Apache AGE, with MemPalace's ``KnowledgeGraph`` interface.
 
     Build it with the palace directory (its ``mempalace_pg.json`` marker names the database), or,
@@ -305,35 +208,6 @@ class AgeKnowledgeGraph:
         self.close()
         return False
 
-    def _conn(self) -> sqlite3.Connection:
-        """A read-only SQLite copy of this graph in MemPalace's own SQLite schema (its ``entities`` and
-        ``triples`` tables, rows in write order), for code that reads a KnowledgeGraph's tables
-        directly, as MemPalace's tests and some scripts do. It is a snapshot: writes through it
-        raise, later changes to the graph are not in it (call again for a fresh one), and it reads
-        the whole graph, so it is not for hot paths. :meth:`close` closes it."""
-        kgm = mempalace_helpers().knowledge_graph
-        sqlite_class = getattr(kgm, "_SQLITE_KNOWLEDGE_GRAPH", None) or kgm.KnowledgeGraph
-        # not its __init__: that would create a file and chmod its directory
-        copy = object.__new__(sqlite_class)
-        copy.db_path, copy._lock = ":memory:", threading.Lock()
-        copy._connection = sqlite3.connect(":memory:", check_same_thread=False)
-        copy._connection.row_factory = sqlite3.Row
-        copy._init_db()  # MemPalace's own DDL
-        conn = copy._connection
-        for table, columns in REPLICATION_COLUMNS.items():
-            # SQLite, not PostgreSQL: the table and column names are this module's constants
-            insert = (
-                f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) "
-                f"VALUES ({', '.join('?' * len(columns))})"
-            )
-            conn.executemany(insert, (tuple(row[c] for c in columns) for row in self.iter_rows(table)))
-        conn.commit()
-        conn.execute("PRAGMA query_only = ON")
-        previous, self._connection = self._connection, conn
-        if previous is not None:
-            previous.close()
-        return conn
-
     def _entity_id(self, name: str) -> str:
         return entity_id_of(name)
 
@@ -364,7 +238,7 @@ class AgeKnowledgeGraph:
         _, sanitize, make_triple_id = mempalace_helpers()
         valid_from = sanitize(valid_from, "valid_from")
         valid_to = sanitize(valid_to, "valid_to")
-        if valid_from is not None and valid_to is not None and _end_key(valid_to) < start_key(valid_from):
+        if valid_from is not None and valid_to is not None and end_key(valid_to) < start_key(valid_from):
             raise ValueError(
                 f"valid_to={valid_to!r} is before valid_from={valid_from!r}; "
                 "an inverted interval would be invisible to every KG query"
@@ -384,7 +258,7 @@ class AgeKnowledgeGraph:
             triple_id=triple_id,
             valid_from=valid_from,
             valid_to=valid_to,
-            **_provenance(confidence, source_closet, source_file, source_drawer_id, adapter_name),
+            **provenance(confidence, source_closet, source_file, source_drawer_id, adapter_name),
         )[0]
 
     def invalidate(self, subject: str, predicate: str, obj: str, ended: str = None) -> None:
@@ -417,7 +291,7 @@ class AgeKnowledgeGraph:
     ) -> str:
         """Close (subject, predicate, old_obj) and open (subject, predicate, new_obj) at one instant."""
         _, _, make_triple_id = mempalace_helpers()
-        boundary = _boundary(at)
+        boundary = boundary_of(at)
         subject = checked_text(subject, "subject", required=True)
         old_obj = checked_text(old_obj, "old_obj", required=True)
         new_obj = checked_text(new_obj, "new_obj", required=True)
@@ -435,7 +309,7 @@ class AgeKnowledgeGraph:
             new_name=new_obj,
             at=boundary,
             triple_id=triple_id,
-            **_provenance(confidence, source_closet, source_file, source_drawer_id, adapter_name),
+            **provenance(confidence, source_closet, source_file, source_drawer_id, adapter_name),
         )[0]
 
     def rewrite(
@@ -443,7 +317,7 @@ class AgeKnowledgeGraph:
     ) -> Optional[str]:
         """Close open fact ``triple_id`` and open its rewording; None if it is no longer open."""
         _, _, make_triple_id = mempalace_helpers()
-        boundary = _boundary(at)
+        boundary = boundary_of(at)
         pred = predicate_key(checked_text(str(predicate), "predicate", required=True))
         obj = checked_text(obj, "object", required=True)
         obj_id = entity_id_of(obj)
@@ -475,7 +349,7 @@ class AgeKnowledgeGraph:
         as_of_key = start_key(as_of) if as_of else None
         query = self._sql.query_entity(direction, bool(as_of_key))
         rows = self._all(query, eid=eid, as_of=as_of_key)
-        results = [_fact_row(name, row) for row in rows]
+        results = [fact_row(name, row) for row in rows]
         if results:
             return results
         # As MemPalace does: an entity that exists but has no facts (valid at as_of) is an empty answer;
@@ -486,7 +360,7 @@ class AgeKnowledgeGraph:
         if len(candidates) == 1:
             cand = candidates[0]
             rows = self._all(query, eid=cand["id"], as_of=as_of_key)
-            results = [_fact_row(cand["name"], row) for row in rows]
+            results = [fact_row(cand["name"], row) for row in rows]
         return results
 
     def find_entity_candidates(self, name: str) -> list:
@@ -516,8 +390,8 @@ class AgeKnowledgeGraph:
             self._sql.candidates,
             eid=eid,
             name=name,
-            name_tokens=_tokens(stripped, " "),
-            id_tokens=_tokens(eid, "_"),
+            name_tokens=name_tokens(stripped, " "),
+            id_tokens=name_tokens(eid, "_"),
             **{f"p{i}": pattern for i, pattern in enumerate(patterns)},
         )
         return [{"id": r[0], "name": r[1]} for r in rows if r[0] != eid]
@@ -592,64 +466,6 @@ class AgeKnowledgeGraph:
         """How many open facts use each predicate, most used first (``mempalace audit``'s reuse score)."""
         return {pred: int(n) for pred, n in self._all(self._sql.open_predicate_counts)}
 
-    # -- replication (MemPalace RFC 004) ------------------------------------------------------
-    _REPLICATION_TABLES = REPLICATION_COLUMNS
-
-    def dump_rows(self, table: str, after_rowid: int = 0, limit: int = 500) -> list:
-        """Rows of ``entities`` or ``triples`` after cursor ``after_rowid``, in write order.
-
-        ``_rowid`` (and ``rowid``) is the row's ``seq``: it only grows, and a row written again
-        (``apply_row``, ``add_entity``) moves past every cursor, as a replaced SQLite row does."""
-        columns = REPLICATION_COLUMNS.get(table)
-        if columns is None:
-            raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
-        query = self._sql.dump_entities if table == "entities" else self._sql.dump_triples
-        rows = self._all(query, after=int(after_rowid), limit=max(1, min(int(limit), 1000)))
-        out = []
-        for row in rows:
-            seq, values = row[0], row[1:]
-            if table == "triples":
-                values = list(values)
-                values[6] = _float(values[6])
-            out.append({"rowid": seq, **dict(zip(columns, values)), "_rowid": seq})
-        return out
-
-    def held_ids(self, table: str, ids: list) -> int:
-        """How many of ``ids`` (of ``entities``, stubs not counted, or ``triples``) this palace's graph
-        holds."""
-        query = {"entities": self._sql.held_entities, "triples": self._sql.held_triples}.get(table)
-        if query is None:
-            raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
-        return int(self._one(query, ids=list(ids))[0])
-
-    def iter_rows(self, table: str) -> Iterator[dict]:
-        """Every row of ``entities`` or ``triples`` in write order, as :meth:`dump_rows` gives them,
-        read a page at a time (the caller may change the rows it is given)."""
-        after = 0
-        while rows := self.dump_rows(table, after_rowid=after, limit=1000):
-            after = rows[-1]["_rowid"]
-            yield from rows
-
-    def apply_row(self, table: str, row: dict) -> None:
-        """Write one replicated row as given, keyed by its id (MemPalace: INSERT OR REPLACE)."""
-        if REPLICATION_COLUMNS.get(table) is None:
-            raise ValueError(f"table must be one of {sorted(REPLICATION_COLUMNS)}")
-        if not row.get("id"):
-            raise ValueError("replicated row is missing 'id'")
-        query, params = self.apply_statement(table, row, skip_unchanged=False)
-        self._one(query, **params)
-
-    def apply_statement(self, table: str, row: dict, skip_unchanged: bool) -> tuple[str, dict]:
-        """The statement and parameters writing one replicated row (validated here)."""
-        required = {"id", "name"} if table == "entities" else {"id", "subject", "predicate", "object"}
-        params: dict[str, Any] = {"skip_unchanged": skip_unchanged}
-        for column in REPLICATION_COLUMNS[table]:
-            if column == "confidence":
-                params[column] = _confidence(row.get(column))
-            else:
-                params[column] = checked_text(row.get(column), column, required=column in required)
-        return (self._sql.apply_entity if table == "entities" else self._sql.apply_triple), params
-
     # -- seeding ------------------------------------------------------------------------------
     def seed_from_entity_facts(self, entity_facts: dict) -> None:
         """Bootstrap from fact_checker-style ENTITY_FACTS (MemPalace's own routine, run on this graph)."""
@@ -664,39 +480,4 @@ class AgeKnowledgeGraph:
         )
 
 
-def _provenance(confidence, source_closet, source_file, source_drawer_id, adapter_name) -> dict:
-    return {
-        "confidence": _confidence(confidence),
-        "source_closet": checked_text(source_closet, "source_closet"),
-        "source_file": checked_text(source_file, "source_file"),
-        "source_drawer_id": checked_text(source_drawer_id, "source_drawer_id"),
-        "adapter_name": checked_text(adapter_name, "adapter_name"),
-    }
-
-
-def _fact_row(name: str, row: tuple) -> dict:
-    """One query_entity result: ``name`` is the queried entity as passed (MemPalace's convention)."""
-    direction, other, predicate, valid_from, valid_to, confidence, source_closet = row[:7]
-    return {
-        "direction": direction,
-        "subject": name if direction == "outgoing" else other,
-        "predicate": predicate,
-        "object": other if direction == "outgoing" else name,
-        "valid_from": valid_from,
-        "valid_to": valid_to,
-        "confidence": None if confidence is None else float(confidence),
-        "source_closet": source_closet,
-        "current": valid_to is None,
-    }
-
-
-__all__ = [
-    "forget_palaces",
-    "MemPalaceHelpers",
-    "mempalace_helpers",
-    "entity_id_of",
-    "predicate_key",
-    "checked_text",
-    "start_key",
-    "AgeKnowledgeGraph",
-]
+__all__ = ["forget_palaces", "AgeKnowledgeGraph"]

@@ -6,13 +6,12 @@ composes nor renders SQL. Identifiers are ``sql.Identifier``; every value a name
 from __future__ import annotations
 
 import functools
-import textwrap
 import threading
 
 from psycopg import sql
 
-from mempalace_pg.config import validate_identifier
 from mempalace_pg.db.sqlkit import STATEMENT_CACHE_SIZE, row_count
+from mempalace_pg.graph.sql_parts import DIRECTIONS, Parts, compose, render
 
 #: The columns of MemPalace's SQLite ``entities`` and ``triples`` tables, in its order: what replication
 #: (dump_rows/apply_row), the SQLite snapshot of :meth:`AgeKnowledgeGraph._conn` and kg import carry.
@@ -35,116 +34,13 @@ REPLICATION_COLUMNS = {
 }
 
 
-def _compose(template: str, **parts: sql.Composable) -> sql.Composed:
-    """``template`` (dedented and trimmed, so statements can be written as indented blocks) with each
-    ``{name}`` field replaced by the part of that name."""
-    return sql.SQL(textwrap.dedent(template).strip()).format(**parts)
-
-
-def _render(statement: sql.Composable) -> str:
-    """A composed statement as text, rendered once when it is built so that no call composes SQL.
-
-    Nothing in it depends on a connection: its identifiers are names (quoted by psycopg) and its
-    literals are constants of this module (property keys) or checked row counts."""
-    return statement.as_string(None)
-
-
-#: The shapes of query_entity's statement, by the ``direction`` it is given (any other: no facts).
-_DIRECTIONS = {"outgoing": ("out",), "incoming": ("in",), "both": ("out", "in")}
-
-
-class _Parts:
-    """The fragments the statements share, for one schema and its graph: functions of the schema,
-    the graph's two label tables, and the tests on a vertex's or edge's properties."""
-
-    def __init__(self, schema: str, graph: str):
-        self._schema = validate_identifier(schema, "schema")
-        self.entity = sql.Identifier(graph, "Entity")
-        self.fact = sql.Identifier(graph, "Fact")
-
-    def fn(self, name: str) -> sql.Identifier:
-        """A function (or table) of the schema: the kg_* functions and the key helpers of sql/0005."""
-        return sql.Identifier(self._schema, name)
-
-    def prop(self, alias: str, key: str) -> sql.Composed:
-        """Property ``key`` of the vertex or edge ``alias``, as text."""
-        return _compose(
-            "{kg_text}({alias}.properties, {key})",
-            kg_text=self.fn("kg_text"),
-            alias=sql.SQL(alias),
-            key=sql.Literal(key),
-        )
-
-    def key_is(self, alias: str, key: str, param: str) -> sql.Composed:
-        """Property ``key`` equals parameter ``param``, through the property's key index."""
-        return _compose(
-            "{kg_key}({alias}.properties, {key}) = {text_key}({param})",
-            kg_key=self.fn("kg_key"),
-            alias=sql.SQL(alias),
-            key=sql.Literal(key),
-            text_key=self.fn("text_key"),
-            param=sql.Placeholder(param),
-        )
-
-    def in_palace(self, alias: str) -> sql.Composed:
-        """The vertex or edge ``alias`` belongs to the palace of parameter ``palace``."""
-        return _compose("{palace_of} = %(palace)s::text", palace_of=self.prop(alias, "palace"))
-
-    def not_stub(self, alias: str) -> sql.Composed:
-        """The vertex ``alias`` is an entity, not a stub standing in for a fact's missing endpoint."""
-        return _compose("{stub} IS NULL", stub=self.prop(alias, "stub"))
-
-    def seq(self, alias: str) -> sql.Composed:
-        """The write order of the vertex or edge ``alias``."""
-        return _compose("{seq}::bigint", seq=self.prop(alias, "seq"))
-
-    def open_fact(self) -> sql.Composed:
-        """The edge ``f`` is a fact of the palace that is still valid."""
-        return _compose(
-            "{in_palace} AND {valid_to} IS NULL",
-            in_palace=self.in_palace("f"),
-            valid_to=self.prop("f", "valid_to"),
-        )
-
-    def both_named(self) -> sql.Composed:
-        """Both endpoints of the fact, ``s`` and ``o``, are entities."""
-        return _compose("{s} AND {o}", s=self.not_stub("s"), o=self.not_stub("o"))
-
-    def vertex_is(self) -> sql.Composed:
-        """The vertex ``v`` is the palace's entity of parameter ``eid``."""
-        return _compose(
-            "{in_palace} AND {id_is}",
-            in_palace=self.in_palace("v"),
-            id_is=self.key_is("v", "entity_id", "eid"),
-        )
-
-    def named_facts(self) -> sql.Composed:
-        """A fact with its endpoints' names (the columns of query_relationship and timeline), up to
-        its WHERE."""
-        return _compose(
-            """
-            SELECT {s_name}, {o_name}, {predicate}, {valid_from}, {valid_to}
-            FROM {fact} f
-            JOIN {entity} s ON s.id = f.start_id
-            JOIN {entity} o ON o.id = f.end_id
-            """,
-            s_name=self.prop("s", "name"),
-            o_name=self.prop("o", "name"),
-            predicate=self.prop("f", "predicate"),
-            valid_from=self.prop("f", "valid_from"),
-            valid_to=self.prop("f", "valid_to"),
-            fact=self.fact,
-            entity=self.entity,
-        )
-
-
 class Statements:
     """The SQL of every method, built once per (schema, graph) and kept as text (see
-    :func:`_statements`). Every value is a bound named parameter, ``%(palace)s`` always among them
+    :func:`statements`). Every value is a bound named parameter, ``%(palace)s`` always among them
     (the palace statements excepted); the schema and graph are validated identifiers."""
 
     def __init__(self, schema: str, graph: str):
-        parts = _Parts(schema, graph)
+        parts = Parts(schema, graph)
         self._palaces(parts)
         self._writes(parts)
         self._lookups(parts)
@@ -155,17 +51,17 @@ class Statements:
         self._pages: dict = {}
         self._pages_lock = threading.Lock()
 
-    def _palaces(self, p: _Parts) -> None:
+    def _palaces(self, p: Parts) -> None:
         palaces = p.fn("palaces")
-        self.find_palace = _render(
-            _compose(
+        self.find_palace = render(
+            compose(
                 "SELECT palace_pk FROM {palaces} WHERE namespace = %(namespace)s AND palace_key = "
                 "%(palace_key)s",
                 palaces=palaces,
             )
         )
-        self.make_palace = _render(
-            _compose(
+        self.make_palace = render(
+            compose(
                 """
             INSERT INTO {palaces} (namespace, palace_key) VALUES (%(namespace)s, %(palace_key)s)
             ON CONFLICT DO NOTHING
@@ -174,12 +70,12 @@ class Statements:
             )
         )
 
-    def _writes(self, p: _Parts) -> None:
+    def _writes(self, p: Parts) -> None:
         """The writes: one call of a kg_* SQL function each (sql/0002 and later)."""
 
         def call(fn: str, *names: str) -> str:
             args = sql.SQL(", ").join(sql.Placeholder(n) for n in ("palace", *names))
-            return _render(_compose("SELECT {fn}({args})", fn=p.fn(fn), args=args))
+            return render(compose("SELECT {fn}({args})", fn=p.fn(fn), args=args))
 
         provenance = ("confidence", "source_closet", "source_file", "source_drawer_id", "adapter_name")
         self.add_entity = call("kg_add_entity", "eid", "name", "type", "attributes")
@@ -216,10 +112,10 @@ class Statements:
         self.apply_triple = call("kg_apply_triple", *REPLICATION_COLUMNS["triples"], "skip_unchanged")
 
     # Long because its statement is written out as one SQL block (a clause a line), not by branching.
-    def _lookups(self, p: _Parts) -> None:
+    def _lookups(self, p: Parts) -> None:
         """A fact's subject, whether an entity exists, and the fuzzy candidates for a name."""
-        self.subject_of = _render(
-            _compose(
+        self.subject_of = render(
+            compose(
                 """
             SELECT {s_entity_id}
             FROM {fact} f JOIN {entity} s ON s.id = f.start_id
@@ -232,8 +128,8 @@ class Statements:
                 triple_is=p.key_is("f", "triple_id", "triple_id"),
             )
         )
-        self.entity_exists = _render(
-            _compose(
+        self.entity_exists = render(
+            compose(
                 "SELECT EXISTS (SELECT 1 FROM {entity} e WHERE {in_palace} AND {not_stub} AND {id_is})",
                 entity=p.entity,
                 in_palace=p.in_palace("e"),
@@ -249,7 +145,7 @@ class Statements:
 
         def likes(column: sql.Composable, params: range) -> sql.Composed:
             return sql.SQL(" OR ").join(
-                _compose(
+                compose(
                     "{fold}({column}) LIKE {fold}({pattern})",
                     fold=p.fn("kg_fold"),
                     column=column,
@@ -258,8 +154,8 @@ class Statements:
                 for i in params
             )
 
-        self.candidates = _render(
-            _compose(
+        self.candidates = render(
+            compose(
                 """
             WITH m AS MATERIALIZED (
                 SELECT {eid} AS id, {name} AS name, {seq} AS seq
@@ -284,7 +180,7 @@ class Statements:
             )
         )
 
-    def _facts_of_entity(self, p: _Parts) -> None:
+    def _facts_of_entity(self, p: Parts) -> None:
         """query_entity's statements: one per shape (outgoing, incoming, both, none) and as_of or not."""
         sides = {
             "out": self._side(p, "outgoing", 0, near="start_id", far="end_id"),
@@ -292,16 +188,16 @@ class Statements:
         }
         valid_at = self._valid_at(p)
         self._query_entity = {}
-        for shape in (*_DIRECTIONS.values(), ()):
+        for shape in (*DIRECTIONS.values(), ()):
             for as_of in (False, True):
                 chosen = [sql.SQL(" ").join([sides[s], valid_at]) if as_of else sides[s] for s in shape]
                 if not chosen:  # MemPalace returns nothing for an unknown direction
-                    chosen = [_compose("{out} AND false", out=sides["out"])]
+                    chosen = [compose("{out} AND false", out=sides["out"])]
                 union = sql.SQL(" UNION ALL ").join(chosen)
-                self._query_entity[shape, as_of] = _render(
-                    _compose("SELECT * FROM ({union}) q ORDER BY part, seq", union=union)
+                self._query_entity[shape, as_of] = render(
+                    compose("SELECT * FROM ({union}) q ORDER BY part, seq", union=union)
                 )
-        relationship = _compose(
+        relationship = compose(
             "{named} WHERE {in_palace} AND {predicate_is} AND {both_named}",
             named=p.named_facts(),
             in_palace=p.in_palace("f"),
@@ -309,21 +205,21 @@ class Statements:
             both_named=p.both_named(),
         )
         self._relationship = {
-            False: _render(_compose("{facts} ORDER BY {seq}", facts=relationship, seq=p.seq("f"))),
-            True: _render(
-                _compose(
+            False: render(compose("{facts} ORDER BY {seq}", facts=relationship, seq=p.seq("f"))),
+            True: render(
+                compose(
                     "{facts} {valid_at} ORDER BY {seq}", facts=relationship, valid_at=valid_at, seq=p.seq("f")
                 )
             ),
         }
 
     @staticmethod
-    def _side(p: _Parts, direction: str, part: int, *, near: str, far: str) -> sql.Composed:
+    def _side(p: Parts, direction: str, part: int, *, near: str, far: str) -> sql.Composed:
         """The facts on one side of the entity ``eid``: ``near`` is the edge's end at the entity."""
         fields = sql.SQL(", ").join(
             p.prop("f", k) for k in ("predicate", "valid_from", "valid_to", "confidence", "source_closet")
         )
-        return _compose(
+        return compose(
             """
             SELECT {direction}, {o_name}, {fields}, {part} AS part, {seq} AS seq
             FROM {entity} v JOIN {fact} f ON f.{near} = v.id
@@ -344,9 +240,9 @@ class Statements:
         )
 
     @staticmethod
-    def _valid_at(p: _Parts) -> sql.Composed:
+    def _valid_at(p: Parts) -> sql.Composed:
         """The fact ``f`` is valid at parameter ``as_of`` (a start key, see :func:`start_key`)."""
-        return _compose(
+        return compose(
             """
             AND ({valid_from} IS NULL OR {start_key}({valid_from}) COLLATE "C" <= %(as_of)s)
             AND ({valid_to} IS NULL OR {end_key}({valid_to}) COLLATE "C" > %(as_of)s)
@@ -357,11 +253,11 @@ class Statements:
             end_key=p.fn("kg_end_key"),
         )
 
-    def _timeline(self, p: _Parts) -> None:
+    def _timeline(self, p: Parts) -> None:
         """timeline's statements, up to their page (see :meth:`timeline`), and their totals."""
         # In the order of the fact_timeline index (prefixes of valid_from and triple id), ties broken
         # by the whole values: MemPalace's order for every date MemPalace writes (sql/0005).
-        order = _compose(
+        order = compose(
             """
             ORDER BY (left({valid_from}, 64) COLLATE "C") NULLS LAST, (left({triple_id}, 200) COLLATE "C"),
                      ({valid_from} COLLATE "C") NULLS LAST, ({triple_id} COLLATE "C")
@@ -369,19 +265,19 @@ class Statements:
             valid_from=p.prop("f", "valid_from"),
             triple_id=p.prop("f", "triple_id"),
         )
-        vertex = _compose(
+        vertex = compose(
             "(SELECT v.id FROM {entity} v WHERE {vertex_is})", entity=p.entity, vertex_is=p.vertex_is()
         )
         touches = sql.SQL("(f.start_id = (SELECT id FROM v) OR f.end_id = (SELECT id FROM v))")
         self._timeline_of = {
-            False: _compose(
+            False: compose(
                 "{named} WHERE {in_palace} AND {both_named} {order}",
                 named=p.named_facts(),
                 in_palace=p.in_palace("f"),
                 both_named=p.both_named(),
                 order=order,
             ),
-            True: _compose(
+            True: compose(
                 "WITH v AS MATERIALIZED {vertex} {named} WHERE {touches} AND {both_named} {order}",
                 vertex=vertex,
                 named=p.named_facts(),
@@ -390,13 +286,13 @@ class Statements:
                 order=order,
             ),
         }
-        self.timeline_total_all = _render(
-            _compose(
+        self.timeline_total_all = render(
+            compose(
                 "SELECT count(*) FROM {fact} f WHERE {in_palace}", fact=p.fact, in_palace=p.in_palace("f")
             )
         )
-        self.timeline_total_entity = _render(
-            _compose(
+        self.timeline_total_entity = render(
+            compose(
                 "WITH v AS MATERIALIZED {vertex} SELECT count(*) FROM {fact} f WHERE {touches}",
                 vertex=vertex,
                 fact=p.fact,
@@ -405,11 +301,11 @@ class Statements:
         )
 
     # Long because its statement is written out as one SQL block (a clause a line), not by branching.
-    def _summaries(self, p: _Parts) -> None:
+    def _summaries(self, p: Parts) -> None:
         """stats, the open facts (kg normalize) and their predicates (audit), an import's check."""
         predicate, valid_from = p.prop("f", "predicate"), p.prop("f", "valid_from")
-        self.stats = _render(
-            _compose(
+        self.stats = render(
+            compose(
                 """
             SELECT (SELECT count(*) FROM {entity} e WHERE {e_in_palace} AND {e_not_stub}),
                    (SELECT count(*) FROM {fact} f WHERE {f_in_palace}),
@@ -426,8 +322,8 @@ class Statements:
                 predicate=predicate,
             )
         )
-        self.open_facts = _render(
-            _compose(
+        self.open_facts = render(
+            compose(
                 """
             SELECT {triple_id}, {predicate}, {s_name}, {o_name}, {valid_from}
             FROM {fact} f
@@ -448,8 +344,8 @@ class Statements:
                 seq=p.seq("f"),
             )
         )
-        self.open_predicate_counts = _render(
-            _compose(
+        self.open_predicate_counts = render(
+            compose(
                 """
             SELECT {predicate} COLLATE "C" AS p, count(*) FROM {fact} f WHERE {open_fact}
             GROUP BY 1 ORDER BY 2 DESC, 1
@@ -460,11 +356,11 @@ class Statements:
             )
         )
         # how many of a list of ids the palace holds (an import's check), through the key indexes
-        keys = _compose(
+        keys = compose(
             "ARRAY(SELECT {text_key}(x) FROM unnest(%(ids)s::text[]) AS x)", text_key=p.fn("text_key")
         )
-        self.held_entities = _render(
-            _compose(
+        self.held_entities = render(
+            compose(
                 """
             SELECT count(*) FROM {entity} e
             WHERE {in_palace} AND {not_stub} AND {kg_key}(e.properties, 'entity_id') = ANY({keys})
@@ -476,8 +372,8 @@ class Statements:
                 keys=keys,
             )
         )
-        self.held_triples = _render(
-            _compose(
+        self.held_triples = render(
+            compose(
                 """
             SELECT count(*) FROM {fact} f
             WHERE {in_palace} AND {kg_key}(f.properties, 'triple_id') = ANY({keys})
@@ -489,13 +385,13 @@ class Statements:
             )
         )
 
-    def _replication(self, p: _Parts) -> None:
+    def _replication(self, p: Parts) -> None:
         """dump_rows's pages of entities and of triples, in write order."""
         entity_columns = sql.SQL(", ").join(
             [p.seq("e"), *(p.prop("e", k) for k in ("entity_id", "name", "type", "attributes", "created_at"))]
         )
-        self.dump_entities = _render(
-            _compose(
+        self.dump_entities = render(
+            compose(
                 """
             SELECT {columns} FROM {entity} e
             WHERE {in_palace} AND {not_stub} AND {seq} > %(after)s
@@ -516,14 +412,14 @@ class Statements:
             p.prop("o", "entity_id"),
             p.prop("f", "valid_from"),
             p.prop("f", "valid_to"),
-            _compose("({confidence})::double precision", confidence=p.prop("f", "confidence")),
+            compose("({confidence})::double precision", confidence=p.prop("f", "confidence")),
             *(
                 p.prop("f", k)
                 for k in ("source_closet", "source_file", "source_drawer_id", "adapter_name", "extracted_at")
             ),
         ]
-        self.dump_triples = _render(
-            _compose(
+        self.dump_triples = render(
+            compose(
                 """
             SELECT {columns}
             FROM {fact} f
@@ -541,7 +437,7 @@ class Statements:
         )
 
     def query_entity(self, direction: str, as_of: bool) -> str:
-        return self._query_entity[_DIRECTIONS.get(direction, ()), as_of]
+        return self._query_entity[DIRECTIONS.get(direction, ()), as_of]
 
     def query_relationship(self, as_of: bool) -> str:
         return self._relationship[as_of]
@@ -554,8 +450,8 @@ class Statements:
         key = (of_entity, limit, offset)
         statement = self._pages.get(key)
         if statement is None:
-            statement = _render(
-                _compose(
+            statement = render(
+                compose(
                     "{facts} LIMIT {limit} OFFSET {offset}",
                     facts=self._timeline_of[of_entity],
                     limit=row_count(limit),

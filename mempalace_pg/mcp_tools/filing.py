@@ -220,7 +220,7 @@ def _file_once(memory, ids, documents, metadatas, embeddings, palace_path, setti
     """One transaction: the drawer if absent, then the facts. Returns (the drawer existed, each fact's
     triple id, the ids of the facts this transaction stored)."""
     from mempalace_pg.atomic import unit_of_work
-    from mempalace_pg.graph.kg import entity_id_of, predicate_key
+    from mempalace_pg.graph.values import entity_id_of, predicate_key
 
     results = []
     created = set()

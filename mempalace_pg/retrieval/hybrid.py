@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 from psycopg import sql
 
 from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
-from mempalace_pg.graph.kg import checked_text
+from mempalace_pg.graph.values import checked_text
 from mempalace_pg.retrieval.base import SearchBase, loaded_json, wing_room_keys
 from mempalace_pg.store import search
 

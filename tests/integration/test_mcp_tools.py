@@ -261,7 +261,8 @@ def test_file_memory_is_one_transaction(mined, pg_dsn, pg_schema):
     and an earlier fact were written, and a connection lost in the middle, both leave nothing."""
     import psycopg
 
-    from mempalace_pg.graph.kg import AgeKnowledgeGraph, entity_id_of
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.graph.values import entity_id_of
 
     bad_second = {
         **MEMORY,

@@ -56,8 +56,10 @@ ALLOWED_PRIVATE = {
     },
     "mcp_tools.in_mempalace": {"_READ_ONLY_REFUSED_TOOLS"},
     "graph.routing": {"_SQLITE_KNOWLEDGE_GRAPH"},
-    # MemPalace's SQLite graph, built in memory for kg._conn(); and bound_to()'s copy of itself
-    "graph.kg": {"_connection", "_lock", "_init_db", "_escape_like", "_bound"},
+    # bound_to()'s copy of itself; MemPalace's LIKE escaping
+    "graph.kg": {"_connection", "_lock", "_escape_like", "_bound"},
+    # MemPalace's SQLite graph, built in memory for kg._conn()
+    "graph.replication": {"_connection", "_lock", "_init_db"},
     # Database.get, a classmethod, fills in the instance it makes
     "db.pool": {"_pool"},
 }
