@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from typing import TYPE_CHECKING, Any, Optional
 
 import psycopg
@@ -21,22 +20,17 @@ from mempalace.backends.base import (
     BackendClosedError,
     BaseCollection,
     DimensionMismatchError,
-    EmbedderIdentity,
     GetResult,
-    HealthStatus,
     LexicalHit,
     LexicalResult,
-    MaintenanceResult,
     PalaceRef,
     QueryResult,
-    UnsupportedMaintenanceKindError,
     _IncludeSpec,  # noqa: PLC2701 - MemPalace's own parser of include=, so ours cannot drift from it
 )
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from mempalace_pg.config import Settings
-from mempalace_pg.db import locks
 from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count
 from mempalace_pg.store import indexing, search
 from mempalace_pg.store.filters import INDEX_PREFIX, wing_room_equalities
@@ -49,6 +43,7 @@ from mempalace_pg.store.records import (
     clean_lookup_ids,
     clean_metadata,
 )
+from mempalace_pg.store.upkeep import CollectionUpkeep
 from mempalace_pg.text import storable
 
 if TYPE_CHECKING:
@@ -60,7 +55,7 @@ if TYPE_CHECKING:
 COLLECTIONS = (DRAWERS_COLLECTION, "mempalace_closets", "mempalace_assets")
 
 
-class PostgresCollection(BaseCollection):
+class PostgresCollection(CollectionUpkeep, BaseCollection):
     """One collection of one palace. Obtain it from :meth:`PostgresBackend.get_collection`."""
 
     upsert_merges_metadata = False
@@ -495,115 +490,6 @@ class PostgresCollection(BaseCollection):
                 if r[3] and r[3] > 0
             ]
         )
-
-    # -- identity, maintenance, lifecycle -----------------------------------------------------
-    def get_stored_embedder_identity(self) -> Optional[EmbedderIdentity]:
-        db = self.database()
-        query = sql.SQL(
-            "SELECT embedder_model, embedder_dimension FROM {} WHERE collection_pk = %(pk)s"
-        ).format(db.ident("collections"))
-        row = db.run(lambda conn: conn.execute(query, {"pk": self.partition.pk}).fetchone())
-        if not row or not row[0]:
-            return None
-        return EmbedderIdentity(model_name=row[0], dimension=int(row[1] or 0))
-
-    def set_embedder_identity(self, identity: EmbedderIdentity) -> None:
-        db = self.database()
-        query = sql.SQL(
-            "UPDATE {} SET embedder_model = %(model)s, embedder_dimension = %(dimension)s, "
-            "embedder_recorded_at = now() WHERE collection_pk = %(pk)s"
-        ).format(db.ident("collections"))
-        params = {
-            "model": identity.model_name,
-            "dimension": int(identity.dimension or 0),
-            "pk": self.partition.pk,
-        }
-        db.run(lambda conn: conn.execute(query, params))
-
-    def effective_embedder_identity(self) -> Optional[EmbedderIdentity]:
-        return None  # MemPalace embeds for us; its configured model is the identity
-
-    def estimated_count(self) -> int:
-        db = self.database()
-        query = "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass"
-        return int(db.run(lambda conn: conn.execute(query, (self.partition.relname,)).fetchone()[0]))
-
-    def maintenance_state(self) -> dict:
-        db = self.database()
-        query = sql.SQL(
-            "SELECT (SELECT count(*) FROM {t}), "
-            " (SELECT array_agg(index_name ORDER BY lo) FROM {segs} WHERE collection_pk = %(pk)s), "
-            " (SELECT bool_and(i.indisvalid) FROM {segs} s JOIN pg_class c ON c.relname = s.index_name"
-            "   JOIN pg_index i ON i.indexrelid = c.oid WHERE s.collection_pk = %(pk)s"
-            "   AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = %(rel)s::regclass)), "
-            " (SELECT GREATEST(last_analyze, last_autoanalyze) FROM pg_stat_user_tables WHERE relid = "
-            "%(rel)s::regclass), "
-            " (SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables WHERE relid = "
-            "%(rel)s::regclass)"
-        ).format(t=self.partition.table, segs=db.ident("vector_segments"))
-        rel = self.partition.relname
-        count, segments, valid, analyzed, changes = db.run(
-            lambda conn: conn.execute(query, {"rel": rel, "pk": self.partition.pk}).fetchone()
-        )
-        return {
-            "rows": int(count),
-            "fresh_rows": self.partition.fresh_count(),
-            "dimension": self.partition.dimension,
-            "vector_index": segments[-1] if segments else None,
-            "vector_index_segments": list(segments or []),
-            "vector_index_valid": valid,
-            "last_analyze": analyzed.isoformat() if analyzed else None,
-            "consistency_token": int(changes or 0),
-        }
-
-    def run_maintenance(self, kind: str) -> MaintenanceResult:
-        if kind not in self._backend.maintenance_kinds:
-            raise UnsupportedMaintenanceKindError(f"postgres backend has no maintenance kind {kind!r}")
-        db = self.database()
-        rel = self.partition.relname
-        key = f"mempalace_pg:{kind}:{rel}"
-        # a session lock held across statements (and a VACUUM): a session of its own, even behind a pooler
-        with db.session(f"maintenance {kind!r}") as conn:
-            got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]
-            if not got:
-                return MaintenanceResult(kind=kind, status="already_running")
-            try:
-                if kind == "analyze":
-                    # the palace's knowledge graph shares the database: refresh its planner statistics too
-                    graph = db.settings.graph
-                    # ANALYZE waits for the table lock a folder's concurrent build holds, and the build
-                    # waits for ANALYZE's snapshot: take the segments lock first (db/locks.py).
-                    segments = locks.segments_key(db.schema, self.partition.pk)
-                    with locks.held(conn, [segments], what=f"maintenance 'analyze' of {rel}"):
-                        conn.execute(
-                            sql.SQL("ANALYZE {}, {}, {}").format(
-                                self.partition.table,
-                                sql.Identifier(graph, "Entity"),
-                                sql.Identifier(graph, "Fact"),
-                            )
-                        )
-                    return MaintenanceResult(kind=kind, status="ran", stats={"table": rel, "graph": graph})
-                dim = self.partition.known_dimension()
-                if dim is None:
-                    return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})
-                t0 = time.perf_counter()
-                self.partition.build_vector_index(conn, dim)
-                return MaintenanceResult(
-                    kind=kind,
-                    status="ran",
-                    stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)},
-                )
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
-
-    def health(self) -> HealthStatus:
-        if self._closed or self._backend.closed:
-            return HealthStatus.unhealthy("collection closed")
-        try:
-            self.count()
-        except Exception as exc:  # reported, not raised
-            return HealthStatus.unhealthy(str(exc))
-        return HealthStatus.healthy()
 
     def close(self) -> None:
         self._closed = True
