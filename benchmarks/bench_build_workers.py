@@ -27,11 +27,11 @@ import time
 import uuid
 from pathlib import Path
 
+import bench_backends as bb
+import bench_real_path as rp
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-import bench_backends as bb  # noqa: E402
-import bench_real_path as rp  # noqa: E402
 
 BATCH = 1000
 SCRIPT = str(Path(__file__).resolve())

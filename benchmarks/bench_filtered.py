@@ -32,10 +32,8 @@ import time
 import uuid
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_backends as bb
+import numpy as np
 from skewed_palace import SkewedPalace
 
 QUERIES = 80

@@ -23,11 +23,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import bench_backends as bb
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import bench_backends as bb  # noqa: E402
 
 CONFIGS = ["vector:16:64", "vector:12:64", "vector:16:48", "vector:12:48", "halfvec:16:64"]
 EF_SEARCH = (100, 150, 200)

@@ -29,7 +29,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
 ENTITIES = 5000
 PREDICATES = [f"rel_{i}" for i in range(40)]
@@ -190,7 +189,7 @@ def cypher_lookup(kg, names):
     """The same one-entity lookup as a parameterised, prepared Cypher query (for reference)."""
     import psycopg
 
-    with psycopg.connect(kg._settings.dsn, autocommit=True) as conn:
+    with psycopg.connect(kg.settings.dsn, autocommit=True) as conn:
         conn.execute("LOAD 'age'")
         conn.execute('SET search_path = ag_catalog, "$user", public')
         conn.execute("SET statement_timeout = '20s'")
@@ -220,9 +219,9 @@ def write_floor(kg):
     and a one-row INSERT into a scratch table committed with and without waiting for the WAL flush."""
     import psycopg
 
-    table = f'"{kg._schema}".bench_commit_floor'
+    table = f'"{kg.settings.schema}".bench_commit_floor'
     out = {}
-    with psycopg.connect(kg._settings.dsn, autocommit=True) as conn:
+    with psycopg.connect(kg.settings.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (i int)")
         try:
             for key, setting, statement in (

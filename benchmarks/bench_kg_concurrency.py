@@ -30,13 +30,11 @@ import time
 import uuid
 from pathlib import Path
 
+import bench_backends as bb
+import bench_kg
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT))
-
-import bench_backends as bb  # noqa: E402
-import bench_kg  # noqa: E402
 
 CHILD = r"""
 import json, sys, time

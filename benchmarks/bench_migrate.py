@@ -21,12 +21,10 @@ import time
 import uuid
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+import bench_backends as bb
+from bench_retrieval import make_facts, report_head, report_options, save_and_report
 
-import bench_backends as bb  # noqa: E402
-from bench_retrieval import make_facts, report_head, report_options, save_and_report  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def build_chroma(path: Path, n: int, triples: int) -> float:

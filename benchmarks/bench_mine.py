@@ -31,10 +31,8 @@ import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_backends as bb
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -32,12 +32,10 @@ import time
 import uuid
 from pathlib import Path
 
+import bench_backends as bb
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT))
-
-import bench_backends as bb  # noqa: E402
 
 # A new process: open the palace, one query, the times printed as JSON (run by `search_process`).
 SEARCH_CHILD = r"""

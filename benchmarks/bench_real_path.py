@@ -36,10 +36,8 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_backends as bb
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 PROBES = (1.0, 10.0, 60.0)

@@ -35,13 +35,10 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+import bench_backends as bb
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-
-import bench_backends as bb  # noqa: E402  (drawer data generator and backend openers)
 
 RRF_K = 60
 DEPTH = 50  # candidates per ranking (hybrid), nearest drawers (entities)
@@ -247,13 +244,13 @@ def run_store(args, store: str) -> dict:
             from mempalace_pg.retrieval import PalaceSearch
 
             settings = Settings.load()
-            kg = AgeKnowledgeGraph(palace_key=col._palace.id, settings=settings)
+            kg = AgeKnowledgeGraph(palace_key=col.palace.id, settings=settings)
             t0 = time.perf_counter()
             load_age(kg, entities, triples)
             out["load_s"]["age graph"] = round(time.perf_counter() - t0, 1)
             settle_tables = [(kg.graph_name, "Entity"), (kg.graph_name, "Fact")]
             kg.close()
-            ours = PalaceSearch(palace_key=col._palace.id, settings=settings)
+            ours = PalaceSearch(palace_key=col.palace.id, settings=settings)
         else:
             from mempalace_pg.graph.routing import sqlite_class
 

@@ -36,13 +36,12 @@ import time
 import uuid
 from pathlib import Path
 
+import bench_backends as bb
+import bench_filtered as bf
 import numpy as np
+from skewed_palace import SkewedPalace
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import bench_backends as bb  # noqa: E402
-import bench_filtered as bf  # noqa: E402
-from skewed_palace import SkewedPalace  # noqa: E402
 
 FILTERS = ("unfiltered", "wing", "wing_room")
 QUERIES = 60

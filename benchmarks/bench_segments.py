@@ -34,12 +34,11 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+import bench_backends as bb
+import bench_real_path as rp
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import bench_backends as bb  # noqa: E402
-import bench_real_path as rp  # noqa: E402
 
 LAYOUTS = {"one": (1.0,), "two": (0.74, 0.26), "four": (0.34, 0.30, 0.22, 0.14)}
 BREADTHS = (40, 60, 100, 150)

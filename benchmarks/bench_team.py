@@ -48,12 +48,10 @@ import time
 import uuid
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_backends as bb
 import bench_kg
 import bench_mine as bm
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 DOCS = Path("/usr/share/doc/python3.11/html/_sources")

@@ -26,14 +26,11 @@ import time
 import uuid
 from pathlib import Path
 
+import bench_backends as bb
 import numpy as np
+from bench_retrieval import make_facts, report_head, report_options, save_and_report
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-
-import bench_backends as bb  # noqa: E402
-from bench_retrieval import make_facts, report_head, report_options, save_and_report  # noqa: E402
 
 TIMEOUT_MS = 10_000
 
@@ -74,7 +71,7 @@ def run(facts: int, entities: int, dsn: str, reps: int) -> dict:
             conn.execute(f"SET search_path = {schema}, public, ag_catalog")
             conn.execute(f"SET statement_timeout = {TIMEOUT_MS}")
             for hops in (1, 2, 3):
-                walk, wparams = search._walk(palace, "__ID__", hops, None)
+                walk, wparams = search.neighbourhood_ctes(palace, hops)
                 unrolled = (
                     walk
                     + psycopg.sql.SQL(" SELECT array_agg(vertex::text::bigint) FROM hood WHERE depth > 0")
@@ -115,7 +112,7 @@ def run(facts: int, entities: int, dsn: str, reps: int) -> dict:
                     ),
                     "unrolled walk": (
                         unrolled,
-                        lambda e, wp=wparams: [e if p == "__ID__" else p for p in wp],
+                        lambda e, wp=wparams: {**wp, "entity": e, "as_of": None},
                     ),
                 }
                 reference = None

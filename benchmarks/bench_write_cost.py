@@ -34,14 +34,11 @@ import time
 import uuid
 from pathlib import Path
 
+import bench_backends as bb
 import numpy as np
+from bench_retrieval import run_benchmark
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-
-import bench_backends as bb  # noqa: E402
-from bench_retrieval import run_benchmark  # noqa: E402
 
 UPSERT = 50
 VARIANTS = ("words", "tokens")

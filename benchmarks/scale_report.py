@@ -16,7 +16,6 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_backends as bb
 
 HERE = Path(__file__).resolve().parent

@@ -56,7 +56,7 @@ class AroundEntity(SearchBase):
 
         def build():
             t = self._fn("kg_text")
-            head, params = self._walk(palace, hops)
+            head, params = self.neighbourhood_ctes(palace, hops)
             counts = sql.SQL(
                 "(SELECT count(*) FROM hood), (SELECT count(*) FROM facts), (SELECT count(*) FROM evidence)"
             )

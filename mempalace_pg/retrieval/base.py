@@ -133,7 +133,7 @@ class SearchBase:
         ).format(t=t, f=f)
 
     # Long because its statement is written out as one SQL block (a clause a line), not by branching.
-    def _walk(self, palace: int, hops: int) -> tuple[sql.Composable, dict]:
+    def neighbourhood_ctes(self, palace: int, hops: int) -> tuple[sql.Composable, dict]:
         """CTEs of the neighbourhood of the entity ``%(entity)s`` valid at ``%(as_of)s`` (both the caller's
         per-call parameters), unrolled hop by hop (the statement is prepared once per ``hops``):
 
