@@ -89,3 +89,22 @@ def test_the_readme_is_a_first_five_minutes():
     assert len(readme.splitlines()) <= 220
     for page in (ROOT / "docs").glob("*.md"):
         assert f"docs/{page.name}" in readme, f"docs/{page.name} is not linked from the README"
+
+
+def test_every_tracked_benchmark_output_is_cited():
+    """``benchmarks/out/`` holds a benchmark's current figures (``<benchmark>.json`` or a chart of it,
+    named as its RESULTS.md section's marker, or named in RESULTS.md or a page), and history under
+    ``out/history/`` and ``out/before_after/``; nothing else."""
+    listed = subprocess.run(
+        ["git", "ls-files", "benchmarks/out"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    markers = set(re.findall(r"<!-- benchmark: (\S+) -->", results))
+    cited = results + "".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md"))
+    stray = []
+    for name in listed:
+        path = Path(name)
+        if path.parts[2] in ("history", "before_after") or path.stem in markers or path.name in cited:
+            continue
+        stray.append(name)
+    assert stray == []
