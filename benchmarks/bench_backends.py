@@ -19,189 +19,39 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
+from common import (
+    BATCH,
+    DIM,
+    PLANTED,
+    PLANTED_AT,
+    ChildFailed,
+    batch_data,
+    child_json,
+    cleanup,
+    cluster_centers,
+    open_collection,
+    provisioned_dsn,
+    query_vectors,
+    ratio,
+    record_report,
+    rss_mb,
+    settle,
+    summary,
+    timed,
+    versions,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DIM = 384
-CLUSTERS = 50
-WINGS = [f"wing_{i}" for i in range(8)]
-ROOMS = [f"room_{i}" for i in range(10)]
-CHUNKS_PER_FILE = 10
-BATCH = 1000
-PLANTED = "zyzzyvaquartz"
-PLANTED_AT = 1234  # the one drawer whose text holds PLANTED
-VOCAB = [
-    f"w{i}" for i in range(4000)
-] + "the palace memory postgres garden basil decision meeting code review".split()
-
-
-# ----------------------------------------------------------------------------- data
-def cluster_centers() -> np.ndarray:
-    """The centres of the clusters the generated vectors are drawn around (the same on every run)."""
-    return np.random.default_rng(12345).normal(size=(CLUSTERS, DIM)).astype(np.float32)
-
-
-def batch_data(start: int, n: int, centers: np.ndarray):
-    """Deterministic drawers start..start+n (any batch can be regenerated on its own)."""
-    rng = np.random.default_rng(1_000_003 + start)
-    cl = rng.integers(0, CLUSTERS, n)
-    vecs = centers[cl] + 0.6 * rng.normal(size=(n, DIM)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    base = datetime(2025, 1, 1)
-    ids, docs, metas = [], [], []
-    words = rng.integers(0, len(VOCAB), (n, 60))
-    for j in range(n):
-        i = start + j
-        wing = WINGS[i % len(WINGS)]
-        room = ROOMS[(i // len(WINGS)) % len(ROOMS)]
-        file_no = i // CHUNKS_PER_FILE
-        ids.append(f"drawer_{wing}_{room}_{i:08d}")
-        text = " ".join(VOCAB[k] for k in words[j])
-        if i == PLANTED_AT:
-            text += f" {PLANTED}"
-        docs.append(text)
-        metas.append(
-            {
-                "wing": wing,
-                "room": room,
-                "source_file": f"/home/user/projects/{wing}/file_{file_no}.md",
-                "chunk_index": i % CHUNKS_PER_FILE,
-                "added_by": "miner",
-                "normalize_version": 2,
-                "filed_at": (base + timedelta(minutes=i)).isoformat(),
-                "source_mtime": 1735689600.0 + i,
-            }
-        )
-    return ids, docs, metas, vecs
-
-
-def query_vectors(k: int, seed: int, centers: np.ndarray) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    q = centers[rng.integers(0, CLUSTERS, k)] + 0.6 * rng.normal(size=(k, DIM)).astype(np.float32)
-    return q / np.linalg.norm(q, axis=1, keepdims=True)
-
-
-# ----------------------------------------------------------------------------- backends
-def open_collection(name: str, palace: str, dsn: str, tag: str):
-    from mempalace.backends import PalaceRef
-
-    ref = PalaceRef(id=palace, local_path=palace)
-    if name == "postgres":
-        from mempalace_pg.store.backend import PostgresBackend
-
-        os.environ["MEMPALACE_PG_DSN"] = dsn
-        os.environ["MEMPALACE_PG_SCHEMA"] = f"bench_{tag}"
-        backend = PostgresBackend()
-        return backend, backend.get_collection(palace=ref, collection_name="mempalace_drawers", create=True)
-    if name in ("pgvector", "pgvector_hnsw"):
-        from mempalace.backends.pgvector import PgVectorBackend
-
-        backend = PgVectorBackend()
-        col = backend.get_collection(
-            palace=ref,
-            collection_name="mempalace_drawers",
-            create=True,
-            options={"dsn": dsn, "namespace": f"bench_{tag}"},
-        )
-        return backend, col
-    if name == "chroma":
-        from mempalace.backends.chroma import ChromaBackend
-
-        backend = ChromaBackend()
-        return backend, backend.get_collection(palace=ref, collection_name="mempalace_drawers", create=True)
-    raise SystemExit(f"unknown backend {name}")
-
-
-def settle(dsn: str, tables: list) -> float:
-    """VACUUM (ANALYZE) tables a load has just filled, as autovacuum would do within a minute anyway, so no
-    backend is measured while autovacuum scans its table. Returns the seconds it took (not ingest time).
-    ``tables`` are (schema or None, table) pairs."""
-    import psycopg
-    from psycopg import sql
-
-    t0 = time.perf_counter()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for schema, table in tables:
-            name = sql.Identifier(schema, table) if schema else sql.Identifier(table)
-            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(name))
-    return time.perf_counter() - t0
-
-
-def cleanup(name: str, dsn: str, tag: str, col) -> None:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        if name == "postgres":
-            conn.execute(f"DROP SCHEMA IF EXISTS bench_{tag} CASCADE")
-            # the palace's AGE graph lives in its own schema, registered in ag_catalog: drop it through AGE
-            conn.execute(
-                "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-                (f"bench_{tag}_kg",),
-            )
-        elif name.startswith("pgvector"):
-            conn.execute(f'DROP TABLE IF EXISTS "{col._table}"')
-
-
-def load_drawers(col, name: str, n: int, centers) -> float:
-    """Drawers 0..n into ``col``: ``postgres`` through its bulk path, other backends by upserts of BATCH;
-    the seconds it took."""
-    t0 = time.perf_counter()
-    if name == "postgres":
-        with col.bulk_load() as load:
-            for start in range(0, n, BATCH):
-                ids, docs, metas, vecs = batch_data(start, min(BATCH, n - start), centers)
-                load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
-    else:
-        for start in range(0, n, BATCH):
-            ids, docs, metas, vecs = batch_data(start, min(BATCH, n - start), centers)
-            col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
-    return time.perf_counter() - t0
-
-
-# ----------------------------------------------------------------------------- timing
-def timed(fn, *, reps: int, budget_s: float = 20.0, min_reps: int = 5):
-    """Call fn(i) up to ``reps`` times (fewer if it runs past ``budget_s``); return ms timings, last
-    result."""
-    times, result = [], None
-    start = time.perf_counter()
-    for i in range(reps):
-        t0 = time.perf_counter()
-        result = fn(i)
-        times.append((time.perf_counter() - t0) * 1000)
-        if i + 1 >= min_reps and time.perf_counter() - start > budget_s:
-            break
-    return times, result
-
-
-def summary(times: list[float]) -> dict:
-    arr = np.asarray(times)
-    return {"p50": float(np.percentile(arr, 50)), "p95": float(np.percentile(arr, 95)), "n": len(times)}
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory since it started (VmHWM: getrusage's maxrss survives exec, so a
-    child would report its parent's peak)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return rss_mb()
-
-
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 # ----------------------------------------------------------------------------- child: one backend, one size
@@ -394,80 +244,6 @@ def run_child(name: str, n: int, dsn: str) -> dict:  # noqa: C901 - one linear s
     return out
 
 
-# ----------------------------------------------------------------------------- parent: orchestrate + report
-def provisioned_dsn() -> str:
-    dsn = os.environ.get("MEMPALACE_PG_DSN") or os.environ.get("MEMPALACE_PG_TEST_DSN")
-    if dsn:
-        return dsn
-    proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "provision-postgres.sh")], capture_output=True, text=True, check=True
-    )
-    return proc.stdout.strip().splitlines()[-1]
-
-
-class ChildFailed(RuntimeError):
-    """A benchmark child process exited with an error; ``stderr`` holds its output when captured."""
-
-    def __init__(self, returncode: int, stderr: str):
-        super().__init__(f"exit {returncode}")
-        self.returncode, self.stderr = returncode, stderr
-
-
-def child_json(
-    script: str, child_args: list, dsn: str, *, capture_stderr: bool = False, env: Optional[dict] = None
-) -> dict:
-    """Run ``script --child <child_args>`` in a fresh Python process against ``dsn`` and return the JSON
-    object it prints last. One BLAS thread: numpy's idle worker threads would otherwise spin on the
-    second core while the store under test works. Its stderr streams through unless ``capture_stderr``;
-    ``env`` adds to (or overrides) the environment it inherits."""
-    proc = subprocess.run(
-        [sys.executable, script, "--child", *map(str, child_args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE if capture_stderr else None,
-        text=True,
-        env=dict(
-            os.environ,
-            MEMPALACE_PG_DSN=dsn,
-            OPENBLAS_NUM_THREADS="1",
-            OMP_NUM_THREADS="1",
-            MKL_NUM_THREADS="1",
-            **(env or {}),
-        ),
-    )
-    if proc.returncode != 0:
-        raise ChildFailed(proc.returncode, proc.stderr or "")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def versions(dsn: str) -> dict:
-    import psycopg
-
-    with psycopg.connect(dsn) as conn:
-        server = conn.execute("SHOW server_version").fetchone()[0]
-        ext = dict(
-            conn.execute(
-                "SELECT name, default_version FROM pg_available_extensions WHERE name IN ('vector', 'age')"
-            ).fetchall()
-        )
-    from importlib.metadata import version
-
-    return {
-        "postgresql": server,
-        "pgvector": ext.get("vector"),
-        "age": ext.get("age"),
-        "mempalace": version("mempalace"),
-        "mempalace_pg": version("mempalace-pg"),
-        "chromadb": version("chromadb"),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "machine": platform.machine(),
-    }
-
-
-def ratio(slow: float, fast: float) -> str:
-    return f"{slow / fast:,.1f}x" if fast > 0 else "n/a"
-
-
 def render(results: list[dict], meta: dict) -> str:
     lines = [f"## Backends at {', '.join(f'{n:,}' for n in meta['sizes'])} drawers — {meta['date']}", ""]
     lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".")
@@ -586,65 +362,6 @@ def render(results: list[dict], meta: dict) -> str:
             lines.append(f"\n{e['backend']} failed at {n:,}: `{e['error'][:300]}`")
         lines.append("")
     return "\n".join(lines) + "\n"
-
-
-RESULTS_HEADER = (
-    "# Benchmark results\n\nThe current result of each benchmark, produced by the script named with "
-    "it, on the machine and versions stated with it.\n"
-)
-
-
-def run_meta(dsn: str, **fields) -> dict:
-    """What a report states about its run: when (UTC), the machine, the versions, and ``fields``."""
-    return {
-        "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        **fields,
-        "machine": f"{os.cpu_count()} cores",
-        "versions": ", ".join(f"{k} {v}" for k, v in versions(dsn).items()),
-    }
-
-
-def save_run(name: str, meta: dict, results: dict, report: str, *, write: bool) -> None:
-    """Keep a run's figures as out/<name>.json and, with ``write``, make ``report`` benchmark ``name``'s
-    section of RESULTS.md (:func:`record_report`); print the report."""
-    out = HERE / "out" / f"{name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    if write:
-        record_report(HERE / "RESULTS.md", name, report)
-    print(report)
-
-
-def record_report(out: Path, name: str, report: str) -> None:
-    """Make ``report`` (a section starting with '## ') benchmark ``name``'s section of RESULTS.md: it replaces
-    that benchmark's earlier section, which moves to ``out/history/<name>.md`` (newest first); a benchmark
-    without a section yet gets one at the top."""
-    marker = f"<!-- benchmark: {name} -->"
-    text = out.read_text() if out.exists() else RESULTS_HEADER
-    head, *sections = text.split("\n## ")
-    sections = ["## " + s.rstrip("\n") + "\n" for s in sections]
-    earlier = [s for s in sections if marker in s]
-    if earlier:
-        history = out.parent / "out" / "history" / f"{name}.md"
-        history.parent.mkdir(parents=True, exist_ok=True)
-        past = history.read_text() if history.exists() else f"# {name}: earlier results, newest first\n"
-        past_head, _, past_rest = past.partition("\n## ")
-        history.write_text(
-            past_head.rstrip("\n")
-            + "\n\n"
-            + "".join(earlier).replace(marker, "").rstrip("\n")
-            + "\n"
-            + (f"\n## {past_rest}" if past_rest else "")
-        )
-    section = report.rstrip("\n") + f"\n\n{marker}\n"
-    if earlier:
-        first = sections.index(earlier[0])
-        sections = [
-            section if i == first else s for i, s in enumerate(sections) if i == first or marker not in s
-        ]
-    else:
-        sections.insert(0, section)
-    out.write_text(head.rstrip("\n") + "\n\n" + "\n".join(sections))
 
 
 def main() -> int:

@@ -27,8 +27,8 @@ import time
 import uuid
 from pathlib import Path
 
-import bench_backends as bb
 import bench_real_path as rp
+import common
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -40,8 +40,8 @@ SCRIPT = str(Path(__file__).resolve())
 def child(n: int, workdir: str, tag: str) -> dict:
     """The writer: upsert 0..n, then exit (the folder it started goes on)."""
     os.environ["MEMPALACE_CONFIG_DIR"] = str(Path(workdir) / "config")
-    centers = bb.cluster_centers()
-    backend, col = bb.open_collection(
+    centers = common.cluster_centers()
+    backend, col = common.open_collection(
         "postgres", str(Path(workdir) / "palace"), os.environ["MEMPALACE_PG_DSN"], tag
     )
     t0 = time.perf_counter()
@@ -71,7 +71,7 @@ def one_run(dsn: str, n: int, workers: int) -> dict:
     schema = f"bench_{tag}"
     env = {"MEMPALACE_PG_BUILD_WORKERS": str(workers)}
     with tempfile.TemporaryDirectory() as workdir:
-        wrote = bb.child_json(SCRIPT, [n, workdir, tag], dsn, env=env)
+        wrote = common.child_json(SCRIPT, [n, workdir, tag], dsn, env=env)
         exited = time.perf_counter()
         segs = sql.Identifier(schema, "vector_segments")
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -168,14 +168,14 @@ def main() -> int:
         with psycopg.connect(dsn) as conn:
             pgvector = defects.library_version(conn, "vector")
             safe = defects.parallel_hnsw_build_safe(conn)
-        versions.append(f"{stack}: " + ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()))
+        versions.append(f"{stack}: " + ", ".join(f"{k} {v}" for k, v in common.versions(dsn).items()))
         for workers in (0, 1) if safe else (0,):
             run = one_run(dsn, args.n, workers)
             runs.append({"stack": stack, "pgvector": pgvector, **run})
             print(runs[-1], flush=True)
-    meta = bb.run_meta(stack_dsn(args.stacks.split(",")[0]), n=args.n)
+    meta = common.run_meta(stack_dsn(args.stacks.split(",")[0]), n=args.n)
     meta["versions"] = versions
-    bb.save_run("bench_build_workers", meta, {"runs": runs}, render(runs, meta), write=not args.no_write)
+    common.save_run("bench_build_workers", meta, {"runs": runs}, render(runs, meta), write=not args.no_write)
     return 0
 
 

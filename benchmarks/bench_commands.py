@@ -53,8 +53,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
-import bench_backends as bb  # noqa: E402
 import bench_mine as bm  # noqa: E402
+import common  # noqa: E402
 import kept_palaces as kp  # noqa: E402
 from skewed_palace import SkewedPalace  # noqa: E402
 
@@ -112,7 +112,7 @@ class Case:
         return f"{QUESTIONS[i % len(QUESTIONS)]} w{(i * 37) % 4000}"
 
     def record(self, label: str, through: str, times: list, error: str | None = None, **extra) -> None:
-        row = {"through": through, **(bb.summary(times) if times else {"n": 0}), **extra}
+        row = {"through": through, **(common.summary(times) if times else {"n": 0}), **extra}
         if error:
             row["error"] = error
         self.rows[label] = row
@@ -833,7 +833,7 @@ def report(paths: list, *, write: bool) -> int:
         case.update({k: v for k, v in c.items() if k != "rows"})
     cases = sorted(merged.values(), key=lambda c: (c["store"] != "postgres", c["n"]))
     name = "commands" if parts == {"tools"} else "commands_bulk"
-    bb.save_run(name, meta, {"cases": cases}, render(cases, meta), write=write)
+    common.save_run(name, meta, {"cases": cases}, render(cases, meta), write=write)
     return 0
 
 
@@ -878,11 +878,11 @@ def main() -> int:
     args = ap.parse_args()
     if args.report:
         return report(args.report, write=not args.no_write)
-    dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
+    dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
     args.admin_dsn = dsn
     sizes = [int(s) for s in args.sizes.split(",")]
     stores = [s for s in args.stores.split(",") if s]
-    meta = bb.run_meta(
+    meta = common.run_meta(
         dsn,
         sizes=args.sizes,
         stores=args.stores,
@@ -913,7 +913,7 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     cases = run["cases"]
     name = "commands" if args.part == "tools" else "commands_bulk"
-    bb.save_run(name, meta, {"cases": cases}, render(cases, meta), write=not args.no_write)
+    common.save_run(name, meta, {"cases": cases}, render(cases, meta), write=not args.no_write)
     return 0
 
 

@@ -32,7 +32,7 @@ import time
 import uuid
 from pathlib import Path
 
-import bench_backends as bb
+import common
 import numpy as np
 from skewed_palace import SkewedPalace
 
@@ -44,7 +44,7 @@ FILTERS = ("unfiltered", "wing", "wing_room")
 # ----------------------------------------------------------------------------- children
 def child_write(store: str, n: int, dsn: str, workdir: str, tag: str) -> dict:
     palace = SkewedPalace(n)
-    backend, col = bb.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
+    backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
     t0 = time.perf_counter()
     for start in range(0, n, BATCH):
         ids, docs, metas, vecs = palace.batch(start, BATCH)
@@ -74,7 +74,7 @@ def child_search(
     if variant == "per_call":
         per_call_plans()
     queries = json.loads(Path(queries_file).read_text())
-    backend, col = bb.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
+    backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
     out: dict = {"variant": variant, "query": {}}
     if store == "postgres":
         from mempalace_pg.store import indexing
@@ -91,7 +91,7 @@ def child_search(
             recalls.append(len(set(got) & set(truth)) / 10)
             returned.append(len(got))
         out["query"][label] = {
-            **bb.summary(times),
+            **common.summary(times),
             "recall_at_10": float(np.mean(recalls)),
             "rows_returned": float(np.mean(returned)),
             "matching_p50": statistics.median(q["filters"][label][2] for q in queries),
@@ -141,7 +141,7 @@ def run_case(store: str, n: int, dsn: str, queries_file: str) -> dict:
     script = str(Path(__file__).resolve())
     case: dict = {"store": store, "n": n}
     try:
-        case["write"] = bb.child_json(script, ["write", store, n, dsn, workdir, tag], dsn)
+        case["write"] = common.child_json(script, ["write", store, n, dsn, workdir, tag], dsn)
         print(f"  {store} n={n}: written at {case['write']['rows_per_s']:.0f} rows/s", flush=True)
         if store == "postgres":
             case["settle_s"] = wait_quiet(dsn, tag)
@@ -150,7 +150,9 @@ def run_case(store: str, n: int, dsn: str, queries_file: str) -> dict:
         variants = ("as_shipped", "per_call") if store == "postgres" else ("as_shipped",)
         case["searches"] = []
         for variant in variants:
-            got = bb.child_json(script, ["search", store, n, dsn, workdir, tag, queries_file, variant], dsn)
+            got = common.child_json(
+                script, ["search", store, n, dsn, workdir, tag, queries_file, variant], dsn
+            )
             case["searches"].append(got)
             print(
                 f"  {store} n={n} {variant}: "
@@ -161,7 +163,7 @@ def run_case(store: str, n: int, dsn: str, queries_file: str) -> dict:
                 flush=True,
             )
     finally:
-        bb.cleanup(store, dsn, tag, None)
+        common.cleanup(store, dsn, tag, None)
         shutil.rmtree(workdir, ignore_errors=True)
     return case
 
@@ -239,7 +241,7 @@ def main() -> int:
     ap.add_argument("--stores", default="postgres,chroma")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = ap.parse_args()
-    dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
+    dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
     sizes = [int(s) for s in args.sizes.split(",")]
     tmp = tempfile.mkdtemp(prefix="mpbench_flt_q_")
     cases = []
@@ -250,8 +252,8 @@ def main() -> int:
                 cases.append(run_case(store, n, dsn, queries))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    meta = bb.run_meta(dsn, sizes=args.sizes)
-    bb.save_run("filtered", meta, {"cases": cases}, render(cases, meta), write=not args.no_write)
+    meta = common.run_meta(dsn, sizes=args.sizes)
+    common.save_run("filtered", meta, {"cases": cases}, render(cases, meta), write=not args.no_write)
     return 0
 
 

@@ -23,7 +23,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import bench_backends as bb
+import common
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -64,7 +64,7 @@ def main() -> int:
     import psycopg
     from pgvector.psycopg import register_vector
 
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     if args.data == "skewed":
         from skewed_palace import SkewedPalace
 
@@ -73,10 +73,13 @@ def main() -> int:
         vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         queries = [q["vector"] for q in palace.queries(args.queries, vectors)]
     else:
-        centers = bb.cluster_centers()
-        batches = [bb.batch_data(s, min(bb.BATCH, args.n - s), centers) for s in range(0, args.n, bb.BATCH)]
+        centers = common.cluster_centers()
+        batches = [
+            common.batch_data(s, min(common.BATCH, args.n - s), centers)
+            for s in range(0, args.n, common.BATCH)
+        ]
         vectors = np.vstack([b[3] for b in batches])
-        queries = bb.query_vectors(args.queries, 777, centers)
+        queries = common.query_vectors(args.queries, 777, centers)
     truth = [set(np.argsort(-(vectors @ (q / np.linalg.norm(q))))[:10].tolist()) for q in queries]
     from mempalace_pg.store import indexing
 
@@ -103,7 +106,7 @@ def main() -> int:
                 (c, r) for c in args.configs.split(",") for r in range(1, args.repeat + 1)
             ]:
                 kind, m, efc = spec.split(":")
-                cast = f"embedding::{kind}({bb.DIM})"
+                cast = f"embedding::{kind}({common.DIM})"
                 conn.execute(f"DROP INDEX IF EXISTS {table}_hnsw")
                 t0 = time.perf_counter()
                 conn.execute(
@@ -118,7 +121,8 @@ def main() -> int:
                     for q, tr in zip(queries, truth):
                         t0 = time.perf_counter()
                         got = conn.execute(
-                            f"SELECT i FROM {table} ORDER BY {cast} <=> %s::{kind}({bb.DIM}) LIMIT 10", (q,)
+                            f"SELECT i FROM {table} ORDER BY {cast} <=> %s::{kind}({common.DIM}) LIMIT 10",
+                            (q,),
                         ).fetchall()
                         lat.append((time.perf_counter() - t0) * 1000)
                         recalls.append(len(tr & {r[0] for r in got}) / 10)
@@ -149,8 +153,8 @@ def main() -> int:
     lines = [
         f"## Index parameters at {args.n:,} vectors — {date}",
         "",
-        f"PostgreSQL {server}, pgvector {pgv}, {bb.DIM} dimensions, {args.queries} queries, data: "
-        + (f"{bb.CLUSTERS} clusters" if args.data == "clusters" else "the skewed palace")
+        f"PostgreSQL {server}, pgvector {pgv}, {common.DIM} dimensions, {args.queries} queries, data: "
+        + (f"{common.CLUSTERS} clusters" if args.data == "clusters" else "the skewed palace")
         + ", "
         f"build with {workers} parallel worker(s) and 1GB maintenance_work_mem. "
         f"Command: `python benchmarks/bench_index_params.py {' '.join(sys.argv[1:])}`.",
@@ -168,7 +172,7 @@ def main() -> int:
     if args.no_write:
         print(report)
     else:
-        bb.record_report(Path(args.out), "bench_index_params", report)
+        common.record_report(Path(args.out), "bench_index_params", report)
         print(report)
     return 0
 

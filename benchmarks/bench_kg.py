@@ -404,9 +404,9 @@ def main(argv=None):
     text = render(report)
     print(text)
     if args.write_results:
-        import bench_backends
+        import common
 
-        bench_backends.record_report(HERE / "RESULTS.md", "bench_kg", text)
+        common.record_report(HERE / "RESULTS.md", "bench_kg", text)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ import time
 import uuid
 from pathlib import Path
 
-import bench_backends as bb
 import bench_kg
+import common
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -97,7 +97,7 @@ def run_writers(backend: str, where: str, writers: int, facts: int, env: dict) -
     merged: dict = {"errors": {}}
     for key in ("add", "invalidate", "query"):
         xs = [x for r in results for x in r[key]]
-        merged[key] = {**bb.summary(xs), "done": len(xs)} if xs else {"done": 0}
+        merged[key] = {**common.summary(xs), "done": len(xs)} if xs else {"done": 0}
     for r in results:
         for name, count in r["errors"].items():
             merged["errors"][name] = merged["errors"].get(name, 0) + count
@@ -167,9 +167,9 @@ def single_call_parts(kg, n: int = 400) -> dict:
         plan = kg.run(lambda conn, palace: conn.execute(explain, {"palace": palace, **params}).fetchone()[0])
         execs.append(plan[0]["Execution Time"])
     return {
-        "wall": bb.summary(walls),
-        "client_cpu": bb.summary(cpus),
-        "server_execution": bb.summary(execs),
+        "wall": common.summary(walls),
+        "client_cpu": common.summary(cpus),
+        "server_execution": common.summary(execs),
     }
 
 
@@ -234,7 +234,7 @@ def main() -> int:
     ap.add_argument("--facts", type=int, default=400)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     schema = f"bench_kgc_{uuid.uuid4().hex[:6]}"
     work = Path(tempfile.mkdtemp(prefix="mpbench_kgc_"))
     env = {
@@ -271,8 +271,8 @@ def main() -> int:
 
         pool.close_all()
         bench_kg.fresh_schema(dsn, schema)
-    meta = bb.run_meta(dsn, writers=args.writers, facts=args.facts)
-    bb.save_run("bench_kg_concurrency", meta, result, render(result, meta), write=not args.no_write)
+    meta = common.run_meta(dsn, writers=args.writers, facts=args.facts)
+    common.save_run("bench_kg_concurrency", meta, result, render(result, meta), write=not args.no_write)
     return 0
 
 

@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import bench_backends as bb  # noqa: E402
+import common  # noqa: E402
 from bench_retrieval import run_benchmark  # noqa: E402
 
 VOCAB = 20_000
@@ -124,7 +124,7 @@ def run_child(store: str, kind: str, n: int, dsn: str) -> dict:
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
     palace = str(workdir / "palace")
     name = store.split("@")[0]
-    backend, col = bb.open_collection(name, palace, dsn, tag)
+    backend, col = common.open_collection(name, palace, dsn, tag)
     try:
         vecs = np.random.default_rng(1).normal(size=(len(docs), 8)).astype(np.float32)
         t0 = time.perf_counter()
@@ -164,7 +164,7 @@ def run_child(store: str, kind: str, n: int, dsn: str) -> dict:
         return out
     finally:
         try:
-            bb.cleanup(name, dsn, tag, col)
+            common.cleanup(name, dsn, tag, col)
         finally:
             backend.close()
             shutil.rmtree(workdir, ignore_errors=True)
@@ -185,7 +185,7 @@ def _checkout(ref: str) -> Path:
 def run(args) -> dict:
     from mempalace.backends.pgvector import _bm25_scores  # noqa: PLC2701 - the exact BM25 we compare with
 
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     before = _checkout(args.before) if args.before else None
     out: dict = {"docs": args.docs, "corpora": {}, "before": args.before}
     try:
@@ -209,8 +209,8 @@ def run(args) -> dict:
                     else None
                 )
                 try:
-                    child = bb.child_json(__file__, [store, kind, args.docs], dsn, env=env)
-                except bb.ChildFailed as exc:
+                    child = common.child_json(__file__, [store, kind, args.docs], dsn, env=env)
+                except common.ChildFailed as exc:
                     raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
                 row = {"load_s": child["load_s"]}
                 for label, got in child["sets"].items():
@@ -290,7 +290,9 @@ def main() -> int:
     return run_benchmark(
         ap,
         "bench_lexical",
-        lambda args: run_child(args.child, args.child_args[0], int(args.child_args[1]), bb.provisioned_dsn()),
+        lambda args: run_child(
+            args.child, args.child_args[0], int(args.child_args[1]), common.provisioned_dsn()
+        ),
         run,
         render,
     )

@@ -47,8 +47,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
-import bench_backends as bb  # noqa: E402
 import bench_mine as bm  # noqa: E402
+import common  # noqa: E402
 
 from mempalace_pg.retrieval import DEFAULT_BOOST  # noqa: E402
 
@@ -304,12 +304,15 @@ def score(questions: list[dict], asked: dict) -> dict:
             for key, ranks in rows.items()
             if ranks
         }
-        summary[label]["latency_ms"] = {**bb.summary(got["ms"]), "all": [round(ms, 2) for ms in got["ms"]]}
+        summary[label]["latency_ms"] = {
+            **common.summary(got["ms"]),
+            "all": [round(ms, 2) for ms in got["ms"]],
+        }
         results = [f for q in questions for f in got["answers"][q["id"]]["files"]]
         summary[label]["distractor_share"] = sum(f.startswith("reading/") for f in results) / len(results)
     for q in questions:
         per_question[q["id"]]["entities_for_query"] = asked["entities_for_query"][q["id"]]
-    summary["embed_ms"] = bb.summary(asked["embed_ms"])
+    summary["embed_ms"] = common.summary(asked["embed_ms"])
     restrict = [per_question[q["id"]]["tools"]["around_entity restrict"] for q in questions]
     sizes = [t["evidence_drawers"] for t in restrict]
     summary["neighbourhood"] = {
@@ -526,7 +529,7 @@ def main() -> int:
     args = ap.parse_args()
     facts, questions = load_data()
     check_data(facts, questions)
-    dsn = args.dsn or bb.provisioned_dsn()
+    dsn = args.dsn or common.provisioned_dsn()
     schema = f"bench_recall_{os.getpid()}"
     work = Path(tempfile.mkdtemp(prefix="mpbench_recall_"))
     embedder, url = bm.start_embedder("minilm")
@@ -553,7 +556,7 @@ def main() -> int:
     meta = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": " ".join(["python benchmarks/bench_mcp_recall.py", *sys.argv[1:]]),
-        "versions": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
+        "versions": ", ".join(f"{k} {v}" for k, v in common.versions(dsn).items()),
         "corpus": sizes,
         "drawers": sum(len(ids) for ids in drawer_of.values()),
         "mine_s": mine_s,
@@ -566,7 +569,7 @@ def main() -> int:
     report = render(result, meta)
     print(report)
     if not args.no_write:
-        bb.record_report(HERE / "RESULTS.md", "mcp_recall", report)
+        common.record_report(HERE / "RESULTS.md", "mcp_recall", report)
     return 0
 
 

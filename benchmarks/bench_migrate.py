@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-import bench_backends as bb
+import common
 from bench_retrieval import make_facts, report_head, report_options, save_and_report
 
 HERE = Path(__file__).resolve().parent
@@ -39,15 +39,12 @@ def build_chroma(path: Path, n: int, triples: int) -> float:
     col = backend.get_collection(
         palace=PalaceRef(id=str(path), local_path=str(path)), collection_name="mempalace_drawers", create=True
     )
-    centers = bb.cluster_centers()
-    for start in range(0, n, bb.BATCH):
-        ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
+    centers = common.cluster_centers()
+    for start in range(0, n, common.BATCH):
+        ids, docs, metas, vecs = common.batch_data(start, min(common.BATCH, n - start), centers)
         col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
     backend.close()
-    ids = [
-        f"drawer_{bb.WINGS[i % len(bb.WINGS)]}_{bb.ROOMS[(i // len(bb.WINGS)) % len(bb.ROOMS)]}_{i:08d}"
-        for i in range(n)
-    ]
+    ids = [common.drawer_id(i) for i in range(n)]
     entities, facts = make_facts(triples, max(1000, triples // 2), ids)
     kg = sqlite_class()(str(path / "knowledge_graph.sqlite3"))
     load_sqlite(kg, entities, facts)
@@ -60,17 +57,17 @@ def bulk_baseline(n: int, dsn: str) -> float:
     code = f"""
 import os, sys, time
 sys.path.insert(0, {str(HERE)!r}); sys.path.insert(0, {str(HERE.parent)!r})
-import bench_backends as bb
-backend, col = bb.open_collection("postgres", {tempfile.mkdtemp(prefix="mpbench_bulk_")!r} + "/p", {dsn!r},
-"mig_bulk_{uuid.uuid4().hex[:6]}")
-centers = bb.cluster_centers()
+import common
+palace = {tempfile.mkdtemp(prefix="mpbench_bulk_")!r} + "/p"
+backend, col = common.open_collection("postgres", palace, {dsn!r}, "mig_bulk_{uuid.uuid4().hex[:6]}")
+centers = common.cluster_centers()
 t0 = time.perf_counter()
 with col.bulk_load() as load:
-    for start in range(0, {n}, bb.BATCH):
-        ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, {n} - start), centers)
+    for start in range(0, {n}, common.BATCH):
+        ids, docs, metas, vecs = common.batch_data(start, min(common.BATCH, {n} - start), centers)
         load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
 print(time.perf_counter() - t0)
-bb.cleanup("postgres", {dsn!r}, os.environ["MEMPALACE_PG_SCHEMA"][6:], col)
+common.cleanup("postgres", {dsn!r}, os.environ["MEMPALACE_PG_SCHEMA"][6:], col)
 """
     proc = subprocess.run(
         [sys.executable, "-c", code],
@@ -223,7 +220,7 @@ def main() -> int:
     args = ap.parse_args()
 
     def make_report():
-        dsn = bb.provisioned_dsn()
+        dsn = common.provisioned_dsn()
         sizes = [int(x) for x in args.sizes.split(",")]
         return {**report_head(dsn, "bench_migrate"), "runs": [run_size(n, n // 2, dsn) for n in sizes]}
 

@@ -31,7 +31,7 @@ import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
-import bench_backends as bb
+import common
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -122,12 +122,12 @@ def child_search(palace: str, url: str, truth_vectors: str) -> dict:
     from mempalace.searcher import search_memories
 
     out: dict = {}
-    t, _ = bb.timed(
+    t, _ = common.timed(
         lambda i: search_memories(QUESTIONS[i % len(QUESTIONS)], palace, n_results=5),
         reps=len(QUESTIONS),
         budget_s=60,
     )
-    out["search_memories"] = bb.summary(t)
+    out["search_memories"] = common.summary(t)
 
     marker = Path(palace) / "mempalace_pg.json"
     backend = get_backend("postgres" if marker.exists() else "chroma")
@@ -147,7 +147,7 @@ def child_search(palace: str, url: str, truth_vectors: str) -> dict:
             res = col.query(query_embeddings=[q.tolist()], n_results=10).ids[0]
             times.append((time.perf_counter() - t0) * 1000)
             recalls.append(len(truth & set(res)) / 10)
-    out["query_k10"] = {**bb.summary(times), "recall_at_10": float(np.mean(recalls))}
+    out["query_k10"] = {**common.summary(times), "recall_at_10": float(np.mean(recalls))}
     out["drawers"] = int(len(ids))
     backend.close()
     return out
@@ -278,7 +278,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=HERE / "out" / "mine.json")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     root, pattern = CORPORA[args.corpus]
     files = sorted(root.rglob(pattern))
     if not files:
@@ -327,7 +327,7 @@ def main() -> int:
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "corpus": f"Debian's {args.corpus}" + (f" (first {args.limit} files)" if args.limit else ""),
         "model": "all-MiniLM-L6-v2" if args.model == "minilm" else "MemPalace's hash embedder",
-        "versions": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
+        "versions": ", ".join(f"{k} {v}" for k, v in common.versions(dsn).items()),
         "command": "python benchmarks/bench_mine.py " + " ".join(sys.argv[1:]),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -335,7 +335,7 @@ def main() -> int:
     report = render(result, meta)
     print(report)
     if not args.no_write:
-        bb.record_report(HERE / "RESULTS.md", "mine", report)
+        common.record_report(HERE / "RESULTS.md", "mine", report)
     return 0
 
 

@@ -32,7 +32,7 @@ import time
 import uuid
 from pathlib import Path
 
-import bench_backends as bb
+import common
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -43,10 +43,10 @@ import json, os, sys, time
 t0 = float(sys.argv[1])
 import numpy as np
 sys.path.insert(0, sys.argv[4])
-import bench_backends as bb
+import common
 name, palace, tag = sys.argv[2], sys.argv[3], sys.argv[5]
-q = bb.query_vectors(1, int(sys.argv[6]), bb.cluster_centers())[0].tolist()
-backend, col = bb.open_collection(name, palace, os.environ.get("MEMPALACE_PG_DSN", ""), tag)
+q = common.query_vectors(1, int(sys.argv[6]), common.cluster_centers())[0].tolist()
+backend, col = common.open_collection(name, palace, os.environ.get("MEMPALACE_PG_DSN", ""), tag)
 t1 = time.perf_counter()
 res = col.query(query_embeddings=[q], n_results=10)
 t2 = time.perf_counter()
@@ -86,16 +86,16 @@ def pooler_dsn(stack: str) -> str:
 
 
 def load(name: str, palace: str, dsn: str, tag: str, n: int, centers) -> float:
-    backend, col = bb.open_collection(name, palace, dsn, tag)
+    backend, col = common.open_collection(name, palace, dsn, tag)
     t0 = time.perf_counter()
     if name == "postgres":
         with col.bulk_load() as bulk:
-            for start in range(0, n, bb.BATCH):
-                ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
+            for start in range(0, n, common.BATCH):
+                ids, docs, metas, vecs = common.batch_data(start, min(common.BATCH, n - start), centers)
                 bulk(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
     else:
-        for start in range(0, n, bb.BATCH):
-            ids, docs, metas, vecs = bb.batch_data(start, min(bb.BATCH, n - start), centers)
+        for start in range(0, n, common.BATCH):
+            ids, docs, metas, vecs = common.batch_data(start, min(common.BATCH, n - start), centers)
             col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
     seconds = time.perf_counter() - t0
     assert col.count() == n
@@ -127,12 +127,12 @@ def search_process(name: str, palace: str, env: dict, tag: str, runs: int) -> di
         got = json.loads(proc.stdout.strip().splitlines()[-1])
         total.append(got["total_ms"])
         query.append(got["query_ms"])
-    return {"total": bb.summary(total), "query": bb.summary(query)}
+    return {"total": common.summary(total), "query": common.summary(query)}
 
 
 def warm_search(name: str, palace: str, dsn: str, tag: str, centers) -> dict:
-    backend, col = bb.open_collection(name, palace, dsn, tag)
-    queries = bb.query_vectors(220, 4242, centers)
+    backend, col = common.open_collection(name, palace, dsn, tag)
+    queries = common.query_vectors(220, 4242, centers)
     ms = []
     for i, q in enumerate(queries):
         t = time.perf_counter()
@@ -140,7 +140,7 @@ def warm_search(name: str, palace: str, dsn: str, tag: str, centers) -> dict:
         if i >= 20:  # the first 20 warm the connections and caches
             ms.append((time.perf_counter() - t) * 1000)
     backend.close()
-    return bb.summary(ms)
+    return common.summary(ms)
 
 
 def writers(env: dict, count: int, units: int) -> dict:
@@ -168,7 +168,7 @@ def writers(env: dict, count: int, units: int) -> dict:
         "units": len(ms),
         "wall_s": wall,
         "units_per_s": len(ms) / wall,
-        "unit_ms": bb.summary(ms),
+        "unit_ms": common.summary(ms),
     }
 
 
@@ -243,13 +243,13 @@ def main() -> int:
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     stack = os.environ.get("MEMPALACE_PG_STACK", "trixie")
-    direct = bb.provisioned_dsn()
+    direct = common.provisioned_dsn()
     pooled = pooler_dsn(stack)
     tag = f"pooler_{uuid.uuid4().hex[:6]}"
     work = Path(tempfile.mkdtemp(prefix="mpbench_pooler_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(work / "config")
     os.environ["MEMPALACE_PG_SESSION_DSN"] = direct
-    centers = bb.cluster_centers()
+    centers = common.cluster_centers()
     results: dict = {"load_s": {}}
     try:
         for name in ("postgres", "chroma"):
@@ -259,7 +259,7 @@ def main() -> int:
 
         pool.close_all()
         # the folder and the load are done: wait for the index, so both sides search the same segments
-        backend, col = bb.open_collection("postgres", str(work / "postgres" / "palace"), direct, tag)
+        backend, col = common.open_collection("postgres", str(work / "postgres" / "palace"), direct, tag)
         from mempalace_pg.store import indexing
 
         indexing.settle(col.partition, timeout=600)
@@ -285,11 +285,11 @@ def main() -> int:
             "warm": warm_search("chroma", chroma_palace, direct, tag, centers),
         }
     finally:
-        bb.cleanup("postgres", direct, tag, None)
+        common.cleanup("postgres", direct, tag, None)
         shutil.rmtree(work, ignore_errors=True)
     with __import__("psycopg").connect(pooled.rsplit("/", 1)[0] + "/pgbouncer", autocommit=True) as admin:
         pgbouncer = admin.execute("SHOW VERSION").fetchone()[0].replace("PgBouncer ", "")
-    meta = bb.run_meta(
+    meta = common.run_meta(
         direct,
         drawers=args.drawers,
         writers=args.writers,
@@ -297,7 +297,7 @@ def main() -> int:
         process_runs=args.process_runs,
         pgbouncer=pgbouncer,
     )
-    bb.save_run("bench_pooler", meta, results, render(results, meta), write=not args.no_write)
+    common.save_run("bench_pooler", meta, results, render(results, meta), write=not args.no_write)
     return 0
 
 

@@ -36,7 +36,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-import bench_backends as bb
+import common
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -57,15 +57,15 @@ def batches(n: int, batch: int, centers):
     """Drawers 0..n in write batches of ``batch``; the data is made in blocks of CHUNK whatever the batch,
     so every batch size writes the same drawers (and one ground truth serves all)."""
     for start in range(0, n, CHUNK):
-        ids, docs, metas, vecs = bb.batch_data(start, min(CHUNK, n - start), centers)
+        ids, docs, metas, vecs = common.batch_data(start, min(CHUNK, n - start), centers)
         for i in range(0, len(ids), batch):
             yield ids[i : i + batch], docs[i : i + batch], metas[i : i + batch], vecs[i : i + batch]
 
 
 def child_write(store: str, n: int, batch: int, dsn: str, workdir: str, tag: str, mode: str) -> dict:
     os.environ["MEMPALACE_CONFIG_DIR"] = str(Path(workdir) / "config")
-    centers = bb.cluster_centers()
-    backend, col = bb.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
+    centers = common.cluster_centers()
+    backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
     t0 = time.perf_counter()
     if mode == "bulk_load":
         with col.bulk_load() as load:
@@ -78,18 +78,18 @@ def child_write(store: str, n: int, batch: int, dsn: str, workdir: str, tag: str
     assert col.count() == n
     table = getattr(col, "_table", None) if store == "pgvector" else None  # dropped by the parent
     backend.close()
-    return {"seconds": seconds, "rows_per_s": n / seconds, "rss_mb": bb.peak_rss_mb(), "table": table}
+    return {"seconds": seconds, "rows_per_s": n / seconds, "rss_mb": common.peak_rss_mb(), "table": table}
 
 
 def truths(n: int) -> dict:
     """Exact top-10 ids per filter for the benchmark's queries."""
-    centers = bb.cluster_centers()
-    vecs = np.empty((n, bb.DIM), dtype=np.float32)
+    centers = common.cluster_centers()
+    vecs = np.empty((n, common.DIM), dtype=np.float32)
     wing = np.empty(n, dtype=object)
     room = np.empty(n, dtype=object)
     ids = []
     for start in range(0, n, CHUNK):
-        i, _d, m, v = bb.batch_data(start, min(CHUNK, n - start), centers)
+        i, _d, m, v = common.batch_data(start, min(CHUNK, n - start), centers)
         vecs[start : start + len(i)] = v
         wing[start : start + len(i)] = [x["wing"] for x in m]
         room[start : start + len(i)] = [x["room"] for x in m]
@@ -100,7 +100,7 @@ def truths(n: int) -> dict:
         "wing": wing == "wing_3",
         "wing_room": (wing == "wing_3") & (room == "room_4"),
     }
-    queries = bb.query_vectors(QUERIES, 777, centers)
+    queries = common.query_vectors(QUERIES, 777, centers)
     return {
         label: [ids_arr[mask][np.argsort(-(vecs[mask] @ q))[:10]].tolist() for q in queries]
         for label, mask in masks.items()
@@ -110,10 +110,10 @@ def truths(n: int) -> dict:
 def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_file: str, ops: bool) -> dict:
     started = time.time()
     os.environ["MEMPALACE_CONFIG_DIR"] = str(Path(workdir) / "config")
-    centers = bb.cluster_centers()
+    centers = common.cluster_centers()
     truth = json.loads(Path(truth_file).read_text())
-    backend, col = bb.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
-    queries = bb.query_vectors(QUERIES, 777, centers)
+    backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
+    queries = common.query_vectors(QUERIES, 777, centers)
     out: dict = {"started": started, "query": {}}
     if store == "postgres":
         from mempalace_pg.store import indexing
@@ -132,34 +132,34 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
             if i >= 4 and time.perf_counter() > budget:
                 break
         out["query"][label] = {
-            **bb.summary(times),
+            **common.summary(times),
             "recall_at_10": float(np.mean(recalls)),
             "rows_returned": float(np.mean(returned)),
         }
     if ops:
         rng = np.random.default_rng(99)
-        sample = [bb.batch_data(int(k), 1, centers)[0][0] for k in rng.choice(n, size=200, replace=False)]
+        sample = [common.batch_data(int(k), 1, centers)[0][0] for k in rng.choice(n, size=200, replace=False)]
         res = {}
-        t, _ = bb.timed(
+        t, _ = common.timed(
             lambda i: col.get(ids=sample[i * 10 : (i + 1) * 10], include=["documents", "metadatas"]),
             reps=20,
             budget_s=5,
         )
-        res["get_ids_10"] = bb.summary(t)
-        t, _ = bb.timed(
-            lambda i: col.lexical_search(query=f"{bb.PLANTED} palace", n_results=10), reps=20, budget_s=5
+        res["get_ids_10"] = common.summary(t)
+        t, _ = common.timed(
+            lambda i: col.lexical_search(query=f"{common.PLANTED} palace", n_results=10), reps=20, budget_s=5
         )
-        res["lexical_search"] = bb.summary(t)
+        res["lexical_search"] = common.summary(t)
         try:
-            t, _ = bb.timed(lambda i: col.facet_counts("wing"), reps=20, budget_s=5)
-            res["facet_counts_wing"] = bb.summary(t)
+            t, _ = common.timed(lambda i: col.facet_counts("wing"), reps=20, budget_s=5)
+            res["facet_counts_wing"] = common.summary(t)
         except Exception:  # Chroma has no facet_counts: MemPalace reads all metadata instead
             res["facet_counts_wing"] = None
-        t, _ = bb.timed(lambda i: col.get_recent(limit=20), reps=20, budget_s=5)
-        res["get_recent_20"] = bb.summary(t)
+        t, _ = common.timed(lambda i: col.get_recent(limit=20), reps=20, budget_s=5)
+        res["get_recent_20"] = common.summary(t)
         t0 = time.perf_counter()
         for b in range(20):
-            ids, docs, metas, vecs = bb.batch_data(n + 500_000 + b * 50, 50, centers)
+            ids, docs, metas, vecs = common.batch_data(n + 500_000 + b * 50, 50, centers)
             col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
         res["incremental_50_rows_per_s"] = 1000 / (time.perf_counter() - t0)
         out["ops"] = res
@@ -185,7 +185,7 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
                 )
                 / 1e6,
             }
-    out["rss_mb"] = bb.peak_rss_mb()
+    out["rss_mb"] = common.peak_rss_mb()
     backend.close()
     return out
 
@@ -200,7 +200,7 @@ def run_case(
     case: dict = {"store": store, "n": n, "batch": batch, "mode": mode}
     try:
         t0 = time.time()
-        case["write"] = bb.child_json(script, ["write", store, n, batch, dsn, workdir, tag, mode], dsn)
+        case["write"] = common.child_json(script, ["write", store, n, batch, dsn, workdir, tag, mode], dsn)
         exited = time.time()
         case["write"]["process_seconds"] = exited - t0
         case["probes"] = []
@@ -208,7 +208,9 @@ def run_case(
         for i, delay in enumerate(probes):
             time.sleep(max(0.0, exited + delay - time.time()))
             last = i == len(probes) - 1
-            probe = bb.child_json(script, ["search", store, n, dsn, workdir, tag, truth_file, int(last)], dsn)
+            probe = common.child_json(
+                script, ["search", store, n, dsn, workdir, tag, truth_file, int(last)], dsn
+            )
             probe["after_exit_s"] = probe["started"] - exited
             case["probes"].append({"delay": delay, **probe})
             print(
@@ -414,7 +416,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=HERE / "out" / "real_path.json")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = ap.parse_args()
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     probes = tuple(float(x) for x in args.probes.split(","))
     cases = []
     for n in [int(x) for x in args.sizes.split(",")]:
@@ -433,7 +435,7 @@ def main() -> int:
     meta = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-        "versions": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
+        "versions": ", ".join(f"{k} {v}" for k, v in common.versions(dsn).items()),
         "command": "python benchmarks/bench_real_path.py " + " ".join(sys.argv[1:]),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -442,7 +444,7 @@ def main() -> int:
     print(report)
     if not args.no_write:
         chart(cases, HERE / "out" / "real_path.png")
-        bb.record_report(HERE / "RESULTS.md", "real_path", report)
+        common.record_report(HERE / "RESULTS.md", "real_path", report)
     return 0
 
 

@@ -35,7 +35,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-import bench_backends as bb
+import common
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -219,22 +219,19 @@ def run_store(args, store: str) -> dict:
     parent compares those with ``postgres``'s)."""
     import psycopg
 
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     n, n_facts = args.drawers, args.facts
-    centers = bb.cluster_centers()
+    centers = common.cluster_centers()
     tag = f"ret_{uuid.uuid4().hex[:6]}"
     workdir = Path(tempfile.mkdtemp(prefix="mpbench_ret_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
     vector_store = store.split("+")[0]
     out: dict = {"store": store, "load_s": {}, "ops": {}}
-    backend, col = bb.open_collection(vector_store, str(workdir / f"palace_{vector_store}"), dsn, tag)
+    backend, col = common.open_collection(vector_store, str(workdir / f"palace_{vector_store}"), dsn, tag)
     try:
         print(f"[bench_retrieval] loading {n} drawers into {store} ...", file=sys.stderr, flush=True)
-        out["load_s"][store] = round(bb.load_drawers(col, vector_store, n, centers), 1)
-        drawer_ids = [
-            f"drawer_{bb.WINGS[i % len(bb.WINGS)]}_{bb.ROOMS[(i // len(bb.WINGS)) % len(bb.ROOMS)]}_{i:08d}"
-            for i in range(n)
-        ]
+        out["load_s"][store] = round(common.load_drawers(col, vector_store, n, centers), 1)
+        drawer_ids = [common.drawer_id(i) for i in range(n)]
         entities, triples = make_facts(n_facts, args.entities, drawer_ids)
         from bench_kg import load_age, load_sqlite
 
@@ -263,15 +260,15 @@ def run_store(args, store: str) -> dict:
             settle_tables = [(None, col._table)] if vector_store.startswith("pgvector") else []
             two = TwoStores(col, sqlite_conn)
         # what autovacuum would do to the freshly filled tables within a minute: done before measuring
-        out["settle_s"] = round(bb.settle(dsn, settle_tables), 1) if settle_tables else 0.0
+        out["settle_s"] = round(common.settle(dsn, settle_tables), 1) if settle_tables else 0.0
 
         # -- inputs: query vectors near the data, entities that have facts (the same in every child) ----
         rng = random.Random(5)
-        queries = bb.query_vectors(WARMUP + MEASURED, 4242, centers)
+        queries = common.query_vectors(WARMUP + MEASURED, 4242, centers)
         with_facts = sorted({t["subject"] for t in triples})
         picks = [with_facts[rng.randrange(len(with_facts))] for _ in range(WARMUP + MEASURED)]
         names = {e["id"]: e["name"] for e in entities}
-        texts = [" ".join(rng.sample(bb.VOCAB[:4000], 1) + ["palace"]) for _ in range(WARMUP + MEASURED)]
+        texts = [" ".join(rng.sample(common.VOCAB[:4000], 1) + ["palace"]) for _ in range(WARMUP + MEASURED)]
 
         if store == "postgres":
             ways = {
@@ -341,7 +338,7 @@ def run_store(args, store: str) -> dict:
             sqlite_kg.close()
     finally:
         try:
-            bb.cleanup(vector_store, dsn, tag, col)
+            common.cleanup(vector_store, dsn, tag, col)
         finally:
             backend.close()
             if store == "postgres":
@@ -359,16 +356,16 @@ def run(args) -> dict:
     is measured beside another's data in the server's caches or another's threads in its process."""
     if "postgres" not in args.stores:
         raise SystemExit("--stores must include postgres (the others are compared with it)")
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     children = {}
     for store in args.stores:
         try:
-            children[store] = bb.child_json(
+            children[store] = common.child_json(
                 __file__,
                 [store, "--drawers", args.drawers, "--facts", args.facts, "--entities", args.entities],
                 dsn,
             )
-        except bb.ChildFailed as exc:
+        except common.ChildFailed as exc:
             raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
     pg = children["postgres"]
     out: dict = {
@@ -490,7 +487,7 @@ def report_head(dsn: str, name: str) -> dict:
     """What every report starts with: when, on which versions, by which command."""
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "versions": bb.versions(dsn),
+        "versions": common.versions(dsn),
         "command": f"python benchmarks/{name}.py " + " ".join(sys.argv[1:]),
     }
 
@@ -506,7 +503,7 @@ def save_and_report(args, make_report, render_report) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1))
     text = render_report(report)
     if not args.no_write:
-        bb.record_report(Path(args.out), args.benchmark, text)
+        common.record_report(Path(args.out), args.benchmark, text)
     print(text)
     return 0
 
@@ -523,7 +520,7 @@ def run_benchmark(ap: argparse.ArgumentParser, name: str, run_child, run_all, re
         print(json.dumps(run_child(args)))
         return 0
     return save_and_report(
-        args, lambda: {**report_head(bb.provisioned_dsn(), name), "result": run_all(args)}, render_report
+        args, lambda: {**report_head(common.provisioned_dsn(), name), "result": run_all(args)}, render_report
     )
 
 

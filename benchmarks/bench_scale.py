@@ -36,8 +36,8 @@ import time
 import uuid
 from pathlib import Path
 
-import bench_backends as bb
 import bench_filtered as bf
+import common
 import numpy as np
 from skewed_palace import SkewedPalace
 
@@ -56,7 +56,7 @@ GAP_S = 5.0
 def child_write(store: str, n: int, dsn: str, workdir: str, tag: str, start: int, batch: int, seconds: float):
     """Upsert drawers start..n (or, with ``seconds``, new ones from ``start`` for that long) and exit."""
     palace = SkewedPalace(n)
-    backend, col = bb.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
+    backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
     t0 = time.perf_counter()
     written, gaps, at = 0, 0.0, start
     while True:
@@ -80,14 +80,19 @@ def child_write(store: str, n: int, dsn: str, workdir: str, tag: str, start: int
             gaps += GAP_S
     took = time.perf_counter() - t0 - gaps
     backend.close()
-    return {"rows": written, "seconds": took, "rows_per_s": written / took, "peak_rss_mb": bb.peak_rss_mb()}
+    return {
+        "rows": written,
+        "seconds": took,
+        "rows_per_s": written / took,
+        "peak_rss_mb": common.peak_rss_mb(),
+    }
 
 
 def child_search(
     store: str, dsn: str, workdir: str, tag: str, queries_file: str, budget: float, stats: bool = False
 ) -> dict:
     queries = json.loads(Path(queries_file).read_text())
-    backend, col = bb.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
+    backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
     out: dict = {"query": {}}
     if store == "postgres":
         from mempalace_pg.store import indexing
@@ -109,7 +114,7 @@ def child_search(
             if time.perf_counter() - started > budget and len(times) >= 5:
                 break
         out["query"][label] = {
-            **bb.summary(times),
+            **common.summary(times),
             "recall_at_10": float(np.mean(recalls)),
             "rows_returned": float(np.mean(returned)),
         }
@@ -119,7 +124,7 @@ def child_search(
             time.sleep(11.0)
             hit, read = (after - before for after, before in zip(index_blocks(dsn, tag), blocks))
             out["query"][label].update(index_hits=hit / len(times), index_reads=read / len(times))
-    out["peak_rss_mb"] = bb.peak_rss_mb()
+    out["peak_rss_mb"] = common.peak_rss_mb()
     backend.close()
     return out
 
@@ -240,7 +245,9 @@ def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list
     script = str(Path(__file__).resolve())
     case: dict = {"store": store, "n": n, "batch": args.batch, "probes": []}
     try:
-        case["write"] = bb.child_json(script, ["write", store, n, dsn, workdir, tag, 0, args.batch, 0], dsn)
+        case["write"] = common.child_json(
+            script, ["write", store, n, dsn, workdir, tag, 0, args.batch, 0], dsn
+        )
         exited = time.monotonic()
         print(f"  {store} {n:,}: written at {case['write']['rows_per_s']:.0f} rows/s", flush=True)
         for i, at in enumerate(probes):
@@ -249,7 +256,7 @@ def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list
                     case["quiet_s"] = time.monotonic() - exited
                 time.sleep(min(2.0, max(0.0, at - (time.monotonic() - exited))))
             last = ["stats"] if i == len(probes) - 1 else []
-            got = bb.child_json(
+            got = common.child_json(
                 script, ["search", store, n, dsn, workdir, tag, queries_file, PROBE_BUDGET_S, *last], dsn
             )
             got.update(after_s=at, ended_s=time.monotonic() - exited, **server_state(dsn, store, tag))
@@ -271,7 +278,7 @@ def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list
                 for table, _ in pgvector_tables(conn, tag):
                     conn.execute(f"DROP TABLE IF EXISTS {table}")  # a regclass name, quoted as needed
         else:
-            bb.cleanup(store, dsn, tag, None)
+            common.cleanup(store, dsn, tag, None)
         shutil.rmtree(workdir, ignore_errors=True)
     return case
 
@@ -300,7 +307,9 @@ def sustained(store: str, n: int, dsn: str, workdir: str, tag: str, queries_file
         env=env,
     )
     time.sleep(seconds / 3)
-    search = bb.child_json(script, ["search", store, n, dsn, workdir, tag, queries_file, seconds / 6], dsn)
+    search = common.child_json(
+        script, ["search", store, n, dsn, workdir, tag, queries_file, seconds / 6], dsn
+    )
     search.update(server_state(dsn, store, tag))
     out, _ = writer.communicate(timeout=seconds * 4 + 600)
     return {"seconds": seconds, "write": json.loads(out.decode().strip().splitlines()[-1]), "search": search}
@@ -461,13 +470,13 @@ def main() -> int:
     args = ap.parse_args()
     long_probes = [float(p) for p in args.probes.split(",")]
     short_probes = [float(p) for p in args.short_probes.split(",")]
-    dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
+    dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
     sizes = [int(s) for s in args.sizes.split(",")]
     others_at = {int(s) for s in args.others_at.split(",") if s}
     tmp = tempfile.mkdtemp(prefix="mpbench_scl_q_")
     cases: list[dict] = []
     stamp = time.strftime("%Y%m%d_%H%M", time.gmtime())
-    meta = bb.run_meta(dsn, argv=" ".join(sys.argv[1:]), batch=args.batch)
+    meta = common.run_meta(dsn, argv=" ".join(sys.argv[1:]), batch=args.batch)
     # a trial run (--no-write) keeps its figures out of the repository
     out = (Path(tempfile.gettempdir()) if args.no_write else HERE / "out") / f"scale_{stamp}.json"
     try:
@@ -485,7 +494,7 @@ def main() -> int:
         chart(cases, HERE / "out" / "scale_curve.png")
     report = render(cases, meta)
     if not args.no_write:
-        bb.record_report(HERE / "RESULTS.md", "bench_scale", report)
+        common.record_report(HERE / "RESULTS.md", "bench_scale", report)
     print(report)
     return 0
 

@@ -34,8 +34,8 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-import bench_backends as bb
 import bench_real_path as rp
+import common
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -52,8 +52,8 @@ IDLE_S = 20.0
 def child_load(n: int, dsn: str, workdir: str, tag: str) -> dict:
     os.environ["MEMPALACE_CONFIG_DIR"] = str(Path(workdir) / "config")
     os.environ["MEMPALACE_PG_FOLDER"] = "off"  # the layouts are built by this benchmark
-    centers = bb.cluster_centers()
-    backend, col = bb.open_collection("postgres", str(Path(workdir) / "palace"), dsn, tag)
+    centers = common.cluster_centers()
+    backend, col = common.open_collection("postgres", str(Path(workdir) / "palace"), dsn, tag)
     t0 = time.perf_counter()
     for ids, docs, metas, vecs in rp.batches(n, 1000, centers):
         col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
@@ -127,7 +127,7 @@ def measure(col, queries, truth, label, where) -> dict:
         got = col.query(query_embeddings=[q.tolist()], n_results=10, where=where).ids[0]
         times.append((time.perf_counter() - t0) * 1000)
         recalls.append(len(set(got) & set(truth[label][i])) / 10)
-    return {**bb.summary(times), "recall_at_10": float(np.mean(recalls))}
+    return {**common.summary(times), "recall_at_10": float(np.mean(recalls))}
 
 
 def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str, merge_workers: str) -> dict:
@@ -142,8 +142,8 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
         os.environ["MEMPALACE_PG_EF_SEARCH"] = breadth
         indexing.MIN_SEARCH_BREADTH = int(breadth)
     truth = json.loads(Path(truth_file).read_text())
-    backend, col = bb.open_collection("postgres", str(Path(workdir) / "palace"), dsn, tag)
-    queries = bb.query_vectors(QUERIES, 777, bb.cluster_centers())
+    backend, col = common.open_collection("postgres", str(Path(workdir) / "palace"), dsn, tag)
+    queries = common.query_vectors(QUERIES, 777, common.cluster_centers())
     current = indexing.layout(col.partition, fresh=True)
     out = {
         "segments": len(current.segments),
@@ -271,7 +271,7 @@ def main() -> int:
             rest[2] = int(rest[2])
         print(json.dumps(fn(*rest)))
         return 0
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     script = str(Path(__file__).resolve())
     tag = f"seg_{uuid.uuid4().hex[:6]}"
     workdir = tempfile.mkdtemp(prefix="mpbench_seg_")
@@ -279,31 +279,33 @@ def main() -> int:
     Path(truth_file).write_text(json.dumps(rp.truths(args.n)))
     result: dict = {"n": args.n, "layouts": {}, "contention": {}}
     try:
-        load = bb.child_json(script, ["load", args.n, dsn, workdir, tag], dsn)
+        load = common.child_json(script, ["load", args.n, dsn, workdir, tag], dsn)
         result["load_seconds"] = load["seconds"]
         for name, shares in LAYOUTS.items():
-            built = bb.child_json(script, ["layout", dsn, tag, load["pk"], ",".join(map(str, shares))], dsn)
+            built = common.child_json(
+                script, ["layout", dsn, tag, load["pk"], ",".join(map(str, shares))], dsn
+            )
             entry = {**built, "queries": {}}
             for breadth in [*map(str, BREADTHS), "policy"]:
-                entry["queries"][breadth] = bb.child_json(
+                entry["queries"][breadth] = common.child_json(
                     script, ["query", dsn, workdir, tag, truth_file, breadth, "-"], dsn
                 )
                 print(
                     name, breadth, json.dumps(entry["queries"][breadth]["query"]), file=sys.stderr, flush=True
                 )
             result["layouts"][name] = entry
-        bb.child_json(script, ["layout", dsn, tag, load["pk"], ",".join(map(str, LAYOUTS["four"]))], dsn)
+        common.child_json(script, ["layout", dsn, tag, load["pk"], ",".join(map(str, LAYOUTS["four"]))], dsn)
         for workers in ("idle", "0", "1"):
-            result["contention"][workers] = bb.child_json(
+            result["contention"][workers] = common.child_json(
                 script, ["query", dsn, workdir, tag, truth_file, "policy", workers], dsn
             )
             print("merge", workers, json.dumps(result["contention"][workers]), file=sys.stderr, flush=True)
     finally:
-        bb.cleanup("postgres", dsn, tag, None)
+        common.cleanup("postgres", dsn, tag, None)
         shutil.rmtree(workdir, ignore_errors=True)
     meta = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": ", ".join(f"{k} {v}" for k, v in bb.versions(dsn).items()),
+        "machine": ", ".join(f"{k} {v}" for k, v in common.versions(dsn).items()),
         "command": "python benchmarks/bench_segments.py" + (f" --n {args.n}" if args.n != 100_000 else ""),
     }
     result["meta"] = meta
@@ -312,7 +314,7 @@ def main() -> int:
     report = render(result, meta)
     print(report)
     if not args.no_write:
-        bb.record_report(HERE / "RESULTS.md", "bench_segments", report)
+        common.record_report(HERE / "RESULTS.md", "bench_segments", report)
     return 0
 
 

@@ -48,9 +48,9 @@ import time
 import uuid
 from pathlib import Path
 
-import bench_backends as bb
 import bench_kg
 import bench_mine as bm
+import common
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -799,7 +799,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--render":  # chart and RESULTS.md section of a saved run
         saved = json.loads((HERE / "out" / "bench_team.json").read_text())
         chart(saved["results"], HERE / "out" / "team.png")
-        bb.record_report(HERE / "RESULTS.md", "bench_team", render(saved["results"], saved["meta"]))
+        common.record_report(HERE / "RESULTS.md", "bench_team", render(saved["results"], saved["meta"]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[4, 16, 64])
@@ -823,7 +823,7 @@ def main() -> int:
     ap.add_argument("--json", help="also save the results here")
     ap.add_argument("--keep", action="store_true", help="keep the palaces (under /tmp)")
     args = ap.parse_args()
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     library = sorted((DOCS / "library").glob("*.rst.txt"))
     base = library[: args.base_files] if args.base_files else library
     rest = sorted(f for f in DOCS.rglob("*.rst.txt") if f.parent.name != "library")
@@ -843,7 +843,7 @@ def main() -> int:
                 bench_kg.fresh_schema(dsn, r["schema"])  # drops the palace's schema and graph
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    meta = bb.run_meta(
+    meta = common.run_meta(
         dsn,
         command="python benchmarks/bench_team.py " + " ".join(sys.argv[1:]),
         seconds=args.seconds,
@@ -857,7 +857,7 @@ def main() -> int:
     if not args.control_backlog and not args.no_write:
         chart(results, HERE / "out" / "team.png")
     name = "bench_team_backlog_control" if args.control_backlog else "bench_team"
-    bb.save_run(name, meta, results, render(results, meta), write=not args.no_write)
+    common.save_run(name, meta, results, render(results, meta), write=not args.no_write)
     return 0
 
 

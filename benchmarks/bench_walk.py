@@ -26,7 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
-import bench_backends as bb
+import common
 import numpy as np
 from bench_retrieval import make_facts, report_head, report_options, save_and_report
 
@@ -198,7 +198,7 @@ def main() -> int:
     args = ap.parse_args()
 
     def make_report():
-        dsn = bb.provisioned_dsn()
+        dsn = common.provisioned_dsn()
         return {
             **report_head(dsn, "bench_walk"),
             "reps": args.reps,

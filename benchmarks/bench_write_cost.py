@@ -34,7 +34,7 @@ import time
 import uuid
 from pathlib import Path
 
-import bench_backends as bb
+import common
 import numpy as np
 from bench_retrieval import run_benchmark
 
@@ -53,7 +53,7 @@ def _upserts(col, first: int, count: int, centers) -> list[float]:
     """``count`` upserts of UPSERT new drawers from drawer ``first`` on; ms each."""
     times = []
     for k in range(count):
-        ids, docs, metas, vecs = bb.batch_data(first + k * UPSERT, UPSERT, centers)
+        ids, docs, metas, vecs = common.batch_data(first + k * UPSERT, UPSERT, centers)
         t0 = time.perf_counter()
         col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
         times.append((time.perf_counter() - t0) * 1000)
@@ -111,12 +111,12 @@ def run_child(store: str, n: int, rounds: int, upserts: int, dsn: str) -> dict:
     tag = f"wc_{uuid.uuid4().hex[:6]}"
     workdir = Path(tempfile.mkdtemp(prefix="mpbench_wc_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
-    centers = bb.cluster_centers()
-    backend, col = bb.open_collection(store, str(workdir / "palace"), dsn, tag)
+    centers = common.cluster_centers()
+    backend, col = common.open_collection(store, str(workdir / "palace"), dsn, tag)
     try:
         out: dict = {
             "store": store,
-            "load_s": round(bb.load_drawers(col, store, n, centers), 1),
+            "load_s": round(common.load_drawers(col, store, n, centers), 1),
             "rounds": [],
         }
         first = n
@@ -137,22 +137,22 @@ def run_child(store: str, n: int, rounds: int, upserts: int, dsn: str) -> dict:
         return out
     finally:
         try:
-            bb.cleanup(store, dsn, tag, col)
+            common.cleanup(store, dsn, tag, col)
         finally:
             backend.close()
             shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run(args) -> dict:
-    dsn = bb.provisioned_dsn()
+    dsn = common.provisioned_dsn()
     out: dict = {"drawers": args.drawers, "rounds": args.rounds, "upserts": args.upserts, "stores": {}}
     for store in args.stores:
         print(f"[bench_write_cost] {store} ...", file=sys.stderr, flush=True)
         try:
-            out["stores"][store] = bb.child_json(
+            out["stores"][store] = common.child_json(
                 __file__, [store, args.drawers, args.rounds, args.upserts], dsn
             )
-        except bb.ChildFailed as exc:
+        except common.ChildFailed as exc:
             raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
     return out
 
@@ -217,7 +217,7 @@ def main() -> int:
     return run_benchmark(
         ap,
         "bench_write_cost",
-        lambda args: run_child(args.child, *map(int, args.child_args), bb.provisioned_dsn()),
+        lambda args: run_child(args.child, *map(int, args.child_args), common.provisioned_dsn()),
         run,
         render,
     )

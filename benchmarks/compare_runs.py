@@ -19,7 +19,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-import bench_backends as bb
+import common
 
 HERE = Path(__file__).resolve().parent
 
@@ -82,7 +82,7 @@ def main() -> int:
     report = render(runs, args.label, args.command)
     print(report)
     if not args.no_write:
-        bb.record_report(HERE / "RESULTS.md", "before_after", report)
+        common.record_report(HERE / "RESULTS.md", "before_after", report)
     return 0
 
 

@@ -342,9 +342,9 @@ def main() -> int:
             print(f"{path.parent.name}: {built}, {m['bytes'] / 1e9:.2f} GB")
         return 0
     sys.path.insert(0, str(HERE))
-    import bench_backends as bb
+    import common
 
-    dsn = os.environ.get("MEMPALACE_PG_DSN") or bb.provisioned_dsn()
+    dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
     if args.command == "upgrade":
         print(json.dumps(upgrade(args.size, dsn), indent=1))
         return 0

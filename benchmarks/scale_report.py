@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-import bench_backends as bb
+import common
 
 HERE = Path(__file__).resolve().parent
 BATCH = 1000
@@ -137,7 +137,7 @@ def main() -> int:
     report = render(data, commands)
     print(report)
     if not args.no_write:
-        bb.record_report(HERE / "RESULTS.md", "scale", report)
+        common.record_report(HERE / "RESULTS.md", "scale", report)
     return 0
 
 
