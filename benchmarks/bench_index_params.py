@@ -11,7 +11,7 @@ far recall varies from build to build. ``--data skewed`` uses the palace of ``sk
 instead (graded neighbours within topics, files of several chunks; queries from drawers). For each
 configuration it also measures the bytes a row takes in the in-memory graph of a build (from pgvector's
 notice when a build of 8,000 rows outgrows 8MB), which bounds a segment's rows
-(``indexing.build_capacity``). This is how the backend's defaults (halfvec, m = 16, ef_construction,
+(``builds.build_capacity``). This is how the backend's defaults (halfvec, m = 16, ef_construction,
 ef_search = 150) were chosen.
 """
 
@@ -81,7 +81,7 @@ def main() -> int:
         vectors = np.vstack([b[3] for b in batches])
         queries = common.query_vectors(args.queries, 777, centers)
     truth = [set(np.argsort(-(vectors @ (q / np.linalg.norm(q))))[:10].tolist()) for q in queries]
-    from mempalace_pg.store import indexing
+    from mempalace_pg.store import builds
 
     notices: list[str] = []
     table = "mempalace_pg_bench_index"
@@ -98,7 +98,7 @@ def main() -> int:
         conn.execute(f"ANALYZE {table}")
         conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
         # as the backend builds: one worker where pgvector's parallel build is safe, else serial
-        workers = indexing.build_workers(conn)
+        workers = builds.build_workers(conn)
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute(f"SET max_parallel_maintenance_workers = {int(workers)}")
         try:

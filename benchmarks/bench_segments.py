@@ -68,13 +68,13 @@ def child_layout(dsn: str, tag: str, pk: int, shares: str) -> dict:
     import psycopg
     from psycopg import sql
 
-    from mempalace_pg.store import indexing
+    from mempalace_pg.store import builds, indexing
 
     schema = f"bench_{tag}"
     table = sql.Identifier(schema, f"records_c{pk}")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path = {}, public").format(sql.Identifier(schema)))
-        indexing.build_session(conn)
+        builds.build_session(conn)
         n, top = conn.execute(sql.SQL("SELECT count(*), max(vector_seq) FROM {}").format(table)).fetchone()
         old = [
             r[0]
@@ -98,13 +98,13 @@ def child_layout(dsn: str, tag: str, pk: int, shares: str) -> dict:
             )
             bounds.append((lo, hi))
             lo = hi
-        builds = []
+        build_times = []
         for i, (lo, hi) in enumerate(bounds):
             name = indexing.segment_name(pk, hi)
             t0 = time.perf_counter()
             conn.execute(indexing.segment_ddl(name, table, 384, lo, hi, concurrently=False))
-            builds.append(time.perf_counter() - t0)
-            indexing.register(conn, schema, pk, name, lo, hi, builds[-1], old if i == 0 else [])
+            build_times.append(time.perf_counter() - t0)
+            builds.register(conn, schema, pk, name, lo, hi, build_times[-1], old if i == 0 else [])
         for name in old:
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, name)))
         conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(table))
@@ -117,7 +117,7 @@ def child_layout(dsn: str, tag: str, pk: int, shares: str) -> dict:
                 (pk,),
             )
         ]
-    return {"rows": rows, "build_seconds": builds}
+    return {"rows": rows, "build_seconds": build_times}
 
 
 def measure(col, queries, truth, label, where) -> dict:
@@ -162,12 +162,14 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
         import psycopg
         from psycopg import sql
 
+        from mempalace_pg.store import builds
+
         schema, done = f"bench_{tag}", []
 
         def build():
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(sql.SQL("SET search_path = {}, public").format(sql.Identifier(schema)))
-                indexing.build_session(conn, int(merge_workers))
+                builds.build_session(conn, int(merge_workers))
                 t0 = time.perf_counter()
                 conn.execute(
                     indexing.segment_ddl(

@@ -19,6 +19,12 @@ import psycopg
 from psycopg import sql
 
 from mempalace_pg.db import defects, locks
+from mempalace_pg.store.builds import (
+    build_capacity,
+    build_session,
+    orphan_indexes,
+    register,
+)
 from mempalace_pg.store.indexing import (
     ABSORB_ROWS,
     BUSY_MERGE_ROWS,
@@ -33,13 +39,9 @@ from mempalace_pg.store.indexing import (
     QUIET_S,
     WORTH_REBUILD,
     Layout,
-    build_capacity,
-    build_session,
     folder_application_name,
     largest_share,
     lock_keys,
-    orphan_indexes,
-    register,
     segment_condition,
     segment_ddl,
     segment_name,

@@ -18,7 +18,7 @@ from mempalace.backends.base import DimensionMismatchError
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from mempalace_pg.store import indexing
+from mempalace_pg.store import builds, indexing
 from mempalace_pg.store.filters import compile_filters
 from mempalace_pg.store.records import clean_lookup_ids
 
@@ -133,9 +133,9 @@ class Partition:
 
         ``conn`` is a session (autocommit, :meth:`Database.session`): the build's settings are reset after.
         """
-        indexing.build_session(conn)
+        builds.build_session(conn)
         try:
-            indexing.rebuild(conn, self.db.schema, self.pk, dim)
+            builds.rebuild(conn, self.db.schema, self.pk, dim)
             indexing.forget(self)
             # Merge what the load left in the GIN indexes' pending lists (every search scans them).
             for name in self.gin_indexes(conn):

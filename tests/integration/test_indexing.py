@@ -13,7 +13,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from mempalace_pg.store import folder, indexing
+from mempalace_pg.store import builds, folder, indexing
 
 #: A writer: upserts ROWS drawers in batches of 50 into the palace at argv[1], prints "written", then
 #: waits on stdin (so the test chooses how it ends).
@@ -169,7 +169,7 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
     rng = np.random.default_rng(5)
     vecs = rng.normal(size=(1500, 32)).astype("float32")
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        indexing.build_session(conn)
+        builds.build_session(conn)
         for start, stop in ((0, 600), (600, 1100), (1100, 1500)):  # three segments
             col.upsert(
                 ids=[f"d{i}" for i in range(start, stop)],
@@ -220,12 +220,12 @@ def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, m
         )
     pk = col.partition.pk
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        indexing.build_session(conn)
-        assert len(indexing.rebuild(conn, pg_schema, pk, 32)) == 1  # the default memory holds them all
+        builds.build_session(conn)
+        assert len(builds.rebuild(conn, pg_schema, pk, 32)) == 1  # the default memory holds them all
         conn.execute("SET maintenance_work_mem = '1MB'")
-        capacity = indexing.build_capacity(conn, 32)
+        capacity = builds.build_capacity(conn, 32)
         assert capacity == indexing.FOLD_ROWS  # 1MB holds fewer; a segment is never smaller than a fold
-        names = indexing.rebuild(conn, pg_schema, pk, 32)
+        names = builds.rebuild(conn, pg_schema, pk, 32)
         rows = [
             r
             for (r,) in conn.execute(

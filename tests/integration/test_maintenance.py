@@ -30,7 +30,7 @@ from server_tools import server_tool
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db import defects, schema
-from mempalace_pg.store import indexing
+from mempalace_pg.store import builds, indexing
 from mempalace_pg.store.backend import PostgresBackend
 from mempalace_pg.tools.backup import backup
 
@@ -162,7 +162,7 @@ def test_builds_use_parallel_workers_only_where_pgvector_is_fixed(
     col, build = start_build(backend, tmp_path / "parallel", pg_schema, pg_dsn, monkeypatch, PARALLEL_ROWS)
     fixed = library_pgvector(pg_dsn) >= (0, 8, 2)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        indexing.build_session(conn)
+        builds.build_session(conn)
         assert conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0] == (
             str(indexing.BUILD_WORKERS) if fixed else "0"
         )

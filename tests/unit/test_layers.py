@@ -154,3 +154,57 @@ def test_no_object_reaches_into_another_objects_private_attributes():
 def test_every_module_on_a_floor_is_in_the_table():
     for module, _path in modules():
         floor_of(module)
+
+
+def _module_level_imports(tree: ast.Module) -> list[str]:
+    """The package's modules imported when ``tree``'s module is imported: its top-level imports, not those
+    inside functions (made on first use) nor under ``if TYPE_CHECKING`` (never made)."""
+    found = []
+
+    def visit(nodes):
+        for node in nodes:
+            if isinstance(node, ast.If):
+                if "TYPE_CHECKING" in ast.unparse(node.test):
+                    visit(node.orelse)
+                    continue
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for _, target, names in imported_modules(node):
+                    package = PACKAGE.joinpath(*target.split(".")) if target else None
+                    submodules = [
+                        f"{target}.{name}"
+                        for name in names
+                        if package and ((package / name).is_dir() or (package / f"{name}.py").is_file())
+                    ]
+                    found.extend(submodules or ([target] if target else []))
+
+    visit(tree.body)
+    return found
+
+
+def test_no_module_imports_itself_back_through_others():
+    """No circle of imports made at import time: a reader can follow the arrows down."""
+    graph = {}
+    for module, path in modules():
+        if not module:
+            continue
+        targets = set()
+        for target in _module_level_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            # `from mempalace_pg.store import indexing` names the module; `...store.indexing import x` too
+            targets.add(target)
+        graph[module] = targets
+    circles = []
+
+    def walk(node, trail):
+        for nxt in graph.get(node, ()):
+            if nxt in trail:
+                circles.append(" -> ".join(trail[trail.index(nxt) :] + [nxt]))
+            elif len(trail) < 20:
+                walk(nxt, trail + [nxt])
+
+    for start in graph:
+        walk(start, [start])
+    assert sorted(set(circles)) == []

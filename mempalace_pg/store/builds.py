@@ -1,0 +1,147 @@
+"""Building a collection's HNSW segments: the build session (memory, workers where pgvector's parallel
+build is safe), how many rows one build holds, registering a built segment, rebuilding every row at once
+(bulk loads, ``reindex``) and finding the indexes no segment lists. The folder (:mod:`mempalace_pg.store.
+folder`) and bulk loads call these; the layout and the folder's policy are :mod:`mempalace_pg.store.indexing`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import psycopg
+from psycopg import sql
+
+from mempalace_pg.db import defects, locks
+from mempalace_pg.store.indexing import (
+    BUILD_MEMORY,
+    BUILD_ROW_OVERHEAD,
+    BUILD_WORKERS,
+    FOLD_ROWS,
+    HNSW_MAX_DIM,
+    segment_condition,
+    segment_ddl,
+    segment_name,
+)
+
+log = logging.getLogger(__name__)
+
+
+def build_workers(conn: psycopg.Connection, wanted: int = BUILD_WORKERS) -> int:
+    """The parallel workers a segment build on this server may use: ``wanted``, or none where the
+    server's pgvector has the parallel HNSW build overflow (CVE-2026-3172, fixed in 0.8.2)."""
+    return int(wanted) if defects.parallel_hnsw_build_safe(conn) else 0
+
+
+def build_session(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> None:
+    """Session settings of a connection that builds segments (a folder's, or a pooled one for a while).
+
+    The workers are always set: PostgreSQL's own default (2) would run a parallel build too."""
+    conn.execute(
+        "SELECT set_config('maintenance_work_mem', %s, false), "
+        "set_config('max_parallel_maintenance_workers', %s, false), "
+        "set_config('statement_timeout', '0', false)",
+        (BUILD_MEMORY, str(build_workers(conn, workers))),
+    )
+
+
+def build_capacity(conn: psycopg.Connection, dim: int) -> int:
+    """The rows one segment build fits in the session's ``maintenance_work_mem`` (set by
+    :func:`build_session`), with a tenth kept free: a larger build spills its graph to disk and takes
+    several times as long."""
+    memory = conn.execute("SELECT pg_size_bytes(current_setting('maintenance_work_mem'))").fetchone()[0]
+    return max(FOLD_ROWS, int(memory * 0.9) // (2 * int(dim) + BUILD_ROW_OVERHEAD))
+
+
+def register(
+    conn: psycopg.Connection,
+    schema: str,
+    pk: int,
+    index: str,
+    lo: int,
+    hi: int,
+    seconds: float,
+    replaced: list[str],
+) -> None:
+    """Make a built index a segment and retire the ones it replaces, in one transaction."""
+    segs = sql.Identifier(schema, "vector_segments")
+    table = sql.Identifier(schema, f"records_c{int(pk)}")
+    with conn.transaction():
+        rows = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, segment_condition(lo, hi))
+        ).fetchone()[0]
+        conn.execute(sql.SQL("DELETE FROM {} WHERE index_name = ANY(%s)").format(segs), (replaced,))
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (collection_pk, index_name, lo, hi, rows, build_seconds) "
+                "VALUES (%s, %s, %s, %s, %s, %s)"
+            ).format(segs),
+            (pk, index, lo, hi, rows, seconds),
+        )
+
+
+def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[str]:
+    """Make every row of the collection segments again, built in one go each (not concurrently: writes
+    wait): one segment when the rows fit :func:`build_capacity`, else as few of equal size as do; drop
+    the other segments. ``conn`` holds no transaction and has :func:`build_session`'s settings. For bulk
+    loads and ``reindex``. Returns the new segments' index names."""
+    if dim > HNSW_MAX_DIM:
+        return []
+    changes = locks.segments_key(schema, pk)
+    table = sql.Identifier(schema, f"records_c{int(pk)}")
+    locks.acquire(conn, changes, what="rebuilding the vector index")
+    try:
+        old = [
+            name
+            for (name,) in conn.execute(
+                sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
+                    sql.Identifier(schema, "vector_segments")
+                ),
+                (pk,),
+            )
+        ]
+        rows = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()[0]
+        parts = max(1, -(-int(rows) // build_capacity(conn, dim)))
+        # the highest vector_seq of each of `parts` runs of equal size, in write order
+        bounds = [
+            int(hi)
+            for (hi,) in conn.execute(
+                sql.SQL(
+                    "SELECT max(vector_seq) FROM (SELECT vector_seq, ntile(%s) OVER (ORDER BY vector_seq) "
+                    "AS part FROM {}) t GROUP BY part ORDER BY 1"
+                ).format(table),
+                (parts,),
+            )
+        ] or [0]
+        built, lo = [], -1
+        for hi in bounds:
+            name = segment_name(pk, hi)
+            t0 = time.perf_counter()
+            conn.execute(segment_ddl(name, table, dim, lo, hi, concurrently=False))
+            register(conn, schema, pk, name, lo, hi, time.perf_counter() - t0, old if not built else [])
+            built.append(name)
+            lo = hi
+        for stale in orphan_indexes(conn, schema, pk):  # the replaced segments, and any interrupted build's
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, stale)))
+        return built
+    finally:
+        locks.release(conn, changes)
+
+
+def orphan_indexes(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
+    """Segment indexes of the collection that no segment lists (a build or switch was interrupted)."""
+    return [
+        name
+        for (name,) in conn.execute(
+            sql.SQL(
+                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relname LIKE %s "
+                "AND c.relname NOT IN (SELECT index_name FROM {} WHERE collection_pk = %s)"
+            ).format(sql.Identifier(schema, "vector_segments")),
+            (schema, f"records\\_c{int(pk)}\\_vec\\_%", pk),
+        )
+    ]
+
+
+__all__ = ["build_workers", "build_session", "build_capacity", "register", "rebuild", "orphan_indexes"]
