@@ -104,7 +104,16 @@ def child_layout(dsn: str, tag: str, pk: int, shares: str) -> dict:
             t0 = time.perf_counter()
             conn.execute(indexing.segment_ddl(name, table, 384, lo, hi, concurrently=False))
             build_times.append(time.perf_counter() - t0)
-            builds.register(conn, schema, pk, name, lo, hi, build_times[-1], old if i == 0 else [])
+            builds.register(
+                conn,
+                schema,
+                pk,
+                index=name,
+                lo=lo,
+                hi=hi,
+                seconds=build_times[-1],
+                replaced=old if i == 0 else [],
+            )
         for name in old:
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, name)))
         conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(table))

@@ -172,7 +172,14 @@ def file(memory: Memory, *, palace_path: str, facts_of, settings: Optional[Setti
     for attempt in (1, 2):
         try:
             existed, triple_ids, created = _file_once(
-                memory, ids, documents, metadatas, embeddings, palace_path, settings, facts_of
+                memory,
+                ids=ids,
+                documents=documents,
+                metadatas=metadatas,
+                embeddings=embeddings,
+                palace_path=palace_path,
+                settings=settings,
+                facts_of=facts_of,
             )
             break
         except _RETRIED as exc:
@@ -216,7 +223,7 @@ def _worth_retrying(exc: Exception) -> bool:
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
-def _file_once(memory, ids, documents, metadatas, embeddings, palace_path, settings, facts_of):
+def _file_once(memory, *, ids, documents, metadatas, embeddings, palace_path, settings, facts_of):
     """One transaction: the drawer if absent, then the facts. Returns (the drawer existed, each fact's
     triple id, the ids of the facts this transaction stored)."""
     from mempalace_pg.atomic import unit_of_work

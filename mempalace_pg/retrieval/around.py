@@ -124,11 +124,11 @@ class AroundEntity(SearchBase):
         in_evidence = sql.SQL("{} AND id IN (SELECT drawer_id FROM evidence)").format(condition)
         near_evidence, p_evidence = search.nearest_sql(
             col.partition,
-            cols,
-            in_evidence,
-            cparams,
-            n if mode == "restrict" else max(n, 4 * n),
-            dim,
+            columns=cols,
+            condition=in_evidence,
+            params=cparams,
+            n=n if mode == "restrict" else max(n, 4 * n),
+            dim=dim,
             filtered=True,
             gate=search.Gate(sql.SQL("SELECT count(*) AS n FROM evidence"), {}),
         )
@@ -138,11 +138,11 @@ class AroundEntity(SearchBase):
             ), p_evidence
         near_all, p_all = search.nearest_sql(
             col.partition,
-            cols,
-            condition,
-            cparams,
-            max(n, 4 * n),
-            dim,
+            columns=cols,
+            condition=condition,
+            params=cparams,
+            n=max(n, 4 * n),
+            dim=dim,
             filtered=bool(keys),
             gate=search.wing_room_gate(col.partition, keys),
         )

@@ -45,11 +45,11 @@ class EntitiesForQuery(SearchBase):
             condition, cparams = col.partition.condition(where)
             near, p_near = search.nearest_sql(
                 col.partition,
-                sql.SQL("id"),
-                condition,
-                cparams,
-                max(1, int(drawers)),
-                dim,
+                columns=sql.SQL("id"),
+                condition=condition,
+                params=cparams,
+                n=max(1, int(drawers)),
+                dim=dim,
                 filtered=bool(keys),
                 gate=search.wing_room_gate(col.partition, keys),
             )

@@ -54,11 +54,11 @@ class HybridSearch(SearchBase):
             condition, cparams = col.partition.condition(where)
             near, p_near = search.nearest_sql(
                 col.partition,
-                sql.SQL("id"),
-                condition,
-                cparams,
-                depth,
-                dim,
+                columns=sql.SQL("id"),
+                condition=condition,
+                params=cparams,
+                n=depth,
+                dim=dim,
                 filtered=bool(keys),
                 gate=search.wing_room_gate(col.partition, keys),
             )

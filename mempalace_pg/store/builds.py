@@ -57,6 +57,7 @@ def register(
     conn: psycopg.Connection,
     schema: str,
     pk: int,
+    *,
     index: str,
     lo: int,
     hi: int,
@@ -118,7 +119,16 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
             name = segment_name(pk, hi)
             t0 = time.perf_counter()
             conn.execute(segment_ddl(name, table, dim, lo, hi, concurrently=False))
-            register(conn, schema, pk, name, lo, hi, time.perf_counter() - t0, old if not built else [])
+            register(
+                conn,
+                schema,
+                pk,
+                index=name,
+                lo=lo,
+                hi=hi,
+                seconds=time.perf_counter() - t0,
+                replaced=old if not built else [],
+            )
             built.append(name)
             lo = hi
         for stale in orphan_indexes(conn, schema, pk):  # the replaced segments, and any interrupted build's

@@ -187,7 +187,16 @@ class Folder:
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, name))
             )
             raise
-        register(self.conn, self.schema, self.pk, name, lo, hi, time.perf_counter() - t0, replaced)
+        register(
+            self.conn,
+            self.schema,
+            self.pk,
+            index=name,
+            lo=lo,
+            hi=hi,
+            seconds=time.perf_counter() - t0,
+            replaced=replaced,
+        )
         # The planner picks each arm's index by the rows it expects in the segment's vector_seq range.
         self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))
         due = time.monotonic() + GRACE_S

@@ -72,19 +72,19 @@ def wing_room_gate(part: Partition, keys: Optional[dict]) -> Optional[Gate]:
 # Long because its SQL is written out clause by clause; its arms are built in one loop.
 def nearest_sql(
     part: Partition,
+    *,
     columns: sql.Composable,
     condition: sql.Composable,
-    cparams: dict,
+    params: dict,
     n: int,
     dim: int,
-    *,
     filtered: bool,
     gate: Optional[Gate] = None,
     layout: Optional[indexing.Layout] = None,
 ) -> tuple[sql.Composable, dict]:
     """The statement (also usable as a subquery) of the ``n`` records nearest to the query vector
     (the parameter ``q``, which the caller adds) that meet ``condition`` (whose parameters are
-    ``cparams``): ``columns`` plus ``distance``, nearest first. Returns the statement and its
+    ``params``): ``columns`` plus ``distance``, nearest first. Returns the statement and its
     parameters but ``q``.
 
     One arm per vector index segment of ``layout`` (default: the partition's current one; a caller that
@@ -112,7 +112,7 @@ def nearest_sql(
     candidates = row_count(
         min(MAX_ROW_COUNT, max(n, math.ceil(FILTERED_OVERSAMPLE * n * layout.largest))) if filtered else n
     )
-    parts, params, arms = [], dict(cparams), []
+    parts, params, arms = [], dict(params), []
     gate_ann = sql.SQL("")
     walk = dict(fmt)  # the walks' and the tail's
     if gate is not None:
@@ -192,11 +192,11 @@ def nearest_statement(
     def build():
         query, query_params = nearest_sql(
             part,
-            columns,
-            condition,
-            params,
-            n,
-            dim,
+            columns=columns,
+            condition=condition,
+            params=params,
+            n=n,
+            dim=dim,
             filtered=filtered,
             gate=wing_room_gate(part, gate_keys),
             layout=layout,

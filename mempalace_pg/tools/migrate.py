@@ -115,7 +115,9 @@ def migrate(
         _count_source(report, reader, snapshot)
         if not dry_run:
             for name, src_col in reader.collections.items():
-                _copy_collection(report, reader, name, src_col, palace, page, progress)
+                _copy_collection(
+                    report, reader, name, src_col=src_col, palace=palace, page=page, progress=progress
+                )
             if report.graph is not None:
                 _copy_graph(report, snapshot.graph, palace)
     finally:
@@ -345,6 +347,7 @@ def _copy_collection(
     report: MigrationReport,
     reader: _SourceReader,
     name: str,
+    *,
     src_col,
     palace: _TargetPalace,
     page: int,
@@ -362,7 +365,9 @@ def _copy_collection(
         for ids, documents, metadatas, embeddings in pages:
             offset += len(ids)
             sample.offer(ids)
-            _load_missing(col, load, stats, ids, documents, metadatas, embeddings)
+            _load_missing(
+                col, load, stats, ids=ids, documents=documents, metadatas=metadatas, embeddings=embeddings
+            )
             if progress:
                 progress(name, offset, stats["source"], time.perf_counter() - t0)
     stats["target"] = col.count()
@@ -391,7 +396,7 @@ def _target_collection(palace: _TargetPalace, name: str, src_col, backend_name: 
     return col
 
 
-def _load_missing(col, load, stats: dict, ids: list, documents: list, metadatas: list, embeddings) -> None:
+def _load_missing(col, load, stats: dict, *, ids: list, documents: list, metadatas: list, embeddings) -> None:
     """Bulk-load the records of one page that the target does not hold yet."""
     have = set(col.get(ids=ids, include=[]).ids)
     keep = [i for i, rid in enumerate(ids) if rid not in have]

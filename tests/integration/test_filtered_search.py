@@ -134,11 +134,11 @@ def test_a_big_room_is_walked_and_a_small_one_scanned(make_collection, pg_dsn, p
             condition, params = part.condition(where)
             statement, params = search.nearest_sql(
                 part,
-                sql.SQL("id"),
-                condition,
-                params,
-                10,
-                DIM,
+                columns=sql.SQL("id"),
+                condition=condition,
+                params=params,
+                n=10,
+                dim=DIM,
                 filtered=True,
                 gate=search.wing_room_gate(part, wing_room_equalities(where)),
             )
