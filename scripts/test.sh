@@ -6,7 +6,8 @@
 #      which then run beside steps 1-5 instead of before them;
 #   1. create .venv and install the package with its test dependencies (MemPalace and ruff pinned);
 #   2. lint: ruff check and ruff format --check over the code, the tests, benchmarks, scripts, migrations;
-#   3. the unit tier (tests/unit), once, with no database;
+#   3. the unit tier (tests/unit), once, with no database: with it the layer rules (test_layers.py) and
+#      the docs' links, code blocks and benchmark outputs (test_docs.py);
 #   4. fetch MemPalace's sdist, whose own knowledge-graph tests run against the AGE graph;
 #   5. provision PostgreSQL with pgvector and Apache AGE (scripts/provision-postgres.sh) for each stack,
 #      and run the integration tier (tests/integration) against each server: as its superuser on trixie,
