@@ -17,8 +17,8 @@ for the process, in the module that uses it:
 - ``graph/kg.py``: ``_PALACE_PKS``, palace identity -> palace_pk, until ``forget_palaces()``.
 - ``graph/values.py``: ``_MEMPALACE``, MemPalace's helpers imported once, for the process.
 - ``graph/routing.py``: ``_SQLITE_CLASS``, MemPalace's own SQLite ``KnowledgeGraph``, for the process.
-- ``graph/statements.py``: ``statements()`` (``lru_cache``), each graph's statements, each keeping a
-  bounded page cache, until ``statements.cache_clear()``.
+- ``graph/statements.py``: ``statements()`` (``lru_cache``), each graph's statements, each keeping its
+  timeline pages in a bounded ``StatementCache``, until ``statements.cache_clear()``.
 - ``patching.py``: ``_PATCHES`` and ``_patched``, the registered patches and the modules patched, for
   the process.
 - ``mcp_tools/in_mempalace.py``: ``_tools``, the pg_* tools per palace directory, until ``forget()``.

@@ -10,13 +10,16 @@ Every other value travels as a bound parameter; see :func:`row_count` for why co
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 import psycopg
 from psycopg import sql
 
 from mempalace_pg.db.pool import use_search_breadth
+
+T = TypeVar("T")
 
 #: How many statements (one per filter and shape) a collection, or a PalaceSearch, keeps ready.
 STATEMENT_CACHE_SIZE = 256
@@ -41,21 +44,25 @@ class Kept:
 
 
 class StatementCache:
-    """Statements built once per key and rendered to SQL bytes on first use, so a repeated call
-    neither composes nor renders SQL (and psycopg prepares it after a few uses). Holds at most
-    STATEMENT_CACHE_SIZE; the oldest goes first."""
+    """Statements built once per key and kept, so a repeated call neither composes nor renders SQL (and
+    psycopg prepares it after a few uses): :class:`Kept` statements of a collection or a PalaceSearch, the
+    rendered pages of the graph's timeline. Holds at most STATEMENT_CACHE_SIZE; the oldest goes first.
+    Safe to share between threads (an MCP server's)."""
 
     def __init__(self):
         self._entries: dict = {}
+        self._lock = threading.Lock()
 
-    def get(self, key, build: Callable[[], Kept]) -> Kept:
+    def get(self, key, build: Callable[[], T]) -> T:
         """The statement kept for ``key``; ``build()`` makes it on a miss. A ``None`` key is built every
         time and never kept."""
-        entry = self._entries.get(key) if key is not None else None
+        if key is None:
+            return build()
+        entry = self._entries.get(key)
         if entry is None:
             entry = build()
-            if key is not None:
-                if len(self._entries) >= STATEMENT_CACHE_SIZE:
+            with self._lock:
+                if key not in self._entries and len(self._entries) >= STATEMENT_CACHE_SIZE:
                     self._entries.pop(next(iter(self._entries)))
                 self._entries[key] = entry
         return entry

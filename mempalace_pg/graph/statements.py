@@ -6,11 +6,10 @@ composes nor renders SQL. Identifiers are ``sql.Identifier``; every value a name
 from __future__ import annotations
 
 import functools
-import threading
 
 from psycopg import sql
 
-from mempalace_pg.db.sqlkit import STATEMENT_CACHE_SIZE, row_count
+from mempalace_pg.db.sqlkit import StatementCache, row_count
 from mempalace_pg.graph.sql_parts import DIRECTIONS, Parts, compose, render
 
 #: The columns of MemPalace's SQLite ``entities`` and ``triples`` tables, in its order: what replication
@@ -48,8 +47,7 @@ class Statements:
         self._timeline(parts)
         self._summaries(parts)
         self._replication(parts)
-        self._pages: dict = {}
-        self._pages_lock = threading.Lock()
+        self._pages = StatementCache()  # timeline pages, by (of_entity, limit, offset)
 
     def _palaces(self, p: Parts) -> None:
         palaces = p.fn("palaces")
@@ -447,22 +445,17 @@ class Statements:
 
         The page's LIMIT and OFFSET are written into the text (:func:`~mempalace_pg.db.sqlkit.row_count`):
         bound, they would make PostgreSQL plan the statement afresh on every call."""
-        key = (of_entity, limit, offset)
-        statement = self._pages.get(key)
-        if statement is None:
-            statement = render(
+        return self._pages.get(
+            (of_entity, limit, offset),
+            lambda: render(
                 compose(
                     "{facts} LIMIT {limit} OFFSET {offset}",
                     facts=self._timeline_of[of_entity],
                     limit=row_count(limit),
                     offset=row_count(offset),
                 )
-            )
-            with self._pages_lock:
-                if len(self._pages) >= STATEMENT_CACHE_SIZE:
-                    self._pages.pop(next(iter(self._pages)))
-                self._pages[key] = statement
-        return statement
+            ),
+        )
 
 
 @functools.lru_cache(maxsize=None)
