@@ -21,12 +21,14 @@ import json
 import os
 import platform
 import random
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 
@@ -124,13 +126,44 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
 
 
-def run_size(n: int, dsn: str, schema: str) -> dict:
+def sqlite_setup(kg, directory: str) -> dict:
+    """How the SQLite graph runs here, as MemPalace opens it: its journal mode and ``synchronous`` (MemPalace
+    sets WAL and leaves synchronous at SQLite's default), the file system under it, and the p50 of one 4 KB
+    write + fsync in that directory: in WAL mode with synchronous=FULL every commit waits for one."""
+    conn = kg._conn()  # MemPalace's own connection (its KnowledgeGraph API)
+    journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(
+        conn.execute("PRAGMA synchronous").fetchone()[0]
+    )
+    # findmnt names ext4 as such (stat -f says "ext2/ext3" for every ext)
+    fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", directory], capture_output=True, text=True)
+    fs = fs.stdout.strip() or "unknown"
+    probe = os.path.join(directory, "fsync-probe")
+    xs = []
+    with open(probe, "wb") as f:
+        for _ in range(300):
+            t = time.perf_counter()
+            f.write(b"x" * 4096)
+            f.flush()
+            os.fsync(f.fileno())
+            xs.append(time.perf_counter() - t)
+    os.unlink(probe)
+    return {
+        "journal_mode": journal,
+        "synchronous": synchronous,
+        "filesystem": fs,
+        "directory": directory,
+        "fsync_p50_ms": round(pct(xs, 0.5), 3),
+    }
+
+
+def run_size(n: int, dsn: str, schema: str, sqlite_dir: Optional[str] = None) -> dict:
     from mempalace_pg.config import Settings
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
     from mempalace_pg.graph.routing import sqlite_class
 
     entities, triples = make_rows(n)
-    tmp = tempfile.mkdtemp(prefix="kgbench-")
+    tmp = tempfile.mkdtemp(prefix="kgbench-", dir=sqlite_dir)
     sqlite_kg = sqlite_class()(os.path.join(tmp, "knowledge_graph.sqlite3"))
     age_kg = AgeKnowledgeGraph(
         palace_key=f"bench-{n}-{uuid.uuid4().hex[:8]}", settings=Settings.load({"dsn": dsn, "schema": schema})
@@ -156,10 +189,15 @@ def run_size(n: int, dsn: str, schema: str) -> dict:
     open_facts = [t for t in triples if t["valid_to"] is None]
     closes = rng.sample(open_facts, 1000)
     names = [f"Entity {rng.randrange(ENTITIES)}" for _ in range(2000)]
+    result["sqlite_setup"] = sqlite_setup(sqlite_kg, tmp)
     for label, kg in (("sqlite", sqlite_kg), ("age", age_kg)):
         r = result.setdefault(label, {})
         xs = timed(lambda i: kg.add_triple(*adds[i][:3], valid_from=adds[i][3]), len(adds))
         r["add_triple_per_s"] = round(len(xs) / sum(xs))
+        r["add_triple_p50_ms"] = round(pct(xs, 0.5), 3)
+        # a new user's first facts: both entities new, so each call also writes two entities
+        xs = timed(lambda i: kg.add_triple(f"Person {n}-{i}", "knows", f"Thing {n}-{i}"), 1000)
+        r["add_triple_new_entities_per_s"] = round(len(xs) / sum(xs))
         xs = timed(
             lambda i: kg.invalidate(
                 closes[i]["subject"].replace("entity_", "Entity "),
@@ -286,6 +324,16 @@ def render(report) -> str:
         f"{report['versions']['python']}; {ENTITIES} entities, ~8% of loaded facts closed; "
         f"`python benchmarks/bench_kg.py --sizes {' '.join(str(r['triples']) for r in report['runs'])}`.",
         "",
+        "SQLite as MemPalace opens it: "
+        + "; ".join(
+            f"{r['triples']:,} facts: journal_mode={s['journal_mode']}, synchronous={s['synchronous']}, on "
+            f"{s['filesystem']} ({s['directory']})"
+            for r in report["runs"]
+            if (s := r.get("sqlite_setup"))
+        )
+        + ". Each add_triple there is one commit that waits for an fsync of the WAL; each AGE add_triple one "
+        "durable commit of PostgreSQL.",
+        "",
         "| triples | metric | SQLite | AGE | ratio | target |",
         "|---|---|---|---|---|---|",
     ]
@@ -298,7 +346,14 @@ def render(report) -> str:
                 s["add_triple_per_s"],
                 a["add_triple_per_s"],
                 a["add_triple_per_s"] / s["add_triple_per_s"],
-                "≥ 5x" if big else "≥ 1x",
+                "≥ 1x",
+            ),
+            (
+                "add_triple, both entities new /s",
+                s["add_triple_new_entities_per_s"],
+                a["add_triple_new_entities_per_s"],
+                a["add_triple_new_entities_per_s"] / s["add_triple_new_entities_per_s"],
+                "≥ 1x",
             ),
             (
                 "invalidate /s",
@@ -309,9 +364,9 @@ def render(report) -> str:
             ),
         ]
         for key, label, target in (
-            ("query_entity", "query_entity both p50 ms", "≤ 3x"),
-            ("query_entity_as_of", "query_entity as_of p50 ms", "≤ 3x"),
-            ("timeline_100", "timeline(100) p50 ms", "≤ 2x"),
+            ("query_entity", "query_entity both p50 ms", "≤ 1x"),
+            ("query_entity_as_of", "query_entity as_of p50 ms", "≤ 1x"),
+            ("timeline_100", "timeline(100) p50 ms", "≤ 1x"),
         ):
             rows.append(
                 (
@@ -319,7 +374,7 @@ def render(report) -> str:
                     s[key]["p50_ms"],
                     a[key]["p50_ms"],
                     a[key]["p50_ms"] / s[key]["p50_ms"],
-                    target if big else "",
+                    target,
                 )
             )
             rows.append(
@@ -347,6 +402,9 @@ def render(report) -> str:
                     "",
                 ),
             ]
+        setup = r.get("sqlite_setup")
+        if setup:
+            rows.append(("floor: SQLite, one 4 KB write + fsync p50 ms", setup["fsync_p50_ms"], "", None, ""))
         rows.append(("bulk load s", r["load_s"]["sqlite"], r["load_s"]["age"], None, ""))
         for label, sv, av, ratio, target in rows:
             lines.append(
@@ -377,6 +435,11 @@ def main(argv=None):
     parser.add_argument("--schema", default="mempalace_bench")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument(
+        "--sqlite-dir",
+        help="where the SQLite graph's file goes (default: the system's temporary directory); put it where "
+        "a user's palace lives to measure SQLite on that disk",
+    )
+    parser.add_argument(
         "--write-results",
         action="store_true",
         help="put the table at the top of benchmarks/RESULTS.md (newest first)",
@@ -396,7 +459,7 @@ def main(argv=None):
         }
         for n in args.sizes:
             print(f"[bench_kg] {n} triples ...", file=sys.stderr, flush=True)
-            report["runs"].append(run_size(n, args.dsn, args.schema))
+            report["runs"].append(run_size(n, args.dsn, args.schema, args.sqlite_dir))
             print(json.dumps(report["runs"][-1]), file=sys.stderr, flush=True)
         out = HERE / "out"
         out.mkdir(exist_ok=True)
