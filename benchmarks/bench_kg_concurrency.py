@@ -106,6 +106,45 @@ def run_writers(backend: str, where: str, writers: int, facts: int, env: dict) -
     return merged
 
 
+class WaitSampler:
+    """Where the writers' server backends are, sampled from pg_stat_activity every ``every_s`` while a run
+    lasts: each non-idle backend of the plugin (application_name ``mempalace-pg``) counts once per sample,
+    under its wait event (``running`` when it waits for nothing: on the CPU, or in a state PostgreSQL does
+    not name). PostgreSQL's own evidence of what the time under many writers goes to."""
+
+    def __init__(self, dsn: str, every_s: float = 0.005):
+        import threading
+
+        self.dsn, self.every_s, self.counts = dsn, every_s, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not self._stop.is_set():
+                for state, kind, event in conn.execute(
+                    "SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
+                    "WHERE application_name = 'mempalace-pg' AND state <> 'idle' AND pid <> pg_backend_pid()"
+                ):
+                    key = f"{kind}:{event}" if kind else ("running" if state == "active" else state)
+                    self.counts[key] = self.counts.get(key, 0) + 1
+                time.sleep(self.every_s)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def shares(self) -> dict:
+        total = sum(self.counts.values()) or 1
+        return {k: round(v / total, 3) for k, v in sorted(self.counts.items(), key=lambda kv: -kv[1])}
+
+
 def count_facts(backend: str, where: str, writers: int) -> dict:
     """Facts stored per writer entity, after the run: open and closed, as MemPalace's API returns them."""
     if backend == "age":
@@ -211,6 +250,15 @@ def render(r: dict, meta: dict) -> str:
         f"{floor['durable_commit']:.3f} ms (a one-row INSERT committed and flushed; a bare round trip "
         f"{floor['round_trip']:.3f} ms): {single / floor['durable_commit']:.2f}× the floor.",
     ]
+    waits = r.get("age_waits")
+    if waits and waits["samples"]:
+        top = ", ".join(f"{k} {v:.0%}" for k, v in list(waits["shares"].items())[:6])
+        lines += [
+            "",
+            f"Where AGE's {w} writers' server backends were while they ran (pg_stat_activity sampled every "
+            f"5 ms, {waits['samples']:,} backend samples, non-idle only; `running` is on the CPU or "
+            f"unnamed): {top}.",
+        ]
     parts = r.get("parts")
     if parts:
         wall, cpu, exe = (parts[k]["p50"] for k in ("wall", "client_cpu", "server_execution"))
@@ -258,7 +306,9 @@ def main() -> int:
         result["floor"] = bench_kg.write_floor(kg)
         result["parts"] = single_call_parts(kg)
         kg.close()
-        result["age"] = run_writers("age", key, args.writers, args.facts, env)
+        with WaitSampler(dsn) as sampler:
+            result["age"] = run_writers("age", key, args.writers, args.facts, env)
+        result["age_waits"] = {"samples": sum(sampler.counts.values()), "shares": sampler.shares()}
         result["age_count"] = count_facts("age", key, args.writers)
         sqlite_path = str(work / "knowledge_graph.sqlite3")
         from mempalace_pg.graph.routing import sqlite_class
