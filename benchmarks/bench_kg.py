@@ -187,7 +187,7 @@ def run_size(n: int, dsn: str, schema: str, sqlite_dir: Optional[str] = None) ->
         for _ in range(2000)
     ]
     open_facts = [t for t in triples if t["valid_to"] is None]
-    closes = rng.sample(open_facts, 1000)
+    closes = rng.sample(open_facts, min(1000, len(open_facts)))
     names = [f"Entity {rng.randrange(ENTITIES)}" for _ in range(2000)]
     result["sqlite_setup"] = sqlite_setup(sqlite_kg, tmp)
     for label, kg in (("sqlite", sqlite_kg), ("age", age_kg)):
