@@ -38,6 +38,7 @@ from common import (
     child_json,
     cleanup,
     cluster_centers,
+    load_drawers,
     open_collection,
     provisioned_dsn,
     query_vectors,
@@ -55,7 +56,7 @@ ROOT = HERE.parent
 
 
 # ----------------------------------------------------------------------------- child: one backend, one size
-def run_child(name: str, n: int, dsn: str) -> dict:  # noqa: C901 - one linear script of timed steps
+def run_child(name: str, n: int, dsn: str) -> dict:
     tag = f"{name}_{n}_{uuid.uuid4().hex[:6]}"
     workdir = Path(tempfile.mkdtemp(prefix="mpbench_"))
     os.environ["MEMPALACE_CONFIG_DIR"] = str(workdir / "config")
@@ -66,17 +67,7 @@ def run_child(name: str, n: int, dsn: str) -> dict:  # noqa: C901 - one linear s
     try:
         # -- bulk ingest until query-ready ---------------------------------------------------
         rss_before = rss_mb()
-        t0 = time.perf_counter()
-        if name == "postgres":
-            with col.bulk_load() as load:
-                for start in range(0, n, BATCH):
-                    ids, docs, metas, vecs = batch_data(start, min(BATCH, n - start), centers)
-                    load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
-        else:
-            for start in range(0, n, BATCH):
-                ids, docs, metas, vecs = batch_data(start, min(BATCH, n - start), centers)
-                col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
-        load_s = time.perf_counter() - t0
+        load_s = load_drawers(col, name, n, centers)
         index_s = 0.0
         if name == "pgvector_hnsw":
             t1 = time.perf_counter()

@@ -113,9 +113,8 @@ class AroundEntity(SearchBase):
             "hits": loaded_json(row[3]) if len(row) > 3 else [],
         }
 
-    @staticmethod
     def _ranked_drawers(
-        col: PostgresCollection, where: Optional[dict], keys: dict, mode: str, n: int, dim: int
+        self, col: PostgresCollection, where: Optional[dict], keys: dict, mode: str, n: int, dim: int
     ) -> tuple[sql.Composable, dict]:
         """around_entity's ``ranked`` drawers (id, distance, evidence) inside the walk's statement: the
         nearest among the evidence drawers (``restrict``), or those and the nearest of all (``boost``)."""
@@ -136,16 +135,7 @@ class AroundEntity(SearchBase):
             return sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(
                 near_evidence
             ), p_evidence
-        near_all, p_all = search.nearest_sql(
-            col.partition,
-            columns=cols,
-            condition=condition,
-            params=cparams,
-            n=max(n, 4 * n),
-            dim=dim,
-            filtered=bool(keys),
-            gate=search.wing_room_gate(col.partition, keys),
-        )
+        near_all, p_all = self._nearest_ids(col, condition, cparams, keys, max(n, 4 * n), dim)
         ranked = sql.SQL(
             "SELECT id, min(distance) AS distance, bool_or(evidence) AS evidence FROM ("
             " SELECT id, distance, true AS evidence FROM ({}) AS e UNION ALL"

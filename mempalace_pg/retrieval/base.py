@@ -13,6 +13,7 @@ from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import Kept, StatementCache
 from mempalace_pg.graph.kg import AgeKnowledgeGraph
 from mempalace_pg.graph.values import checked_text, mempalace_helpers, start_key
+from mempalace_pg.store import search
 from mempalace_pg.store.collection import PostgresCollection
 from mempalace_pg.store.records import as_matrix
 
@@ -114,6 +115,24 @@ class SearchBase:
     def _where(wing: Optional[str], room: Optional[str]) -> Optional[dict]:
         clauses = [{k: v} for k, v in wing_room_keys(wing, room).items()]
         return None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    @staticmethod
+    def _nearest_ids(
+        col: PostgresCollection, condition: sql.Composable, params: dict, keys: dict, n: int, dim: int
+    ) -> tuple[sql.Composable, dict]:
+        """The ids of the ``n`` drawers nearest to ``%(q)s`` that meet ``condition`` (a wing/room filter,
+        whose equalities are ``keys``), with their distance: the backend's own search statement, as a
+        subquery of a retrieval."""
+        return search.nearest_sql(
+            col.partition,
+            columns=sql.SQL("id"),
+            condition=condition,
+            params=params,
+            n=n,
+            dim=dim,
+            filtered=bool(keys),
+            gate=search.wing_room_gate(col.partition, keys),
+        )
 
     def _fact_json(self, alias: str) -> sql.Composable:
         """A fact as JSON: subject/object by name, predicate, validity, confidence, provenance."""

@@ -8,7 +8,6 @@ from psycopg import sql
 
 from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
 from mempalace_pg.retrieval.base import SearchBase, loaded_json, wing_room_keys
-from mempalace_pg.store import search
 
 
 class EntitiesForQuery(SearchBase):
@@ -43,16 +42,7 @@ class EntitiesForQuery(SearchBase):
         def build():
             where = self._where(wing, room)
             condition, cparams = col.partition.condition(where)
-            near, p_near = search.nearest_sql(
-                col.partition,
-                columns=sql.SQL("id"),
-                condition=condition,
-                params=cparams,
-                n=max(1, int(drawers)),
-                dim=dim,
-                filtered=bool(keys),
-                gate=search.wing_room_gate(col.partition, keys),
-            )
+            near, p_near = self._nearest_ids(col, condition, cparams, keys, max(1, int(drawers)), dim)
             t = self._fn("kg_text")
             # The two LATERAL subqueries end in OFFSET 0 so that the planner keeps them as index probes per
             # hit and per entity. Flattened, it costs AGE's property accessors as nearly free and, on a small

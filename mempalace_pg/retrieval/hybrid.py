@@ -52,16 +52,7 @@ class HybridSearch(SearchBase):
         def build():
             where = self._where(wing, room)
             condition, cparams = col.partition.condition(where)
-            near, p_near = search.nearest_sql(
-                col.partition,
-                columns=sql.SQL("id"),
-                condition=condition,
-                params=cparams,
-                n=depth,
-                dim=dim,
-                filtered=bool(keys),
-                gate=search.wing_room_gate(col.partition, keys),
-            )
+            near, p_near = self._nearest_ids(col, condition, cparams, keys, depth, dim)
             lexical, p_lex = search.lexical_sql(col.partition, condition, cparams, depth, rows=False)
             query = sql.SQL(
                 "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) "
