@@ -326,3 +326,22 @@ def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_ds
             "SELECT n_distinct FROM pg_stats_ext WHERE statistics_name = %s AND statistics_schemaname = %s",
             (f"records_c{pk}_wing_room", scratch_schema),
         ).fetchone()
+
+
+def test_one_caller_at_a_time_keeps_one_warm_backend():
+    """The pool hands out the connection returned last: calls made one after another run on one server
+    backend, not alternately on each of the pool's connections, and the idle one is still there."""
+    settings = Settings.load({"pool_min_size": 2, "pool_max_size": 2, "statement_timeout_ms": 29_999})
+    db = pool.Database.get(settings)
+    db.pool.wait(timeout=30)
+    assert db.pool.get_stats()["pool_size"] == 2
+
+    def pid(conn):
+        return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+    with db.pool.connection() as first, db.pool.connection() as second:
+        both = {pid(first), pid(second)}
+    assert len(both) == 2
+    pids = [db.run(pid) for _ in range(6)]
+    assert len(set(pids)) == 1 and pids[0] in both
+    assert db.pool.get_stats()["pool_available"] == 2

@@ -60,8 +60,9 @@ ALLOWED_PRIVATE = {
     "graph.kg": {"_connection", "_lock", "_escape_like", "_bound"},
     # MemPalace's SQLite graph, built in memory for kg._conn()
     "graph.replication": {"_connection", "_lock", "_init_db"},
-    # Database.get, a classmethod, fills in the instance it makes
-    "db.pool": {"_pool"},
+    # Database.get, a classmethod, fills in the instance it makes; HotFirstPool overrides psycopg_pool's
+    # hook that picks the idle connection to hand out
+    "db.pool": {"_pool", "_get_ready_connection"},
 }
 
 
