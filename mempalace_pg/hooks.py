@@ -436,7 +436,19 @@ def global_palace(argv: list) -> Optional[str]:
     return given.palace if given.command == "serve" else None
 
 
+def _patch_source_context(module) -> None:
+    """``PalaceContext``: on a postgres palace, while a mine runs, each item in one transaction."""
+    from mempalace_pg.mining import item_context
+
+    module.PalaceContext = item_context(module.PalaceContext)
+
+
 def _patch_cli(module) -> None:
+    from mempalace_pg.mining import item_mining
+
+    mine = getattr(module, "mine_source_adapter", None)
+    if mine is not None:
+        _swap(module, item_mining(mine), mine)
     original = module.cmd_serve
 
     def cmd_serve(args):
@@ -466,6 +478,7 @@ PATCHES: dict[str, Callable] = {
     "mempalace.integrations.hermes": _patch_knowledge_graph,
     "mempalace.config": _patch_config,
     "mempalace.cli": _patch_cli,
+    "mempalace.sources.context": _patch_source_context,
 }
 
 

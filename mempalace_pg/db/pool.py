@@ -31,6 +31,7 @@ import logging
 import threading
 import weakref
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Optional, TypeVar
 
@@ -55,6 +56,13 @@ T = TypeVar("T")
 _POOLS: dict[tuple, ConnectionPool] = {}
 _DATABASES: dict[Settings, "Database"] = {}
 _LOCK = threading.RLock()
+
+#: The transaction :meth:`Database.held` holds open: (its pool, its connection). A context variable, so
+#: it is this thread's (and this task's) alone: another thread of the process (the vector index folder,
+#: an MCP server's other requests) checks out connections of its own as before.
+_HELD: ContextVar[Optional[tuple[ConnectionPool, psycopg.Connection]]] = ContextVar(
+    "mempalace_pg_held_transaction", default=None
+)
 
 
 def _pool_key(settings: Settings) -> tuple:
@@ -119,8 +127,35 @@ class Database:
             return self.settings.session_dsn
         return None if self.behind_pooler else self.settings.dsn
 
+    def _held(self) -> Optional[psycopg.Connection]:
+        """The connection of the transaction :meth:`held` holds for this caller on this pool, if any."""
+        held = _HELD.get()
+        return held[1] if held is not None and held[0] is self._pool else None
+
+    @contextmanager
+    def held(self) -> Iterator[psycopg.Connection]:
+        """Hold one pooled connection and one transaction until the block ends, and run everything this
+        caller does on this database meanwhile in it: the drawers' writes and reads, the knowledge
+        graph's, through whatever API makes them (each as a savepoint, so a statement error a caller
+        handles leaves the rest usable). Committed when the block ends, rolled back if it raises.
+        What makes MemPalace's own write paths atomic across drawers and facts (:mod:`mempalace_pg.mining`).
+        Work that needs a session of its own (:meth:`session`: bulk loads, index builds) is not held."""
+        if self._held() is not None:
+            raise RuntimeError("a held transaction is already open on this database")
+        with self.transaction() as conn:
+            token = _HELD.set((self._pool, conn))
+            try:
+                yield conn
+            finally:
+                _HELD.reset(token)
+
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
+        held = self._held()
+        if held is not None:
+            with held.transaction():
+                yield held
+            return
         try:
             with self.pool.connection() as conn, _unit(conn, self.settings, atomic=False):
                 yield conn
@@ -157,7 +192,13 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
-        """One pooled connection inside one transaction: committed on success, rolled back on error."""
+        """One pooled connection inside one transaction: committed on success, rolled back on error
+        (inside :meth:`held`, a savepoint of the held transaction)."""
+        held = self._held()
+        if held is not None:
+            with held.transaction():
+                yield held
+            return
         with self.connection() as conn:
             with conn.transaction():
                 yield conn
@@ -165,6 +206,13 @@ class Database:
     def run(self, work: Callable[[psycopg.Connection], T], *, atomic: bool = False, retry: bool = True) -> T:
         """Run ``work(conn)`` on a pooled connection, in one transaction if ``atomic``; retry once
         if the connection itself failed (never after a statement error)."""
+        held = self._held()
+        if held is not None:  # inside held(): no retry (the transaction cannot be replayed)
+            try:
+                with held.transaction():
+                    return work(held)
+            except psycopg.errors.ReadOnlySqlTransaction as exc:
+                raise read_only_error(self.settings, exc) from None
         attempts = 2 if retry else 1
         pool = self.pool
         for attempt in range(attempts):

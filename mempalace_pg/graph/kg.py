@@ -261,6 +261,20 @@ class AgeKnowledgeGraph(Replication):
             **provenance(confidence, source_closet, source_file, source_drawer_id, adapter_name),
         )[0]
 
+    def link_evidence(self, triple_ids: list, drawer_id: str) -> int:
+        """Give the facts among ``triple_ids`` that name no source drawer ``drawer_id`` as their evidence
+        (facts that name one keep it). Returns how many facts were linked."""
+        ids = [checked_text(t, "triple_id", required=True) for t in triple_ids]
+        drawer_id = checked_text(drawer_id, "drawer_id", required=True)
+        if not ids:
+            return 0
+        query = self._sql.link_evidence
+        return self.run(
+            lambda conn, palace: (
+                conn.execute(query, {"palace": palace, "triple_ids": ids, "drawer": drawer_id}).rowcount
+            )
+        )
+
     def invalidate(self, subject: str, predicate: str, obj: str, ended: str = None) -> None:
         """Close every open (subject, predicate, object) fact at ``ended`` (default: today)."""
         _, sanitize, _ = mempalace_helpers()

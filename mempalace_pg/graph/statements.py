@@ -105,6 +105,23 @@ class Statements:
         self.rewrite = call(
             "kg_rewrite", "old_triple_id", "pred", "obj", "obj_name", "at", "triple_id", "source_file"
         )
+        # Facts of this palace among %(triple_ids)s that name no drawer are given %(drawer)s as evidence.
+        self.link_evidence = render(
+            compose(
+                """
+            UPDATE {fact} f SET properties = {kg_with}(f.properties, 'source_drawer_id', %(drawer)s)
+            WHERE {in_palace} AND {source} IS NULL
+              AND {kg_key}(f.properties, 'triple_id')
+                  = ANY (ARRAY(SELECT {text_key}(t) FROM unnest(%(triple_ids)s::text[]) t))
+            """,
+                fact=p.fact,
+                kg_with=p.fn("kg_with"),
+                in_palace=p.in_palace("f"),
+                source=p.prop("f", "source_drawer_id"),
+                kg_key=p.fn("kg_key"),
+                text_key=p.fn("text_key"),
+            )
+        )
         # kg_apply_entity / kg_apply_triple take a row's columns in MemPalace's order, then the flag
         self.apply_entity = call("kg_apply_entity", *REPLICATION_COLUMNS["entities"], "skip_unchanged")
         self.apply_triple = call("kg_apply_triple", *REPLICATION_COLUMNS["triples"], "skip_unchanged")

@@ -218,3 +218,40 @@ def test_unit_of_work_uses_one_connection_and_one_transaction(palace, pg_dsn):
                 ).fetchone()[0]
                 == 1
             )
+
+
+def test_a_held_transaction_takes_in_the_public_apis_writes(palace):
+    """Database.held(): the collection's and the graph's own methods, called as MemPalace calls them,
+    run in one transaction (seeing each other's writes) and commit or roll back together; another
+    thread meanwhile sees none of it."""
+    drawers, kg = open_drawers(palace_key=palace)
+    db = drawers.database()
+    assert kg.database().pool is db.pool
+
+    def outside():
+        seen = {}
+        worker = threading.Thread(target=lambda: seen.update(n=drawers.count()))
+        worker.start()
+        worker.join()
+        return seen["n"]
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        with db.held():
+            drawers.upsert(
+                ids=["h1"], documents=["Held drawer"], metadatas=[{"wing": "w"}], embeddings=vectors(1)
+            )
+            kg.add_triple("Held", "is_in", "Transaction", source_drawer_id="h1")
+            assert drawers.count() == 1 and kg.query_entity("Held")  # its own writes are seen inside
+            assert outside() == 0  # and by nobody else
+            with pytest.raises(ValueError):  # a statement error a caller handles leaves the rest usable
+                drawers.add(ids=["h1"], documents=["again"], metadatas=[{}], embeddings=vectors(1))
+            raise RuntimeError("stop here")
+    assert drawers.count() == 0 and facts_of(palace, "Held") == []
+
+    with db.held():
+        drawers.upsert(
+            ids=["h2"], documents=["Kept drawer"], metadatas=[{"wing": "w"}], embeddings=vectors(1)
+        )
+        kg.add_triple("Kept", "is_in", "Transaction", source_drawer_id="h2")
+    assert drawers.count() == 1 and outside() == 1
+    assert [f["object"] for f in facts_of(palace, "Kept")] == ["Transaction"]

@@ -26,6 +26,7 @@ FLOORS = {
     "graph": 2,
     "tools": 3,
     "atomic": 3,
+    "mining": 3,
     "retrieval": 3,
     "mcp_tools": 3,
     "hooks": 3,
