@@ -33,6 +33,15 @@ from typing import Optional
 HERE = Path(__file__).resolve().parent
 
 ENTITIES = 5000
+
+
+def entities_for(n: int) -> int:
+    """Entities of a graph of ``n`` facts: 5,000 up to 100,000 facts (the sizes measured first), then one
+    per 20 facts, so that an entity has as many facts at 1M as at 100k and what a lookup returns stays
+    the same size while the graph grows."""
+    return max(ENTITIES, n // 20)
+
+
 PREDICATES = [f"rel_{i}" for i in range(40)]
 
 
@@ -162,7 +171,8 @@ def run_size(n: int, dsn: str, schema: str, sqlite_dir: Optional[str] = None) ->
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
     from mempalace_pg.graph.routing import sqlite_class
 
-    entities, triples = make_rows(n)
+    n_entities = entities_for(n)
+    entities, triples = make_rows(n, n_entities=n_entities)
     tmp = tempfile.mkdtemp(prefix="kgbench-", dir=sqlite_dir)
     sqlite_kg = sqlite_class()(os.path.join(tmp, "knowledge_graph.sqlite3"))
     age_kg = AgeKnowledgeGraph(
@@ -174,21 +184,25 @@ def run_size(n: int, dsn: str, schema: str, sqlite_dir: Optional[str] = None) ->
     t = time.perf_counter()
     load_age(age_kg, entities, triples)
     load_s_age = time.perf_counter() - t
-    result = {"triples": n, "load_s": {"sqlite": round(load_s_sqlite, 2), "age": round(load_s_age, 2)}}
+    result = {
+        "triples": n,
+        "entities": n_entities,
+        "load_s": {"sqlite": round(load_s_sqlite, 2), "age": round(load_s_age, 2)},
+    }
 
     rng = random.Random(n)
     adds = [
         (
-            f"Entity {rng.randrange(ENTITIES)}",
+            f"Entity {rng.randrange(n_entities)}",
             f"new_rel_{rng.randrange(10)}",
-            f"Entity {rng.randrange(ENTITIES)}",
+            f"Entity {rng.randrange(n_entities)}",
             f"2026-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}",
         )
         for _ in range(2000)
     ]
     open_facts = [t for t in triples if t["valid_to"] is None]
     closes = rng.sample(open_facts, min(1000, len(open_facts)))
-    names = [f"Entity {rng.randrange(ENTITIES)}" for _ in range(2000)]
+    names = [f"Entity {rng.randrange(n_entities)}" for _ in range(2000)]
     result["sqlite_setup"] = sqlite_setup(sqlite_kg, tmp)
     for label, kg in (("sqlite", sqlite_kg), ("age", age_kg)):
         r = result.setdefault(label, {})
@@ -219,6 +233,10 @@ def run_size(n: int, dsn: str, schema: str, sqlite_dir: Optional[str] = None) ->
             r[key] = {"p50_ms": round(pct(xs, 0.5), 3), "p95_ms": round(pct(xs, 0.95), 3)}
     result["age"]["cypher_match_out"] = cypher_lookup(age_kg, names)
     result["age"]["write_floor"] = write_floor(age_kg)
+    result["age"]["server_side"] = server_side(age_kg, names, adds)
+    result["facts_per_query_entity"] = round(
+        sum(len(age_kg.query_entity(x, direction="both")) for x in names[:200]) / 200, 1
+    )
     sqlite_kg.close()
     return result
 
@@ -250,6 +268,64 @@ def cypher_lookup(kg, names):
         except psycopg.errors.QueryCanceled:
             return {"p50_ms": "> 20000 (timed out)", "p95_ms": "> 20000"}
     return {"p50_ms": round(pct(xs, 0.5), 3), "p95_ms": round(pct(xs, 0.95), 3)}
+
+
+def server_side(kg, names, adds):
+    """Where a call's time goes, p50 ms: the statement's execution in the server (EXPLAIN ANALYZE with
+    TIMING OFF; the writes inside a transaction that is rolled back), and add_triple as one SQL call of
+    its function with and without waiting for the WAL flush (no Python of ours around it)."""
+    import psycopg
+    from psycopg import sql
+
+    from mempalace_pg.graph.statements import statements
+
+    st = statements(kg.settings.schema, kg.graph_name)
+    palace = kg.palace_pk()
+    call = sql.SQL("SELECT {}(%s, %s, %s, %s, %s, %s, %s, %s, NULL, 1.0, NULL, NULL, NULL, NULL)").format(
+        sql.Identifier(kg.settings.schema, "kg_add_triple")
+    )
+
+    def args(i, tag):
+        sub, pred, obj, vf = adds[i % len(adds)]
+        return (
+            palace,
+            sub.lower().replace(" ", "_"),
+            sub,
+            f"{pred}_{tag}",
+            obj.lower().replace(" ", "_"),
+            obj,
+            f"t_bench_{tag}_{i}_{uuid.uuid4().hex[:8]}",
+            vf,
+        )
+
+    out = {}
+    with psycopg.connect(kg.settings.dsn) as conn:
+        conn.execute(
+            sql.SQL("SET search_path = {}, public, ag_catalog").format(sql.Identifier(kg.settings.schema))
+        )
+
+        def executed(statement, params):
+            plan = conn.execute(sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + statement, params)
+            return plan.fetchone()[0][0]["Execution Time"]
+
+        for key, statement, params in (
+            (
+                "query_entity",
+                sql.SQL(st.query_entity("both", False)),
+                lambda i: {"palace": palace, "eid": names[i].lower().replace(" ", "_"), "as_of": None},
+            ),
+            ("timeline_100", sql.SQL(st.timeline(False, 100, 0)), lambda i: {"palace": palace}),
+            ("add_triple", call, lambda i: args(i, "x")),
+        ):
+            xs = [executed(statement, params(i)) / 1000 for i in range(300)]  # ms, as seconds for pct()
+            out[f"{key}_execution_ms"] = round(pct(xs, 0.5), 3)
+        conn.rollback()
+        conn.autocommit = True
+        for key, setting in (("add_triple_sql_durable_ms", "on"), ("add_triple_sql_no_flush_ms", "off")):
+            conn.execute(f"SET synchronous_commit = {setting}")
+            xs = timed(lambda i: conn.execute(call, args(i, setting), prepare=True), 600)
+            out[key] = round(pct(xs[100:], 0.5), 3)
+    return out
 
 
 def write_floor(kg):
@@ -321,7 +397,11 @@ def render(report) -> str:
         "",
         f"PostgreSQL {report['versions']['postgres']}, AGE {report['versions']['age']}, MemPalace "
         f"{report['versions']['mempalace']}, SQLite {report['versions']['sqlite']}, Python "
-        f"{report['versions']['python']}; {ENTITIES} entities, ~8% of loaded facts closed; "
+        f"{report['versions']['python']}; "
+        + ", ".join(
+            f"{r.get('entities', ENTITIES):,} entities at {r['triples']:,} facts" for r in report["runs"]
+        )
+        + "; ~8% of loaded facts closed; "
         f"`python benchmarks/bench_kg.py --sizes {' '.join(str(r['triples']) for r in report['runs'])}`.",
         "",
         "SQLite as MemPalace opens it: "
@@ -402,6 +482,49 @@ def render(report) -> str:
                     "",
                 ),
             ]
+        side = a.get("server_side")
+        if side:
+            rows += [
+                (
+                    "AGE add_triple: the statement's execution in the server p50 ms",
+                    "",
+                    side["add_triple_execution_ms"],
+                    None,
+                    "",
+                ),
+                (
+                    "AGE add_triple as one SQL call, durable commit p50 ms",
+                    "",
+                    side["add_triple_sql_durable_ms"],
+                    None,
+                    "",
+                ),
+                (
+                    "AGE add_triple as one SQL call, synchronous_commit off p50 ms",
+                    "",
+                    side["add_triple_sql_no_flush_ms"],
+                    None,
+                    "",
+                ),
+                (
+                    "AGE query_entity both: execution in the server p50 ms",
+                    "",
+                    side["query_entity_execution_ms"],
+                    None,
+                    "",
+                ),
+                (
+                    "AGE timeline(100): execution in the server p50 ms",
+                    "",
+                    side["timeline_100_execution_ms"],
+                    None,
+                    "",
+                ),
+            ]
+        if "facts_per_query_entity" in r:
+            rows.append(
+                ("facts a query_entity (both) returns, mean", "", r["facts_per_query_entity"], None, "")
+            )
         setup = r.get("sqlite_setup")
         if setup:
             rows.append(("floor: SQLite, one 4 KB write + fsync p50 ms", setup["fsync_p50_ms"], "", None, ""))
