@@ -145,6 +145,28 @@ class WaitSampler:
         return {k: round(v / total, 3) for k, v in sorted(self.counts.items(), key=lambda kv: -kv[1])}
 
 
+def server_counters(dsn: str) -> dict:
+    """Cumulative counters that say how commits met the WAL: PostgreSQL's WAL flushes and writes
+    (pg_stat_wal; the flush time where the writers set track_wal_io_timing) and the database's commits."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        sync, write, sync_ms = conn.execute(
+            "SELECT wal_sync, wal_write, wal_sync_time FROM pg_stat_wal"
+        ).fetchone()
+        commits = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()[0]
+    return {"wal_sync": sync, "wal_write": write, "wal_sync_ms": float(sync_ms), "commits": commits}
+
+
+def cpu_busy() -> tuple:
+    """The machine's CPU time so far (busy, total) in clock ticks, from /proc/stat."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
 def count_facts(backend: str, where: str, writers: int) -> dict:
     """Facts stored per writer entity, after the run: open and closed, as MemPalace's API returns them."""
     if backend == "age":
@@ -259,6 +281,20 @@ def render(r: dict, meta: dict) -> str:
             f"5 ms, {waits['samples']:,} backend samples, non-idle only; `running` is on the CPU or "
             f"unnamed): {top}.",
         ]
+    server = r.get("age_server")
+    if server and server["wal_sync"]:
+        flush = (
+            f", {server['wal_sync_ms'] / server['wal_sync']:.3f} ms a flush on average"
+            if server["wal_sync_ms"]
+            else ""
+        )
+        lines += [
+            "",
+            "How the commits met the WAL while they ran (pg_stat_wal and pg_stat_database, before and "
+            f"after): {server['commits']:,} commits, {server['wal_sync']:,} WAL flushes "
+            f"({server['commits'] / server['wal_sync']:.2f} commits a flush){flush}; the machine's 2 CPUs "
+            f"were {r['age_cpu_busy']:.0%} busy (/proc/stat, writers and server together).",
+        ]
     parts = r.get("parts")
     if parts:
         wall, cpu, exe = (parts[k]["p50"] for k in ("wall", "client_cpu", "server_execution"))
@@ -306,8 +342,15 @@ def main() -> int:
         result["floor"] = bench_kg.write_floor(kg)
         result["parts"] = single_call_parts(kg)
         kg.close()
+        before, cpu0 = server_counters(dsn), cpu_busy()
+        timing = {**env, "PGOPTIONS": (env.get("PGOPTIONS", "") + " -c track_wal_io_timing=on").strip()}
         with WaitSampler(dsn) as sampler:
-            result["age"] = run_writers("age", key, args.writers, args.facts, env)
+            result["age"] = run_writers("age", key, args.writers, args.facts, timing)
+        cpu1 = cpu_busy()
+        time.sleep(1.5)  # backends report their statistics at most once a second
+        after = server_counters(dsn)
+        result["age_server"] = {k: after[k] - before[k] for k in after}
+        result["age_cpu_busy"] = round((cpu1[0] - cpu0[0]) / max(cpu1[1] - cpu0[1], 1), 3)
         result["age_waits"] = {"samples": sum(sampler.counts.values()), "shares": sampler.shares()}
         result["age_count"] = count_facts("age", key, args.writers)
         sqlite_path = str(work / "knowledge_graph.sqlite3")
