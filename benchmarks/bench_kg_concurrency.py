@@ -234,27 +234,20 @@ def single_call_parts(kg, n: int = 400) -> dict:
     }
 
 
-def render(r: dict, meta: dict) -> str:
-    age, lite = r["age"], r["sqlite"]
-    w = meta["writers"]
+def cell(x, key):
+    return f"{x[key]['p50']:.2f} / {x[key]['p95']:.2f}" if x[key].get("done") else "—"
+
+
+def errors(x):
+    return "; ".join(f"{n}× {e}" for e, n in x["errors"].items()) or "none"
+
+
+def render_run(run: dict, meta: dict) -> list:
+    """One graph size: the table, where the AGE writers waited, how their commits met the WAL."""
+    age, lite, w = run["age"], run["sqlite"], meta["writers"]
     ratio = age["facts_per_s"] / lite["facts_per_s"] if lite["facts_per_s"] else float("inf")
-
-    def cell(x, key):
-        return f"{x[key]['p50']:.2f} / {x[key]['p95']:.2f}" if x[key].get("done") else "—"
-
-    def errors(x):
-        return "; ".join(f"{n}× {e}" for e, n in x["errors"].items()) or "none"
-
-    floor = r["floor"]
-    single = r["single"]["add"]["p50"]
     lines = [
-        f"## Knowledge-graph writes from {w} processes at once: AGE against SQLite ({meta['when']})",
-        "",
-        f"`python benchmarks/bench_kg_concurrency.py --writers {w} --facts {meta['facts']}` "
-        f"on {meta['machine']}; "
-        f"{meta['versions']}. Each process: {meta['facts']} `add_triple`, and after every fourth an "
-        "`invalidate` of one of its own facts and a `query_entity`, all starting together on one graph. "
-        "AGE commits every call durably (synchronous_commit on).",
+        f"### {w} writers on a graph of {run['preload']:,} facts",
         "",
         "| | AGE (mempalace-pg) | MemPalace's SQLite graph |",
         "|---|---|---|",
@@ -264,15 +257,11 @@ def render(r: dict, meta: dict) -> str:
         f"| invalidate p50 / p95 ms | {cell(age, 'invalidate')} | {cell(lite, 'invalidate')} |",
         f"| query_entity p50 / p95 ms | {cell(age, 'query')} | {cell(lite, 'query')} |",
         f"| calls that failed | {errors(age)} | {errors(lite)} |",
-        f"| facts stored afterwards (expected {w * meta['facts']:,}) | {r['age_count']['stored']:,} "
-        f"({r['age_count']['distinct']:,} distinct) | {r['sqlite_count']['stored']:,} "
-        f"({r['sqlite_count']['distinct']:,} distinct) |",
-        "",
-        f"One process alone: AGE `add_triple` p50 {single:.3f} ms against this server's durable-commit floor "
-        f"{floor['durable_commit']:.3f} ms (a one-row INSERT committed and flushed; a bare round trip "
-        f"{floor['round_trip']:.3f} ms): {single / floor['durable_commit']:.2f}× the floor.",
+        f"| facts stored afterwards (expected {w * meta['facts']:,}) | {run['age_count']['stored']:,} "
+        f"({run['age_count']['distinct']:,} distinct) | {run['sqlite_count']['stored']:,} "
+        f"({run['sqlite_count']['distinct']:,} distinct) |",
     ]
-    waits = r.get("age_waits")
+    waits = run.get("age_waits")
     if waits and waits["samples"]:
         top = ", ".join(f"{k} {v:.0%}" for k, v in list(waits["shares"].items())[:6])
         lines += [
@@ -281,20 +270,49 @@ def render(r: dict, meta: dict) -> str:
             f"5 ms, {waits['samples']:,} backend samples, non-idle only; `running` is on the CPU or "
             f"unnamed): {top}.",
         ]
-    server = r.get("age_server")
+    server = run.get("age_server")
     if server and server["wal_sync"]:
         flush = (
             f", {server['wal_sync_ms'] / server['wal_sync']:.3f} ms a flush on average"
             if server["wal_sync_ms"]
             else ""
         )
+        busy = server["wal_sync_ms"] / 1000 / age["wall_s"] if server["wal_sync_ms"] else None
         lines += [
             "",
             "How the commits met the WAL while they ran (pg_stat_wal and pg_stat_database, before and "
-            f"after): {server['commits']:,} commits, {server['wal_sync']:,} WAL flushes "
-            f"({server['commits'] / server['wal_sync']:.2f} commits a flush){flush}; the machine's 2 CPUs "
-            f"were {r['age_cpu_busy']:.0%} busy (/proc/stat, writers and server together).",
+            f"after): {server['commits']:,} commits (reads included), {server['wal_sync']:,} WAL flushes "
+            f"({server['commits'] / server['wal_sync']:.2f} commits a flush){flush}"
+            + (f", a flush in progress {busy:.0%} of the run" if busy is not None else "")
+            + f"; the machine's 2 CPUs were {run['age_cpu_busy']:.0%} busy (/proc/stat, writers and server "
+            "together).",
         ]
+    return lines
+
+
+def render(r: dict, meta: dict) -> str:
+    w = meta["writers"]
+    floor = r["floor"]
+    single = r["single"]["add"]["p50"]
+    sizes = " ".join(str(x) for x in meta["preload"])
+    lines = [
+        f"## Knowledge-graph writes from {w} processes at once: AGE against SQLite ({meta['when']})",
+        "",
+        f"`python benchmarks/bench_kg_concurrency.py --writers {w} --facts {meta['facts']} "
+        f"--preload {sizes}` on {meta['machine']}; "
+        f"{meta['versions']}. Each process: {meta['facts']} `add_triple` (each to a new object entity), and "
+        "after every fourth an `invalidate` of one of its own facts and a `query_entity` of its subject, all "
+        "starting together on one graph already holding the given number of facts (bench_kg's data). AGE "
+        "commits every call durably (synchronous_commit on).",
+        "",
+    ]
+    for run in r["runs"]:
+        lines += render_run(run, meta) + [""]
+    lines += [
+        f"One process alone: AGE `add_triple` p50 {single:.3f} ms against this server's durable-commit floor "
+        f"{floor['durable_commit']:.3f} ms (a one-row INSERT committed and flushed; a bare round trip "
+        f"{floor['round_trip']:.3f} ms): {single / floor['durable_commit']:.2f}× the floor.",
+    ]
     parts = r.get("parts")
     if parts:
         wall, cpu, exe = (parts[k]["p50"] for k in ("wall", "client_cpu", "server_execution"))
@@ -312,10 +330,54 @@ def render(r: dict, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_size(preload: int, args, dsn: str, env: dict, work: Path) -> dict:
+    """The writers of both stores on a graph already holding ``preload`` facts (bench_kg's data)."""
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
+    from mempalace_pg.graph.routing import sqlite_class
+
+    run: dict = {"preload": preload}
+    key = f"kgc-team-{preload}"
+    entities, triples = (
+        bench_kg.make_rows(preload, n_entities=bench_kg.entities_for(preload)) if preload else ([], [])
+    )
+    kg = AgeKnowledgeGraph(palace_key=key)
+    kg.query_entity("create the palace")
+    if preload:
+        bench_kg.load_age(kg, entities, triples)
+    kg.close()
+    before, cpu0 = server_counters(dsn), cpu_busy()
+    timing = {**env, "PGOPTIONS": (env.get("PGOPTIONS", "") + " -c track_wal_io_timing=on").strip()}
+    with WaitSampler(dsn) as sampler:
+        run["age"] = run_writers("age", key, args.writers, args.facts, timing)
+    cpu1 = cpu_busy()
+    time.sleep(1.5)  # backends report their statistics at most once a second
+    after = server_counters(dsn)
+    run["age_server"] = {k: after[k] - before[k] for k in after}
+    run["age_cpu_busy"] = round((cpu1[0] - cpu0[0]) / max(cpu1[1] - cpu0[1], 1), 3)
+    run["age_waits"] = {"samples": sum(sampler.counts.values()), "shares": sampler.shares()}
+    run["age_count"] = count_facts("age", key, args.writers)
+    sqlite_path = str(work / f"knowledge_graph_{preload}.sqlite3")
+    lite = sqlite_class()(sqlite_path)
+    if preload:
+        bench_kg.load_sqlite(lite, entities, triples)
+    lite.close()
+    run["sqlite"] = run_writers("sqlite", sqlite_path, args.writers, args.facts, env)
+    run["sqlite_count"] = count_facts("sqlite", sqlite_path, args.writers)
+    return run
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--writers", type=int, default=8)
     ap.add_argument("--facts", type=int, default=400)
+    ap.add_argument(
+        "--preload",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="facts loaded into both graphs before the writers start (bench_kg's data), so they write to a "
+        "graph of that size; one run per size given",
+    )
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     dsn = common.provisioned_dsn()
@@ -332,39 +394,28 @@ def main() -> int:
     try:
         from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
-        single_key, key = "kgc-single", "kgc-team"
-        for k in (single_key, key):
-            kg = AgeKnowledgeGraph(palace_key=k)
-            kg.query_entity("create the palace")
-            kg.close()
+        single_key = "kgc-single"
+        kg = AgeKnowledgeGraph(palace_key=single_key)
+        kg.query_entity("create the palace")
+        kg.close()
         result["single"] = run_writers("age", single_key, 1, args.facts, env)
         kg = AgeKnowledgeGraph(palace_key=single_key)
         result["floor"] = bench_kg.write_floor(kg)
         result["parts"] = single_call_parts(kg)
         kg.close()
-        before, cpu0 = server_counters(dsn), cpu_busy()
-        timing = {**env, "PGOPTIONS": (env.get("PGOPTIONS", "") + " -c track_wal_io_timing=on").strip()}
-        with WaitSampler(dsn) as sampler:
-            result["age"] = run_writers("age", key, args.writers, args.facts, timing)
-        cpu1 = cpu_busy()
-        time.sleep(1.5)  # backends report their statistics at most once a second
-        after = server_counters(dsn)
-        result["age_server"] = {k: after[k] - before[k] for k in after}
-        result["age_cpu_busy"] = round((cpu1[0] - cpu0[0]) / max(cpu1[1] - cpu0[1], 1), 3)
-        result["age_waits"] = {"samples": sum(sampler.counts.values()), "shares": sampler.shares()}
-        result["age_count"] = count_facts("age", key, args.writers)
-        sqlite_path = str(work / "knowledge_graph.sqlite3")
-        from mempalace_pg.graph.routing import sqlite_class
-
-        sqlite_class()(sqlite_path).close()
-        result["sqlite"] = run_writers("sqlite", sqlite_path, args.writers, args.facts, env)
-        result["sqlite_count"] = count_facts("sqlite", sqlite_path, args.writers)
+        result["runs"] = []
+        for preload in args.preload:
+            print(
+                f"[bench_kg_concurrency] {args.writers} writers on a graph of {preload:,} facts",
+                file=sys.stderr,
+            )
+            result["runs"].append(run_size(preload, args, dsn, env, work))
     finally:
         from mempalace_pg.db import pool
 
         pool.close_all()
         bench_kg.fresh_schema(dsn, schema)
-    meta = common.run_meta(dsn, writers=args.writers, facts=args.facts)
+    meta = common.run_meta(dsn, writers=args.writers, facts=args.facts, preload=list(args.preload))
     common.save_run("bench_kg_concurrency", meta, result, render(result, meta), write=not args.no_write)
     return 0
 
