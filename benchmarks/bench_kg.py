@@ -234,6 +234,7 @@ def run_size(n: int, dsn: str, schema: str, sqlite_dir: Optional[str] = None) ->
     result["age"]["cypher_match_out"] = cypher_lookup(age_kg, names)
     result["age"]["write_floor"] = write_floor(age_kg)
     result["age"]["server_side"] = server_side(age_kg, names, adds)
+    result["age"]["graph_mb"], result["age"]["shared_buffers"] = graph_size(age_kg)
     result["facts_per_query_entity"] = round(
         sum(len(age_kg.query_entity(x, direction="both")) for x in names[:200]) / 200, 1
     )
@@ -328,6 +329,22 @@ def server_side(kg, names, adds):
             xs = timed(lambda i: conn.execute(call, args(i, setting), prepare=True), 600)
             out[key] = round(pct(xs[100:], 0.5), 3)
     return out
+
+
+def graph_size(kg):
+    """The graph's label tables with their indexes (every palace of the schema), MB, and the server's
+    shared_buffers: whether what a lookup reads can stay in PostgreSQL's own cache."""
+    import psycopg
+
+    with psycopg.connect(kg.settings.dsn, autocommit=True) as conn:
+        size = conn.execute(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname IN ('Entity', 'Fact')",
+            (kg.graph_name,),
+        ).fetchone()[0]
+        buffers = conn.execute("SHOW shared_buffers").fetchone()[0]
+    return round(int(size or 0) / 2**20), buffers
 
 
 def write_floor(kg):
@@ -516,6 +533,16 @@ def render(report) -> str:
                     "",
                 ),
             ]
+        if "graph_mb" in a:
+            rows.append(
+                (
+                    f"AGE graph, label tables and indexes, MB (shared_buffers {a['shared_buffers']})",
+                    "",
+                    a["graph_mb"],
+                    None,
+                    "",
+                )
+            )
         if "facts_per_query_entity" in r:
             rows.append(
                 ("facts a query_entity (both) returns, mean", "", r["facts_per_query_entity"], None, "")
