@@ -13,7 +13,6 @@ import hashlib
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import psycopg
@@ -30,7 +29,8 @@ from mempalace.sources import AdapterSchema, BaseSourceAdapter, DrawerRecord
 
 class NotesAdapter(BaseSourceAdapter):
     """Each *.txt file is an item: blocks separated by blank lines are drawers, "fact: s | p | o" a
-    fact written where it stands, "boom" a failure there."""
+    fact written where it stands ("fact: s | p | o | drawer id" naming its evidence), "boom" a failure
+    there."""
 
     name = "notes-kg"
     adapter_version = "1.0.0"
@@ -45,8 +45,9 @@ class NotesAdapter(BaseSourceAdapter):
             for block in path.read_text(encoding="utf-8").split("\\n\\n"):
                 block = block.strip()
                 if block.startswith("fact:"):
-                    s, p, o = (x.strip() for x in block[5:].split("|"))
-                    palace.knowledge_graph.add_triple(s, p, o, source_file=str(path))
+                    s, p, o, *evidence = (x.strip() for x in block[5:].split("|"))
+                    drawer = {"source_drawer_id": evidence[0]} if evidence else {}
+                    palace.knowledge_graph.add_triple(s, p, o, source_file=str(path), **drawer)
                 elif block == "boom":
                     raise RuntimeError(f"the notes adapter failed in {path.name}")
                 elif block:
@@ -129,16 +130,10 @@ def test_an_items_drawers_and_facts_commit_together(tmp_path, embedding_url, pg_
     notes.mkdir()
     a, b = notes / "a.txt", notes / "b.txt"
     # a: a fact before its first drawer, two drawers, a fact after them, one naming its own evidence
+    a0, a1 = _drawer_id(a, 0), _drawer_id(a, 1)
     a.write_text(
-        textwrap.dedent("""\
-        fact: Alice | works_at | Acme
-
-        Alice joined Acme in March.
-
-        She leads the storage team.
-
-        fact: Alice | lives_in | Lisbon
-        """),
+        "fact: Alice | works_at | Acme\n\nAlice joined Acme in March.\n\nShe leads the storage team.\n\n"
+        f"fact: Alice | lives_in | Lisbon\n\nfact: Alice | leads | Storage | {a1}\n",
         encoding="utf-8",
     )
     # b: a drawer, a fact, then the adapter fails in the middle of the item
@@ -147,13 +142,13 @@ def test_an_items_drawers_and_facts_commit_together(tmp_path, embedding_url, pg_
     failed = _run(p, mine, str(notes))
     assert failed["rc"] != 0 and "the notes adapter failed in b.txt" in failed["out"], failed["out"]
 
-    a0, a1 = _drawer_id(a, 0), _drawer_id(a, 1)
     assert _drawers(p.path, a) == sorted([a0, a1])
     assert _drawers(p.path, b) == []  # the failed item left nothing: not its drawer ...
     facts = _facts(pg_dsn, pg_schema, p.path)
     assert facts == {  # ... nor its fact; a's facts point at a's first drawer, the early one too
         ("Alice", "works_at", "Acme"): (str(a), a0),
         ("Alice", "lives_in", "Lisbon"): (str(a), a0),
+        ("Alice", "leads", "Storage"): (str(a), a1),
     }, facts
 
     b.write_text("Bob keeps the backups.\n\nfact: Bob | maintains | Backups\n", encoding="utf-8")
@@ -162,7 +157,7 @@ def test_an_items_drawers_and_facts_commit_together(tmp_path, embedding_url, pg_
     assert _drawers(p.path, b) == [_drawer_id(b, 0)]
     facts = _facts(pg_dsn, pg_schema, p.path)
     assert facts[("Bob", "maintains", "Backups")] == (str(b), _drawer_id(b, 0))
-    assert len(facts) == 3  # mined again: a's identical open facts were not duplicated
+    assert len(facts) == 4  # mined again: a's identical open facts were not duplicated
 
     with p.mcp() as mcp:  # and the palace answers with them, through MemPalace's own tools
         found = mcp.call("mempalace_search", query="who keeps the backups", limit=3)
@@ -170,4 +165,5 @@ def test_an_items_drawers_and_facts_commit_together(tmp_path, embedding_url, pg_
         assert {f["object"] for f in mcp.call("mempalace_kg_query", entity="Alice")["facts"]} == {
             "Acme",
             "Lisbon",
+            "Storage",
         }
