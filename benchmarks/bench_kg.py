@@ -281,6 +281,7 @@ def server_side(kg, names, adds):
     from psycopg import sql
 
     from mempalace_pg.graph.statements import statements
+    from mempalace_pg.graph.values import entity_id_of
 
     st = statements(kg.settings.schema, kg.graph_name)
     palace = kg.palace_pk()
@@ -292,10 +293,10 @@ def server_side(kg, names, adds):
         sub, pred, obj, vf = adds[i % len(adds)]
         return (
             palace,
-            sub.lower().replace(" ", "_"),
+            entity_id_of(sub),
             sub,
             f"{pred}_{tag}",
-            obj.lower().replace(" ", "_"),
+            entity_id_of(obj),
             obj,
             f"t_bench_{tag}_{i}_{uuid.uuid4().hex[:8]}",
             vf,
@@ -315,7 +316,7 @@ def server_side(kg, names, adds):
             (
                 "query_entity",
                 sql.SQL(st.query_entity("both", False)),
-                lambda i: {"palace": palace, "eid": names[i].lower().replace(" ", "_"), "as_of": None},
+                lambda i: {"palace": palace, "eid": entity_id_of(names[i]), "as_of": None},
             ),
             ("timeline_100", sql.SQL(st.timeline(False, 100, 0)), lambda i: {"palace": palace}),
             ("add_triple", call, lambda i: args(i, "x")),

@@ -46,7 +46,6 @@ class ItemTransactions:
         self._item: Optional[str] = None
         self.drawer: Optional[str] = None  # the item's first drawer: its facts' evidence
         self._unlinked: list[str] = []  # the item's facts added before its first drawer
-        self.items_committed = 0
 
     def attach(self, kg: Any) -> bool:
         """Use ``kg`` (the context's knowledge graph) if it is a postgres palace's graph."""
@@ -76,18 +75,21 @@ class ItemTransactions:
         if not linked and triple_id is not None:
             self._unlinked.append(triple_id)
 
-    def commit(self) -> None:
-        """Commit the item in progress (if any)."""
+    def _end_item(self) -> Optional[ExitStack]:
+        """Forget the item in progress; its held transaction, still open, for the caller to end."""
         stack, self._stack = self._stack, None
         self._item, self.drawer, self._unlinked = None, None, []
+        return stack
+
+    def commit(self) -> None:
+        """Commit the item in progress (if any)."""
+        stack = self._end_item()
         if stack is not None:
             stack.close()
-            self.items_committed += 1
 
     def rollback(self, exc: BaseException) -> None:
         """Roll the item in progress back (if any)."""
-        stack, self._stack = self._stack, None
-        self._item, self.drawer, self._unlinked = None, None, []
+        stack = self._end_item()
         if stack is not None:
             stack.__exit__(type(exc), exc, exc.__traceback__)
 
