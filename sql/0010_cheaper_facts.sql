@@ -6,15 +6,15 @@
 --
 -- Where an add_triple spent its time in the server (issue 27, measured call by call in one transaction):
 --
--- * Writing an entity cost about four times writing a fact, and nearly all of it was the two GIN token
+-- * Writing an entity cost several times what writing a fact did, nearly all of it the two GIN token
 --   indexes of the fuzzy name search: kg_tokens() was a SQL function holding a subquery, which
 --   PostgreSQL cannot inline, so every entity insert planned it anew for each of the two indexes. As
 --   PL/pgSQL its plan is made once per session. It returns exactly what it returned before, for every
 --   input, so the indexes built with it stay valid and nothing is rebuilt.
 --
 -- Folding add_triple's vertex lookups and open-fact check into its own body (no nested calls) was tried
--- beside this and saved about 4% of its execution: too little to keep a second copy of the open-fact
--- rule of kg_open_fact(), so add_triple stays as the earlier revisions left it.
+-- beside this and saved little of its execution: too little to keep a second copy of the open-fact rule
+-- of kg_open_fact(), so add_triple stays as the earlier revisions left it.
 
 CREATE OR REPLACE FUNCTION kg_tokens(v text, sep text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
