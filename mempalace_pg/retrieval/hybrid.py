@@ -53,7 +53,10 @@ class HybridSearch(SearchBase):
             where = self._where(wing, room)
             condition, cparams = col.partition.condition(where)
             near, p_near = self._nearest_ids(col, condition, cparams, keys, depth, dim)
-            lexical, p_lex = search.lexical_sql(col.partition, condition, cparams, depth, rows=False)
+            gate = search.wing_room_gate(col.partition, keys)
+            lexical, p_lex = search.lexical_sql(
+                col.partition, condition, cparams, depth, rows=False, gate=gate
+            )
             query = sql.SQL(
                 "WITH vec AS MATERIALIZED (SELECT id, distance, row_number() OVER (ORDER BY distance, id) "
                 "AS rank"

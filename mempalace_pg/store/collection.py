@@ -481,7 +481,8 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         if not query.strip() or int(n_results) <= 0:
             return LexicalResult(hits=[])
         condition, params = self.partition.condition(where)
-        stmt, args = search.lexical_sql(self.partition, condition, params, int(n_results))
+        gate = search.wing_room_gate(self.partition, wing_room_equalities(where))
+        stmt, args = search.lexical_sql(self.partition, condition, params, int(n_results), gate=gate)
         rows = db.run(lambda conn: conn.execute(stmt, {**args, "text": query}).fetchall())
         return LexicalResult(
             hits=[

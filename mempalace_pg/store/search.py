@@ -30,6 +30,13 @@ EXACT_SCAN_MAX = 3000
 #: lexical section of benchmarks/RESULTS.md); tests/integration/test_contract.py checks the agreement.
 LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
+#: Lexical search under a wing/room filter: a common word's sample is taken by reading the word's rows
+#: and testing the filter on each (instead of ANDing the word's bitmap with the filter index's) when
+#: the filter matches at least sqrt(LEXICAL_HEAP_FILTER x sample x records) records, i.e. when the
+#: rows read to fill the sample are fewer than 1/LEXICAL_HEAP_FILTER of the filter's index entries,
+#: which is where reading a row and reading that many index entries cost about the same (the lexical
+#: section of benchmarks/RESULTS.md).
+LEXICAL_HEAP_FILTER = 12
 
 
 @dataclass(frozen=True)
@@ -207,27 +214,71 @@ def nearest_statement(
 
 
 def lexical_sql(
-    part: Partition, condition: sql.Composable, cparams: dict, n: int, *, rows: bool = True
+    part: Partition,
+    condition: sql.Composable,
+    cparams: dict,
+    n: int,
+    *,
+    rows: bool = True,
+    gate: Optional[Gate] = None,
 ) -> tuple[sql.Composable, dict]:
     """The statement (also usable as a subquery) ranking records that meet ``condition`` (whose
     parameters are ``cparams``) by the words of the query text (the parameter ``text``, which the
     caller adds): id, document, metadata, score, best first (``rows=False``: id and score only).
-    Returns the statement and its parameters but ``text``.
+    Returns the statement and its parameters but ``text``. ``gate``: the filter's wing/room gate
+    (:func:`wing_room_gate`), which lets a common word's sample be filtered row by row when the
+    filter matches a large share (LEXICAL_HEAP_FILTER).
 
     The query is split into words in SQL, by the function that splits the documents
     (lexical_text(), sql/0006), and its words of two or more characters are searched (MemPalace's
     BM25 ignores shorter ones)."""
     db = part.db
+    per_word = max(LEXICAL_CANDIDATES, 4 * n)
+    args = {**cparams, "pk": part.pk, "df_cap": LEXICAL_DF_CAP, "per_word": per_word, "lexical_n": n}
+    # A rare word's rows are few (under LEXICAL_DF_CAP): they are read and the filter tested on each;
+    # the subquery's OFFSET 0 keeps PostgreSQL from ANDing the word's bitmap with a filter index's,
+    # which for a wing reads every index entry of the wing.
+    rare = sql.SQL(
+        "SELECT id, document_tsv AS tsv"
+        "    FROM (SELECT * FROM {t} WHERE document_tsv @@ weighted.q OFFSET 0) AS r"
+        "    WHERE weighted.df < %(df_cap)s AND {cond}"
+    )
+    # A common word: a sample of per_word rows that meet the filter, through the planner's choice of
+    # indexes; under a gate whose filter matches a large share, by reading the word's rows and testing
+    # the filter's equalities (written so that no index serves them) until the sample is full.
+    common = sql.SQL(
+        "SELECT id, document_tsv AS tsv FROM {t}"
+        "    WHERE weighted.df >= %(df_cap)s AND document_tsv @@ weighted.q AND {cond}{indexed}"
+        "    LIMIT %(per_word)s"
+    )
+    gate_cte = sql.SQL("")
+    heap_arm = sql.SQL("")
+    indexed = sql.SQL("")
+    if gate is not None and gate.walk_condition is not None:
+        args.update(gate.params)
+        gate_cte = sql.SQL(" matching AS MATERIALIZED ({}),").format(gate.count)
+        wide = sql.SQL(
+            "(SELECT n FROM matching) * (SELECT n FROM matching)"
+            " >= {r} * %(per_word)s * (SELECT n FROM total)"
+        ).format(r=sql.Literal(LEXICAL_HEAP_FILTER))
+        indexed = sql.SQL(" AND NOT {}").format(wide)
+        heap_arm = sql.SQL(
+            "  UNION ALL"
+            "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ("
+            "    SELECT id, document_tsv AS tsv FROM {t}"
+            "    WHERE weighted.df >= %(df_cap)s AND document_tsv @@ weighted.q AND {walk} AND {wide}"
+            "    LIMIT %(per_word)s) AS c"
+        ).format(t=part.table, walk=gate.walk_condition, wide=wide)
     # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP
     # (a word found that often is common and weighs little, so the exact count does not matter),
     # an idf weight, and candidates: every document of a rare word (fewer than the cap), a bounded
-    # sample for a common one. Each candidate is scored from the tsvector its index scan already
+    # sample for a common one. Each candidate is scored from the tsvector its scan already
     # read (sum over the words of idf * ts_rank); only the best n are then looked up by id for their
     # document and metadata. (Table {t} is the collection's own partition, so counting needs no
     # collection_pk test.)
     stmt = sql.SQL(
         "WITH total AS (SELECT GREATEST(COALESCE(sum(n), 0), 1)::float8 AS n FROM {counts}"
-        "  WHERE collection_pk = %(pk)s),"
+        "  WHERE collection_pk = %(pk)s),{gate_cte}"
         " weighted AS MATERIALIZED ("
         "  SELECT q, df.n AS df, ln((total.n - df.n + 0.5) / (df.n + 0.5) + 1) AS idf"
         "  FROM (SELECT quote_literal(w)::tsquery AS q"
@@ -238,23 +289,23 @@ def lexical_sql(
         "    WHERE document_tsv @@ words.q LIMIT %(df_cap)s) AS m) AS df"
         "  WHERE numnode(q) > 0),"
         " candidates AS ("
-        "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ("
-        "    SELECT id, document_tsv AS tsv FROM {t}"
-        "    WHERE weighted.df < %(df_cap)s AND document_tsv @@ weighted.q AND {cond}) AS c"
+        "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({rare}) AS c"
         "  UNION ALL"
-        "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ("
-        "    SELECT id, document_tsv AS tsv FROM {t}"
-        "    WHERE weighted.df >= %(df_cap)s AND document_tsv @@ weighted.q AND {cond} LIMIT %(per_word)s) "
-        "AS c),"
+        "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({common}) AS c"
+        "{heap_arm}),"
         " scored AS ("
         "  SELECT d.id, (SELECT sum(w.idf * ts_rank(d.tsv, w.q, 1)) FROM weighted AS w) AS score"
         '  FROM (SELECT DISTINCT ON (id COLLATE "C") id, tsv FROM candidates ORDER BY id COLLATE "C") AS d'
         "  ORDER BY score DESC, d.id LIMIT %(lexical_n)s)"
     ).format(
-        t=part.table, counts=db.ident("facet_counts"), cond=condition, lexical_text=db.ident("lexical_text")
+        t=part.table,
+        counts=db.ident("facet_counts"),
+        gate_cte=gate_cte,
+        rare=rare.format(t=part.table, cond=condition),
+        common=common.format(t=part.table, cond=condition, indexed=indexed),
+        heap_arm=heap_arm,
+        lexical_text=db.ident("lexical_text"),
     )
-    per_word = max(LEXICAL_CANDIDATES, 4 * n)
-    args = {**cparams, "pk": part.pk, "df_cap": LEXICAL_DF_CAP, "per_word": per_word, "lexical_n": n}
     if not rows:
         return stmt + sql.SQL(" SELECT id, score FROM scored ORDER BY score DESC, id"), args
     return stmt + sql.SQL(
@@ -269,6 +320,7 @@ __all__ = [
     "FILTERED_OVERSAMPLE",
     "LEXICAL_CANDIDATES",
     "LEXICAL_DF_CAP",
+    "LEXICAL_HEAP_FILTER",
     "lexical_sql",
     "nearest_sql",
     "Gate",

@@ -126,3 +126,51 @@ def test_lexical_search_finds_every_word_of_real_documents(make_collection):
             assert hits and hits[0].id == f"d{i}", (word, docs[i].path)
             checked += 1
     assert checked > 200
+
+
+def _filters_met_row_by_row(node: dict) -> int:
+    """Rows returned by plan nodes that test a wing/room equality row by row (texteq: the heap arm)."""
+    rows = node.get("Actual Rows", 0) if "texteq" in node.get("Filter", "") else 0
+    return rows + sum(_filters_met_row_by_row(child) for child in node.get("Plans", []))
+
+
+def test_a_wing_filter_samples_common_words_through_its_index_or_row_by_row(make_collection, pg_dsn):
+    """Under a wing filter, a common word's sample comes from reading the word's rows and testing the
+    wing on each when the wing holds a large share of the palace, through the wing's index when it
+    holds a small one; either way every hit is in the wing and the rare word's drawers come first."""
+    from mempalace_pg.store import search
+
+    words = [f"filler{i}" for i in range(40)]
+    ids, docs, metas = [], [], []
+    for i in range(1500):
+        wing = "big" if i < 1400 else "small"
+        text = " ".join(["common"] + words[i % 40 : i % 40 + 1 + i % 7])
+        if i in (7, 700, 1399, 1400, 1499):
+            text += " rarest"
+        ids.append(f"{wing}-{i:04d}")
+        docs.append(text)
+        metas.append({"wing": wing, "room": f"r{i % 3}"})
+    col = make_collection(name="lexical-heap")
+    col.add(ids=ids, documents=docs, metadatas=metas, embeddings=vectors(len(ids)))
+    rare = {"big": {"big-0007", "big-0700", "big-1399"}, "small": {"small-1400", "small-1499"}}
+    row_by_row = {}
+    for wing in ("big", "small"):
+        hits = [
+            h.id for h in col.lexical_search(query="common rarest", n_results=10, where={"wing": wing}).hits
+        ]
+        assert len(hits) == 10 and all(h.startswith(f"{wing}-") for h in hits), (wing, hits)
+        assert set(hits[: len(rare[wing])]) == rare[wing], (wing, hits)
+        gate = search.wing_room_gate(col.partition, {"wing": wing})
+        condition, params = col.partition.condition({"wing": wing})
+        stmt, args = search.lexical_sql(col.partition, condition, params, 10, gate=gate)
+        with psycopg.connect(pg_dsn) as conn:
+            plan = conn.execute(
+                psycopg.sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + stmt, {**args, "text": "common rarest"}
+            ).fetchone()[0]
+        row_by_row[wing] = _filters_met_row_by_row(plan[0]["Plan"])
+    assert row_by_row["big"] > 0 and row_by_row["small"] == 0, row_by_row
+    # a wing and a room: the same rule, every hit in both
+    where = {"$and": [{"wing": "big"}, {"room": "r1"}]}
+    hits = col.lexical_search(query="common rarest", n_results=10, where=where).hits
+    assert len(hits) == 10 and all(h.metadata["wing"] == "big" and h.metadata["room"] == "r1" for h in hits)
+    assert hits[0].id == "big-0007"
