@@ -45,8 +45,9 @@ class Partition:
         self.name = name
         self.dimension = dimension
         self.read_only = read_only
-        self.table = db.ident(f"records_c{pk}")
-        self.relname = f"{db.schema}.records_c{pk}"  # for ::regclass and advisory-lock keys
+        self.table_name = f"records_c{pk}"
+        self.table = db.ident(self.table_name)
+        self.relname = f"{db.schema}.{self.table_name}"  # for ::regclass and advisory-lock keys
 
     def __repr__(self) -> str:
         return f"<Partition records_c{self.pk} ({self.name})>"

@@ -37,6 +37,9 @@ LEXICAL_CANDIDATES = 50
 #: which is where reading a row and reading that many index entries cost about the same (the lexical
 #: section of benchmarks/RESULTS.md).
 LEXICAL_HEAP_FILTER = 12
+#: BM25's parameters, SQLite FTS5's (bm25()): term-frequency saturation and length normalisation.
+BM25_K1 = 1.2
+BM25_B = 0.75
 
 
 @dataclass(frozen=True)
@@ -269,33 +272,48 @@ def lexical_sql(
             "    WHERE weighted.df >= %(df_cap)s AND document_tsv @@ weighted.q AND {walk} AND {wide}"
             "    LIMIT %(per_word)s) AS c"
         ).format(t=part.table, walk=gate.walk_condition, wide=wide)
-    # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP
-    # (a word found that often is common and weighs little, so the exact count does not matter),
-    # an idf weight, and candidates: every document of a rare word (fewer than the cap), a bounded
-    # sample for a common one. Each candidate is scored from the tsvector its scan already
-    # read (sum over the words of idf * ts_rank); only the best n are then looked up by id for their
-    # document and metadata. (Table {t} is the collection's own partition, so counting needs no
-    # collection_pk test.)
+    # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP; a word
+    # found that often takes the frequency ANALYZE saw for it (pg_stats' most common elements of the
+    # partition's tsvector), or the cap when ANALYZE did not list it. Then FTS5's idf, and candidates:
+    # every document of a rare word, a bounded sample of a common one. Each candidate is scored by
+    # BM25 as SQLite FTS5's bm25() scores (k1, b, idf floored just above zero) from the tsvector its
+    # scan already read: the query words' counts (ts_filter keeps only them), the document's length
+    # (lexical_length) against the average kept in facet_counts. Only the best n are then looked up
+    # by id for their document and metadata. (Table {t} is the collection's own partition, so
+    # counting needs no collection_pk test.)
     stmt = sql.SQL(
-        "WITH total AS (SELECT GREATEST(COALESCE(sum(n), 0), 1)::float8 AS n FROM {counts}"
-        "  WHERE collection_pk = %(pk)s),{gate_cte}"
+        "WITH total AS (SELECT GREATEST(COALESCE(sum(n), 0), 1)::float8 AS n,"
+        "   GREATEST(COALESCE(sum(tokens), 0), 1)::float8 / GREATEST(COALESCE(sum(n), 0), 1) AS avgdl"
+        "  FROM {counts} WHERE collection_pk = %(pk)s),{gate_cte}"
         " weighted AS MATERIALIZED ("
-        "  SELECT q, df.n AS df, ln((total.n - df.n + 0.5) / (df.n + 0.5) + 1) AS idf"
-        "  FROM (SELECT quote_literal(w)::tsquery AS q"
-        "   FROM unnest(tsvector_to_array(to_tsvector('simple', {lexical_text}(%(text)s::text)))) AS w"
-        "   WHERE length(w) >= 2) AS words"
-        "  CROSS JOIN total"
-        "  CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM (SELECT 1 FROM {t}"
-        "    WHERE document_tsv @@ words.q LIMIT %(df_cap)s) AS m) AS df"
-        "  WHERE numnode(q) > 0),"
+        "  SELECT word, q, df, GREATEST(ln((total.n - df + 0.5) / (df + 0.5)), 1e-6) AS idf"
+        "  FROM (SELECT words.word, words.q, CASE WHEN counted.n < %(df_cap)s THEN counted.n"
+        "    ELSE GREATEST(%(df_cap)s, COALESCE((SELECT e.freq * total.n FROM pg_catalog.pg_stats AS s,"
+        "      unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(word, freq)"
+        "      WHERE s.schemaname = %(stats_schema)s AND s.tablename = %(stats_table)s"
+        "      AND s.attname = 'document_tsv' AND e.word = words.word), 0)) END AS df"
+        "   FROM (SELECT w AS word, quote_literal(w)::tsquery AS q"
+        "    FROM unnest(tsvector_to_array(to_tsvector('simple', {lexical_text}(%(text)s::text)))) AS w"
+        "    WHERE length(w) >= 2) AS words"
+        "   CROSS JOIN total"
+        "   CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM (SELECT 1 FROM {t}"
+        "     WHERE document_tsv @@ words.q LIMIT %(df_cap)s) AS m) AS counted"
+        "   WHERE numnode(words.q) > 0) AS f CROSS JOIN total),"
+        " query_words AS (SELECT array_agg(word) AS words FROM weighted),"
         " candidates AS ("
         "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({rare}) AS c"
         "  UNION ALL"
         "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({common}) AS c"
         "{heap_arm}),"
         " scored AS ("
-        "  SELECT d.id, (SELECT sum(w.idf * ts_rank(d.tsv, w.q, 1)) FROM weighted AS w) AS score"
-        '  FROM (SELECT DISTINCT ON (id COLLATE "C") id, tsv FROM candidates ORDER BY id COLLATE "C") AS d'
+        "  SELECT d.id, (SELECT sum(w.idf * t.tf * (%(k1)s + 1)"
+        "      / (t.tf + %(k1)s * (1 - %(b)s + %(b)s * d.dl / total.avgdl)))"
+        "    FROM (SELECT lexeme, COALESCE(array_length(positions, 1), 1)::float8 AS tf"
+        "     FROM unnest(ts_filter(setweight(d.tsv, 'A', query_words.words), '{{a}}'))) AS t"
+        "    JOIN weighted AS w ON w.word = t.lexeme) AS score"
+        '  FROM (SELECT DISTINCT ON (id COLLATE "C") id, tsv, {length}(tsv) AS dl'
+        '   FROM candidates ORDER BY id COLLATE "C") AS d'
+        "  CROSS JOIN total CROSS JOIN query_words"
         "  ORDER BY score DESC, d.id LIMIT %(lexical_n)s)"
     ).format(
         t=part.table,
@@ -305,7 +323,9 @@ def lexical_sql(
         common=common.format(t=part.table, cond=condition, indexed=indexed),
         heap_arm=heap_arm,
         lexical_text=db.ident("lexical_text"),
+        length=db.ident("lexical_length"),
     )
+    args.update({"k1": BM25_K1, "b": BM25_B, "stats_schema": db.schema, "stats_table": part.table_name})
     if not rows:
         return stmt + sql.SQL(" SELECT id, score FROM scored ORDER BY score DESC, id"), args
     return stmt + sql.SQL(
@@ -316,6 +336,8 @@ def lexical_sql(
 
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "EXACT_SCAN_MAX",
     "FILTERED_OVERSAMPLE",
     "LEXICAL_CANDIDATES",

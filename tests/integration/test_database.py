@@ -326,6 +326,13 @@ def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_ds
             "SELECT n_distinct FROM pg_stats_ext WHERE statistics_name = %s AND statistics_schemaname = %s",
             (f"records_c{pk}_wing_room", scratch_schema),
         ).fetchone()
+        # revision 0011 counted the words of the records already there (for BM25's average length): 6 + 2
+        # in room r0, 5 in r1; the long record added since has one
+        tokens = conn.execute(
+            f"SELECT room #>> '{{}}', tokens FROM {scratch_schema}.facet_counts WHERE collection_pk = %s",
+            (pk,),
+        ).fetchall()
+        assert sorted(tokens, key=str) == sorted([("r0", 8), ("r1", 5), (None, 1)], key=str), tokens
 
 
 def test_one_caller_at_a_time_keeps_one_warm_backend():

@@ -174,3 +174,53 @@ def test_a_wing_filter_samples_common_words_through_its_index_or_row_by_row(make
     hits = col.lexical_search(query="common rarest", n_results=10, where=where).hits
     assert len(hits) == 10 and all(h.metadata["wing"] == "big" and h.metadata["room"] == "r1" for h in hits)
     assert hits[0].id == "big-0007"
+
+
+def test_scores_are_sqlite_fts5_bm25_on_real_documents(make_collection, pg_dsn, pg_schema):
+    """On real documentation, where every query word is found in fewer documents than the cap (so every
+    document holding one is scored), lexical_search ranks and scores as SQLite FTS5's bm25() does on the
+    same text: same top 10, scores equal to -bm25() within float rounding. And facet_counts.tokens holds
+    the documents' words together, as FTS5 counts them, through adds, updates and deletes."""
+    import random
+
+    docs = real_documents(limit=400)
+    texts = [d.text for d in docs]
+    col = make_collection(name="lexical-bm25")
+    ids = [f"d{i}" for i in range(len(docs))]
+    col.add(ids=ids, documents=texts, metadatas=[{"wing": "w"}] * len(docs), embeddings=vectors(len(docs)))
+    # FTS5 over the same texts, after an update and a delete done to both
+    col.update(ids=["d0"], documents=[texts[1] + " " + texts[2]])
+    texts[0] = texts[1] + " " + texts[2]
+    col.delete(ids=["d3"])
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(d, tokenize='unicode61 remove_diacritics 0')")
+    conn.executemany(
+        "INSERT INTO t (rowid, d) VALUES (?, ?)", [(i, x) for i, x in enumerate(texts) if i != 3]
+    )
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+    total_words = conn.execute("SELECT sum(cnt) FROM v").fetchone()[0]
+    with psycopg.connect(pg_dsn) as pg:
+        kept = pg.execute(
+            f"SELECT sum(n), sum(tokens) FROM {pg_schema}.facet_counts WHERE collection_pk = %s",
+            (col.partition.pk,),
+        ).fetchone()
+    assert kept == (len(texts) - 1, total_words)
+
+    rng = random.Random(29)
+    df = dict(conn.execute("SELECT term, doc FROM v").fetchall())
+    words = sorted(w for w, n in df.items() if len(w) >= 3 and 2 <= n < 100 and w.isalpha())
+    compared = 0
+    for _ in range(30):
+        query = rng.sample(words, rng.choice((2, 3)))
+        found = conn.execute(
+            "SELECT rowid, -bm25(t) FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 30",
+            (" OR ".join(f'"{w}"' for w in query),),
+        ).fetchall()
+        # equal scores in our order (the id as text), as lexical_search breaks ties
+        theirs = sorted(((f"d{r}", x) for r, x in found), key=lambda h: (-round(h[1], 9), h[0]))[:10]
+        ours = [(h.id, h.score) for h in col.lexical_search(query=" ".join(query), n_results=10).hits]
+        assert [i for i, _ in ours] == [i for i, _ in theirs], (query, ours, theirs)
+        for (_, a), (_, b) in zip(ours, theirs):
+            assert abs(a - b) <= 1e-6 * max(1.0, abs(b)), (query, ours, theirs)
+        compared += 1
+    assert compared == 30

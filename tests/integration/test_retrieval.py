@@ -305,7 +305,11 @@ def test_hybrid_breaks_an_exact_tie_by_the_vector_rank(pg_env):
     drawers, _ = open_drawers(palace_key=palace)
     drawers.add(
         ids=["a-short", "z-wordy"],
-        documents=["basil sown in May", "basil basil basil sown sown in May, basil again"],
+        # the same words once each: BM25 puts the shorter document first by text
+        documents=[
+            "basil sown in May",
+            "basil sown in May, with many more words about the garden and the weather",
+        ],
         embeddings=[[0.6, 0.8], [1.0, 0.0]],
     )
     search = PalaceSearch(palace_key=palace)
