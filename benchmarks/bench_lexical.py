@@ -182,6 +182,37 @@ def _checkout(ref: str) -> Path:
     return target
 
 
+def agreement(reference: list, results: list) -> list:
+    """Per query, the share of a store's top 10 that is in the reference's top 10 (a tie with the
+    reference's tenth score counts)."""
+    return [
+        sum(scores[int(i[1:])] >= tenth - 1e-9 for i in ids) / 10
+        for (scores, tenth), ids in zip(reference, results)
+    ]
+
+
+def fts5_index(docs: list[str]):
+    """SQLite FTS5 over the documents, tokenized by unicode61 as lexical search splits words."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(d, tokenize='unicode61 remove_diacritics 0')")
+    db.executemany("INSERT INTO t (rowid, d) VALUES (?, ?)", list(enumerate(docs)))
+    return db
+
+
+def fts5_scores(db, query: str, n: int) -> np.ndarray:
+    """FTS5's bm25() of every document for the query's words of two or more characters (any of them),
+    as positive scores (0: no word found)."""
+    words = sorted(set(re.findall(r"[^\W_]{2,}", query.lower())))
+    scores = np.zeros(n)
+    if words:
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        for rowid, score in db.execute("SELECT rowid, -bm25(t) FROM t WHERE t MATCH ?", (match,)):
+            scores[rowid] = score
+    return scores
+
+
 def run(args) -> dict:
     from mempalace.backends.pgvector import _bm25_scores  # noqa: PLC2701 - the exact BM25 we compare with
 
@@ -192,12 +223,17 @@ def run(args) -> dict:
         for kind in args.corpora:
             docs = corpus(kind, args.docs)
             qs = queries(kind, docs, 40)
-            # the reference: BM25 over every document, and its tenth score (ties at it count as agreement)
+            # the references: BM25 over every document, MemPalace's and SQLite FTS5's, and each one's
+            # tenth score (ties at it count as agreement)
             reference = {label: [] for label in qs}
+            fts5 = {label: [] for label in qs}
+            ftsdb = fts5_index(docs)
             for label, qlist in qs.items():
                 for q in qlist:
                     scores = np.asarray(_bm25_scores(q, docs))
                     reference[label].append((scores, float(np.sort(scores)[-10])))
+                    scores = fts5_scores(ftsdb, q, len(docs))
+                    fts5[label].append((scores, float(np.sort(scores)[-10])))
             stores = list(args.stores) + ([f"postgres@{args.before}"] if before else [])
             result: dict = {"documents": len(docs), "characters": sum(map(len, docs)), "stores": {}}
             for store in stores:
@@ -214,15 +250,15 @@ def run(args) -> dict:
                     raise SystemExit(f"the {store} child failed ({exc}); its log is above") from None
                 row = {"load_s": child["load_s"]}
                 for label, got in child["sets"].items():
-                    agree = [
-                        sum(scores[int(i[1:])] >= tenth - 1e-9 for i in ids) / 10
-                        for (scores, tenth), ids in zip(reference[label], got["ids"])
-                    ]
+                    agree = agreement(reference[label], got["ids"])
+                    agree_fts5 = agreement(fts5[label], got["ids"])
                     row[label] = {
                         "p50": got["p50"],
                         "p95": got["p95"],
                         "agreement": float(np.mean(agree)),
                         "agreement_min": float(np.min(agree)),
+                        "agreement_fts5": float(np.mean(agree_fts5)),
+                        "agreement_fts5_min": float(np.min(agree_fts5)),
                         "answered": sum(1 for i in got["ids"] if i) / len(got["ids"]),
                     }
                 result["stores"][store] = row
@@ -241,9 +277,10 @@ def render(report: dict) -> str:
         "",
         f"PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, MemPalace {v['mempalace']}, chromadb "
         f"{v['chromadb']}, Python {v['python']}, {v['cpus']} CPUs. Command: `{report['command']}`.",
-        "Reference: MemPalace's BM25 scorer over every document. Agreement: share of the store's top 10 in "
-        "BM25's top 10 (mean over 40 queries, and the worst query); answered: share of queries with at least "
-        "one hit. Latency of `lexical_search(n_results=10)` in ms, p50 / p95."
+        "References: MemPalace's BM25 scorer and SQLite FTS5's bm25() (unicode61, the query's words of two "
+        "or more characters), each over every document. Agreement: share of the store's top 10 in the "
+        "reference's top 10, MemPalace's / FTS5's (mean over 40 queries, and FTS5's worst query); answered: "
+        "share of queries with at least one hit. Latency of `lexical_search(n_results=10)` in ms, p50 / p95."
         + (
             f" `postgres@{r['before']}` is this package at commit {r['before']}, measured in the same run."
             if r.get("before")
@@ -271,7 +308,8 @@ def render(report: dict) -> str:
         ]
         for store, x in c["stores"].items():
             cells = [
-                f"{x[s]['agreement']:.2f} ({x[s]['agreement_min']:.1f}), {x[s]['answered']:.2f} | "
+                f"{x[s]['agreement']:.2f} / {x[s].get('agreement_fts5', float('nan')):.2f} "
+                f"({x[s].get('agreement_fts5_min', float('nan')):.1f}), {x[s]['answered']:.2f} | "
                 f"{x[s]['p50']:.2f} / {x[s]['p95']:.2f}"
                 for s in sets
             ]

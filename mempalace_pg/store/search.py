@@ -285,35 +285,44 @@ def lexical_sql(
         "WITH total AS (SELECT GREATEST(COALESCE(sum(n), 0), 1)::float8 AS n,"
         "   GREATEST(COALESCE(sum(tokens), 0), 1)::float8 / GREATEST(COALESCE(sum(n), 0), 1) AS avgdl"
         "  FROM {counts} WHERE collection_pk = %(pk)s),{gate_cte}"
+        # read only when a word reaches the cap (a CTE runs when first read)
+        " common_words AS MATERIALIZED (SELECT e.word, e.freq FROM pg_catalog.pg_stats AS s,"
+        "   unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(word, freq)"
+        "  WHERE s.schemaname = %(stats_schema)s AND s.tablename = %(stats_table)s"
+        "  AND s.attname = 'document_tsv'),"
         " weighted AS MATERIALIZED ("
         "  SELECT word, q, df, GREATEST(ln((total.n - df + 0.5) / (df + 0.5)), 1e-6) AS idf"
         "  FROM (SELECT words.word, words.q, CASE WHEN counted.n < %(df_cap)s THEN counted.n"
-        "    ELSE GREATEST(%(df_cap)s, COALESCE((SELECT e.freq * total.n FROM pg_catalog.pg_stats AS s,"
-        "      unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(word, freq)"
-        "      WHERE s.schemaname = %(stats_schema)s AND s.tablename = %(stats_table)s"
-        "      AND s.attname = 'document_tsv' AND e.word = words.word), 0)) END AS df"
+        "    ELSE GREATEST(%(df_cap)s, COALESCE((SELECT c.freq * total.n FROM common_words AS c"
+        "     WHERE c.word = words.word), 0)) END AS df"
         "   FROM (SELECT w AS word, quote_literal(w)::tsquery AS q"
         "    FROM unnest(tsvector_to_array(to_tsvector('simple', {lexical_text}(%(text)s::text)))) AS w"
         "    WHERE length(w) >= 2) AS words"
         "   CROSS JOIN total"
         "   CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM (SELECT 1 FROM {t}"
         "     WHERE document_tsv @@ words.q LIMIT %(df_cap)s) AS m) AS counted"
-        "   WHERE numnode(words.q) > 0) AS f CROSS JOIN total),"
-        " query_words AS (SELECT array_agg(word) AS words FROM weighted),"
+        # OFFSET 0: df is worked out once per word, not once for each place the formula names it
+        "   WHERE numnode(words.q) > 0 OFFSET 0) AS f CROSS JOIN total),"
+        " query_words AS (SELECT array_agg(word) AS words,"
+        "   string_agg(quote_literal(word), ' | ')::tsquery AS q FROM weighted),"
         " candidates AS ("
         "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({rare}) AS c"
         "  UNION ALL"
         "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({common}) AS c"
         "{heap_arm}),"
+        # a candidate's length as lexical_length() reads it, through the query's own words (which it
+        # holds): the ratio of its rank without and with ts_rank's length normalisation
+        " measured AS (SELECT d.id, d.tsv, round(ts_rank(d.tsv, query_words.q, 0)::float8"
+        "   / ts_rank(d.tsv, query_words.q, 2)::float8) AS dl"
+        '  FROM (SELECT DISTINCT ON (id COLLATE "C") id, tsv FROM candidates ORDER BY id COLLATE "C") AS d'
+        "  CROSS JOIN query_words),"
         " scored AS ("
         "  SELECT d.id, (SELECT sum(w.idf * t.tf * (%(k1)s + 1)"
         "      / (t.tf + %(k1)s * (1 - %(b)s + %(b)s * d.dl / total.avgdl)))"
         "    FROM (SELECT lexeme, COALESCE(array_length(positions, 1), 1)::float8 AS tf"
         "     FROM unnest(ts_filter(setweight(d.tsv, 'A', query_words.words), '{{a}}'))) AS t"
         "    JOIN weighted AS w ON w.word = t.lexeme) AS score"
-        '  FROM (SELECT DISTINCT ON (id COLLATE "C") id, tsv, {length}(tsv) AS dl'
-        '   FROM candidates ORDER BY id COLLATE "C") AS d'
-        "  CROSS JOIN total CROSS JOIN query_words"
+        "  FROM measured AS d CROSS JOIN total CROSS JOIN query_words"
         "  ORDER BY score DESC, d.id LIMIT %(lexical_n)s)"
     ).format(
         t=part.table,
@@ -323,7 +332,6 @@ def lexical_sql(
         common=common.format(t=part.table, cond=condition, indexed=indexed),
         heap_arm=heap_arm,
         lexical_text=db.ident("lexical_text"),
-        length=db.ident("lexical_length"),
     )
     args.update({"k1": BM25_K1, "b": BM25_B, "stats_schema": db.schema, "stats_table": part.table_name})
     if not rows:
