@@ -466,15 +466,14 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         )
 
     def lexical_search(self, *, query: str, n_results: int = 10, where=None) -> LexicalResult:
-        """Full-text search in SQL, ranked like BM25 would: rare words count for more.
+        """Full-text search in SQL, scored by BM25 as SQLite FTS5's bm25() scores.
 
         Words are runs of letters and numbers (everything else separates them, as in SQLite FTS5),
         lower-cased; any query word of 2+ characters matches (as MemPalace's BM25 counts words).
         Candidates come from the GIN-indexed tsvector: all documents of a rare word, a bounded sample
-        for a common one;
-        each is scored as the sum over the query words of idf(word) * ts_rank(document, word), with
-        idf from the word's document frequency (counted through the index up to a cap). One
-        statement; filters apply in SQL.
+        for a common one; each is scored from the query words' counts in it, its length against the
+        collection's average, and each word's document frequency (counted through the index up to a
+        cap, past it as ANALYZE recorded it). One statement; filters apply in SQL.
         """
         db = self.database()
         query = storable(query) if isinstance(query, str) else ""

@@ -55,9 +55,9 @@ KNOWN = {
     "mcp list_drawers after deletes": "the transcript's NUL byte: its preview holds one more character.",
     "mcp search union": (
         "candidate_strategy=union adds each backend's own lexical_search hits with their scores: "
-        "Chroma's is BM25 over at most 500 trigram-FTS matches (IDF over those), this one ranks by IDF "
-        "over the whole collection times ts_rank (benchmarks/bench_lexical.py measures its agreement "
-        "with exact BM25), so bm25_score and the lexically added candidates differ."
+        "Chroma's is BM25 over at most 500 trigram-FTS matches (IDF over those), this one is FTS5's BM25 "
+        "over the whole collection (benchmarks/bench_lexical.py measures its agreement with exact BM25), "
+        "so bm25_score and the lexically added candidates differ."
     ),
     "cli kg normalize, empty palace": (
         "MemPalace's SQLite graph is a file created by the first fact, so on a new Chroma palace there "
