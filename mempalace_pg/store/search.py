@@ -42,6 +42,11 @@ LEXICAL_HEAP_FILTER = 12
 #: query's own words: BM25's count of each word and its length term cost several times as much per
 #: candidate, and the top 10 it keeps were the same on the lexical benchmark's queries (0: all).
 LEXICAL_RERANK = 100
+#: In a query of at most LEXICAL_PAIR_WORDS words, one of them common, the documents holding two of
+#: them are candidates too, up to LEXICAL_PAIR_CANDIDATES. Longer queries gained little from it in the
+#: lexical benchmark (their best documents hold many of the words) and paid the most for it.
+LEXICAL_PAIR_WORDS = 4
+LEXICAL_PAIR_CANDIDATES = 500
 #: BM25's parameters, SQLite FTS5's (bm25()): term-frequency saturation and length normalisation.
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -310,11 +315,21 @@ def lexical_sql(
         "   WHERE numnode(words.q) > 0 OFFSET 0) AS f CROSS JOIN total),"
         " query_words AS (SELECT array_agg(word) AS words,"
         "   string_agg(quote_literal(word), ' | ')::tsquery AS q FROM weighted),"
+        # When a word is common, its sample is blind to the other words; in a query of a few words,
+        # the documents holding two of them are where BM25's best lie, and the GIN index finds them in
+        # one scan of (a & b) | (a & c) | ...
+        " pairs AS (SELECT string_agg('(' || a.q::text || ' & ' || b.q::text || ')', ' | ')::tsquery AS q"
+        "  FROM weighted AS a JOIN weighted AS b ON a.word < b.word"
+        "  WHERE EXISTS (SELECT 1 FROM weighted WHERE df >= %(df_cap)s)"
+        "  AND (SELECT count(*) FROM weighted) <= {pair_words}),"
         " candidates AS ("
         "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({rare}) AS c"
         "  UNION ALL"
         "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({common}) AS c"
-        "{heap_arm}),"
+        "{heap_arm}"
+        "  UNION ALL"
+        "  SELECT c.id, c.tsv FROM pairs CROSS JOIN LATERAL (SELECT id, document_tsv AS tsv FROM {t}"
+        "   WHERE document_tsv @@ pairs.q AND {cond} LIMIT {pair_n}) AS c WHERE pairs.q IS NOT NULL),"
         # a candidate's length as lexical_length() reads it, through the query's own words (which it
         # holds): the ratio of its rank without and with ts_rank's length normalisation
         " measured AS (SELECT d.id, d.tsv, round(ts_rank(d.tsv, query_words.q, 0)::float8"
@@ -336,6 +351,9 @@ def lexical_sql(
         rare=rare.format(t=part.table, cond=condition),
         common=common.format(t=part.table, cond=condition, indexed=indexed),
         heap_arm=heap_arm,
+        cond=condition,
+        pair_words=sql.Literal(LEXICAL_PAIR_WORDS),
+        pair_n=sql.Literal(LEXICAL_PAIR_CANDIDATES),
         lexical_text=db.ident("lexical_text"),
         prerank=sql.SQL(
             " ORDER BY (SELECT sum(w.idf * ts_rank(d.tsv, w.q, 1)) FROM weighted AS w) DESC LIMIT {}"
