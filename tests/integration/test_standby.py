@@ -49,7 +49,16 @@ def standby_dsn(pg_dsn):
     with psycopg.connect(pg_dsn) as primary, psycopg.connect(dsn) as standby:
         assert standby.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
         assert primary.execute(ident).fetchone() == standby.execute(ident).fetchone()  # a copy of this one
-    return dsn
+    yield dsn
+    # A standby left running would outlive the suite (scripts/test.sh stops only what it started).
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "provision-standby.sh"), "stop"],
+        env={**env, "MEMPALACE_PG_STACK": stack},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def _caught_up(pg_dsn: str, standby_dsn: str, timeout: float = 60) -> None:
