@@ -275,20 +275,21 @@ def lexical_sql(
             " >= {r} * %(per_word)s * (SELECT n FROM total)"
         ).format(r=sql.Literal(LEXICAL_HEAP_FILTER))
         indexed = sql.SQL(" AND NOT {}").format(wide)
+        # the same sample, its filter written as the walks test it, taken when the filter is wide
         heap_arm = sql.SQL(
-            "  UNION ALL"
-            "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ("
-            "    SELECT id, document_tsv AS tsv FROM {t}"
-            "    WHERE weighted.df >= %(df_cap)s AND document_tsv @@ weighted.q AND {walk} AND {wide}"
-            "    LIMIT %(per_word)s) AS c"
-        ).format(t=part.table, walk=gate.walk_condition, wide=wide)
+            "  UNION ALL  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({}) AS c"
+        ).format(
+            common.format(t=part.table, cond=gate.walk_condition, indexed=sql.SQL(" AND {}").format(wide))
+        )
     # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP; a word
     # found that often takes the frequency ANALYZE saw for it (pg_stats' most common elements of the
     # partition's tsvector), or the cap when ANALYZE did not list it. Then FTS5's idf, and candidates:
     # every document of a rare word, a bounded sample of a common one. Each candidate is scored by
     # BM25 as SQLite FTS5's bm25() scores (k1, b, idf floored just above zero) from the tsvector its
     # scan already read: the query words' counts (ts_filter keeps only them), the document's length
-    # (lexical_length) against the average kept in facet_counts. Only the best n are then looked up
+    # (lexical_length) against the average kept in facet_counts; with pairs of the query's words as
+    # candidates too (LEXICAL_PAIR_WORDS) and only the best by idf x ts_rank scored by BM25
+    # (LEXICAL_RERANK). Only the best n are then looked up
     # by id for their document and metadata. (Table {t} is the collection's own partition, so
     # counting needs no collection_pk test.)
     stmt = sql.SQL(
