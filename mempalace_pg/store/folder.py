@@ -46,6 +46,7 @@ from mempalace_pg.store.indexing import (
     segment_ddl,
     segment_name,
 )
+from mempalace_pg.store.search import LEXICAL_RECOUNT_GROWTH, remember_common_words
 
 
 class Folder:
@@ -199,6 +200,8 @@ class Folder:
         )
         # The planner picks each arm's index by the rows it expects in the segment's vector_seq range.
         self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))
+        # BM25's word counts, when the collection has grown enough since they were taken
+        remember_common_words(self.conn, self.schema, self.pk, min_growth=LEXICAL_RECOUNT_GROWTH)
         due = time.monotonic() + GRACE_S
         self.retired += [(due, old) for old in replaced]
 

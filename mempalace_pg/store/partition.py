@@ -18,7 +18,7 @@ from mempalace.backends.base import DimensionMismatchError
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from mempalace_pg.store import builds, indexing
+from mempalace_pg.store import builds, indexing, search
 from mempalace_pg.store.filters import compile_filters
 from mempalace_pg.store.records import clean_lookup_ids
 
@@ -145,6 +145,7 @@ class Partition:
             # which then scans all of it while queries run. It costs little more than ANALYZE alone and
             # marks the pages all-visible.
             conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(self.table))
+            search.remember_common_words(conn, self.db.schema, self.pk)
         finally:
             conn.execute("RESET maintenance_work_mem")
             conn.execute("RESET max_parallel_maintenance_workers")

@@ -9,14 +9,18 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from mempalace.backends.base import _IncludeSpec
 from psycopg import sql
 
 from mempalace_pg.db.sqlkit import MAX_ROW_COUNT, Kept, StatementCache, row_count
 from mempalace_pg.store import indexing
-from mempalace_pg.store.partition import Partition
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from mempalace_pg.store.partition import Partition
 
 #: A filtered query takes this many times n_results candidates from the index before re-ranking: the
 #: iterative scan returns batches out of order, and a few more candidates put the best ones back in
@@ -30,6 +34,14 @@ EXACT_SCAN_MAX = 3000
 #: lexical section of benchmarks/RESULTS.md); tests/integration/test_contract.py checks the agreement.
 LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
+#: A word that lexical_common_words (sql/0012) lists at LEXICAL_KNOWN_COMMON x LEXICAL_DF_CAP documents
+#: or more takes its listed share of the collection without being counted: the margin keeps a word
+#: near the cap, whose listed share may be a little stale, counted as before.
+LEXICAL_KNOWN_COMMON = 2
+#: The vector index folder recounts the common words (remember_common_words) when the collection has
+#: grown by this share since they were counted: each count is one scan of the collection's words, and
+#: the scans of a growing palace then add up to a few times one scan of it.
+LEXICAL_RECOUNT_GROWTH = 0.25
 #: Lexical search under a wing/room filter: a common word's sample is taken by reading the word's rows
 #: and testing the filter on each (instead of ANDing the word's bitmap with the filter index's) when
 #: the filter matches at least sqrt(LEXICAL_HEAP_FILTER x sample x records) records, i.e. when the
@@ -42,11 +54,17 @@ LEXICAL_HEAP_FILTER = 12
 #: query's own words: BM25's count of each word and its length term cost several times as much per
 #: candidate, and the top 10 it keeps were the same on the lexical benchmark's queries (0: all).
 LEXICAL_RERANK = 100
-#: In a query of at most LEXICAL_PAIR_WORDS words, one of them common, the documents holding two of
-#: them are candidates too, up to LEXICAL_PAIR_CANDIDATES. Longer queries gained little from it in the
-#: lexical benchmark (their best documents hold many of the words) and paid the most for it.
+#: In a query with a common word, the documents holding two of its LEXICAL_PAIR_WORDS rarest words
+#: are candidates too, up to LEXICAL_PAIR_CANDIDATES; when they are at least a common word's
+#: sample (LEXICAL_CANDIDATES or 4 x n_results), the common words' own samples are not taken: the
+#: documents holding two words outscore those holding one, and the samples cost a GIN scan each.
 LEXICAL_PAIR_WORDS = 4
 LEXICAL_PAIR_CANDIDATES = 500
+#: The pairs are of the query's LEXICAL_PAIR_WORDS rarest words (highest idf), and a common word is
+#: sampled only when its idf is at least LEXICAL_SAMPLE_IDF_SHARE of the query's highest: a document
+#: holding only a word that much commoner cannot reach the documents of the rarer ones, and sampling a
+#: very common word costs a GIN scan of its whole posting list.
+LEXICAL_SAMPLE_IDF_SHARE = 0.25
 #: BM25's parameters, SQLite FTS5's (bm25()): term-frequency saturation and length normalisation.
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -264,6 +282,12 @@ def lexical_sql(
         "    WHERE weighted.df >= %(df_cap)s AND document_tsv @@ weighted.q AND {cond}{indexed}"
         "    LIMIT %(per_word)s"
     )
+    # A common word's sample is taken unless the pairs fill one, and, when it is much commoner than
+    # the query's rarest word, unless the rarer words' documents fill one (LEXICAL_SAMPLE_IDF_SHARE).
+    sampled = sql.SQL(
+        " WHERE (SELECT count(*) FROM paired) < %(per_word)s AND (weighted.idf >= weighted.top_idf * {share}"
+        " OR (SELECT count(*) FROM rare_hits) < %(per_word)s)"
+    ).format(share=sql.Literal(LEXICAL_SAMPLE_IDF_SHARE))
     gate_cte = sql.SQL("")
     heap_arm = sql.SQL("")
     indexed = sql.SQL("")
@@ -277,19 +301,25 @@ def lexical_sql(
         indexed = sql.SQL(" AND NOT {}").format(wide)
         # the same sample, its filter written as the walks test it, taken when the filter is wide
         heap_arm = sql.SQL(
-            "  UNION ALL  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({}) AS c"
+            "  UNION ALL  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({}) AS c{}"
         ).format(
-            common.format(t=part.table, cond=gate.walk_condition, indexed=sql.SQL(" AND {}").format(wide))
+            common.format(
+                t=part.table,
+                cond=gate.walk_condition,
+                indexed=sql.SQL(" AND {}").format(wide),
+            ),
+            sampled,
         )
     # Per word: its document frequency, counted through the GIN index up to LEXICAL_DF_CAP; a word
-    # found that often takes the frequency ANALYZE saw for it (pg_stats' most common elements of the
-    # partition's tsvector), or the cap when ANALYZE did not list it. Then FTS5's idf, and candidates:
-    # every document of a rare word, a bounded sample of a common one. Each candidate is scored by
-    # BM25 as SQLite FTS5's bm25() scores (k1, b, idf floored just above zero) from the tsvector its
-    # scan already read: the query words' counts (ts_filter keeps only them), the document's length
-    # (lexical_length) against the average kept in facet_counts; with pairs of the query's words as
-    # candidates too (LEXICAL_PAIR_WORDS) and only the best by idf x ts_rank scored by BM25
-    # (LEXICAL_RERANK). Only the best n are then looked up
+    # found that often takes its share of the collection as last counted (lexical_common_words), else
+    # the frequency ANALYZE saw for it (pg_stats' most common elements of the partition's tsvector),
+    # else the cap; a word kept far above the cap (LEXICAL_KNOWN_COMMON) is not
+    # counted. Then FTS5's idf, and candidates: every document of a rare word, a bounded sample of a
+    # common one. Each candidate is scored by BM25 as SQLite FTS5's bm25() scores (k1, b, idf floored
+    # just above zero) from the tsvector its scan already read: the query words' counts (ts_filter
+    # keeps only them), the document's length (lexical_length) against the average kept in
+    # facet_counts; with pairs of the query's words as candidates too (LEXICAL_PAIR_WORDS) and only
+    # the best by idf x ts_rank scored by BM25 (LEXICAL_RERANK). Only the best n are then looked up
     # by id for their document and metadata. (Table {t} is the collection's own partition, so
     # counting needs no collection_pk test.)
     stmt = sql.SQL(
@@ -301,42 +331,55 @@ def lexical_sql(
         "   unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(word, freq)"
         "  WHERE s.schemaname = %(stats_schema)s AND s.tablename = %(stats_table)s"
         "  AND s.attname = 'document_tsv'),"
-        " weighted AS MATERIALIZED ("
+        " weighted AS MATERIALIZED (SELECT word, q, df, idf,"
+        "  row_number() OVER (ORDER BY idf DESC, word) AS rank, max(idf) OVER () AS top_idf FROM ("
         "  SELECT word, q, df, GREATEST(ln((total.n - df + 0.5) / (df + 0.5)), 1e-6) AS idf"
-        "  FROM (SELECT words.word, words.q, CASE WHEN counted.n < %(df_cap)s THEN counted.n"
-        "    ELSE GREATEST(%(df_cap)s, COALESCE((SELECT c.freq * total.n FROM common_words AS c"
+        "  FROM (SELECT words.word, words.q, CASE WHEN kept.known THEN kept.df"
+        "    WHEN counted.n < %(df_cap)s THEN counted.n"
+        "    ELSE GREATEST(%(df_cap)s, COALESCE(kept.df, (SELECT c.freq * total.n FROM common_words AS c"
         "     WHERE c.word = words.word), 0)) END AS df"
         "   FROM (SELECT w AS word, quote_literal(w)::tsquery AS q"
         "    FROM unnest(tsvector_to_array(to_tsvector('simple', {lexical_text}(%(text)s::text)))) AS w"
         "    WHERE length(w) >= 2) AS words"
         "   CROSS JOIN total"
+        # a word kept as common (lexical_common_words, sql/0012) far above the cap is not counted
+        "   CROSS JOIN LATERAL (SELECT k.share * total.n AS df,"
+        "     COALESCE(k.share * total.n >= {known} * %(df_cap)s, false) AS known"
+        "     FROM (SELECT 1) AS one LEFT JOIN (SELECT word, docs::float8 / documents AS share"
+        "      FROM {common_kept} WHERE collection_pk = %(pk)s) AS k"
+        "     ON k.word = words.word) AS kept"
         "   CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM (SELECT 1 FROM {t}"
-        "     WHERE document_tsv @@ words.q LIMIT %(df_cap)s) AS m) AS counted"
+        "     WHERE NOT kept.known AND document_tsv @@ words.q LIMIT %(df_cap)s) AS m) AS counted"
         # OFFSET 0: df is worked out once per word, not once for each place the formula names it
-        "   WHERE numnode(words.q) > 0 OFFSET 0) AS f CROSS JOIN total),"
+        "   WHERE numnode(words.q) > 0 OFFSET 0) AS f CROSS JOIN total) AS i),"
         " query_words AS (SELECT array_agg(word) AS words,"
         "   string_agg(quote_literal(word), ' | ')::tsquery AS q FROM weighted),"
         # When a word is common, its sample is blind to the other words; in a query of a few words,
         # the documents holding two of them are where BM25's best lie, and the GIN index finds them in
-        # one scan of (a & b) | (a & c) | ...
+        # one scan of (a & b) | (a & c) | ...; when they fill a sample, the samples are not taken.
         " pairs AS (SELECT string_agg('(' || a.q::text || ' & ' || b.q::text || ')', ' | ')::tsquery AS q"
         "  FROM weighted AS a JOIN weighted AS b ON a.word < b.word"
         "  WHERE EXISTS (SELECT 1 FROM weighted WHERE df >= %(df_cap)s)"
-        "  AND (SELECT count(*) FROM weighted) <= {pair_words}),"
+        "  AND a.rank <= {pair_words} AND b.rank <= {pair_words}),"
+        " paired AS MATERIALIZED (SELECT c.id, c.tsv FROM pairs CROSS JOIN LATERAL ("
+        "   SELECT id, document_tsv AS tsv FROM {t}"
+        "   WHERE document_tsv @@ pairs.q AND {cond} LIMIT {pair_n}) AS c WHERE pairs.q IS NOT NULL),"
+        " rare_hits AS MATERIALIZED (SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({rare}) AS c),"
         " candidates AS ("
-        "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({rare}) AS c"
+        "  SELECT id, tsv FROM rare_hits"
         "  UNION ALL"
-        "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({common}) AS c"
+        "  SELECT c.id, c.tsv FROM weighted CROSS JOIN LATERAL ({common}) AS c{sampled}"
         "{heap_arm}"
         "  UNION ALL"
-        "  SELECT c.id, c.tsv FROM pairs CROSS JOIN LATERAL (SELECT id, document_tsv AS tsv FROM {t}"
-        "   WHERE document_tsv @@ pairs.q AND {cond} LIMIT {pair_n}) AS c WHERE pairs.q IS NOT NULL),"
+        "  SELECT id, tsv FROM paired),"
         # a candidate's length as lexical_length() reads it, through the query's own words (which it
-        # holds): the ratio of its rank without and with ts_rank's length normalisation
+        # holds): the ratio of its rank without and with ts_rank's length normalisation (worked out
+        # for the candidates the cheap score keeps, not for all)
         " measured AS (SELECT d.id, d.tsv, round(ts_rank(d.tsv, query_words.q, 0)::float8"
         "   / ts_rank(d.tsv, query_words.q, 2)::float8) AS dl"
-        '  FROM (SELECT DISTINCT ON (id COLLATE "C") id, tsv FROM candidates ORDER BY id COLLATE "C") AS d'
-        "  CROSS JOIN query_words{prerank}),"
+        '  FROM (SELECT id, tsv FROM (SELECT DISTINCT ON (id COLLATE "C") id, tsv FROM candidates'
+        '   ORDER BY id COLLATE "C") AS u{prerank} OFFSET 0) AS d'
+        "  CROSS JOIN query_words),"
         " scored AS ("
         "  SELECT d.id, (SELECT sum(w.idf * t.tf * (%(k1)s + 1)"
         "      / (t.tf + %(k1)s * (1 - %(b)s + %(b)s * d.dl / total.avgdl)))"
@@ -348,6 +391,8 @@ def lexical_sql(
     ).format(
         t=part.table,
         counts=db.ident("facet_counts"),
+        common_kept=db.ident("lexical_common_words"),
+        known=sql.Literal(LEXICAL_KNOWN_COMMON),
         gate_cte=gate_cte,
         rare=rare.format(t=part.table, cond=condition),
         common=common.format(t=part.table, cond=condition, indexed=indexed),
@@ -356,8 +401,9 @@ def lexical_sql(
         pair_words=sql.Literal(LEXICAL_PAIR_WORDS),
         pair_n=sql.Literal(LEXICAL_PAIR_CANDIDATES),
         lexical_text=db.ident("lexical_text"),
+        sampled=sampled,
         prerank=sql.SQL(
-            " ORDER BY (SELECT sum(w.idf * ts_rank(d.tsv, w.q, 1)) FROM weighted AS w) DESC LIMIT {}"
+            " ORDER BY (SELECT sum(w.idf * ts_rank(u.tsv, w.q, 1)) FROM weighted AS w) DESC LIMIT {}"
         ).format(sql.Literal(max(LEXICAL_RERANK, 4 * n)))
         if LEXICAL_RERANK
         else sql.SQL(""),
@@ -372,6 +418,17 @@ def lexical_sql(
     ).format(t=part.table), args
 
 
+def remember_common_words(conn: psycopg.Connection, schema: str, pk: int, *, min_growth: float = 0.0) -> None:
+    """Count exactly the words found in at least LEXICAL_DF_CAP of a collection's documents, for lexical
+    search's document frequencies (lexical_common_words, sql/0012): one scan of the collection's words.
+    ``min_growth`` > 0: only when the collection has grown by that share since the last count. ``conn``
+    commits it (autocommit, or the caller's transaction)."""
+    conn.execute(
+        sql.SQL("SELECT {}(%s, %s, %s)").format(sql.Identifier(schema, "remember_common_words")),
+        (pk, LEXICAL_DF_CAP, min_growth),
+    )
+
+
 __all__ = [
     "BM25_B",
     "BM25_K1",
@@ -380,6 +437,9 @@ __all__ = [
     "LEXICAL_CANDIDATES",
     "LEXICAL_DF_CAP",
     "LEXICAL_HEAP_FILTER",
+    "LEXICAL_KNOWN_COMMON",
+    "LEXICAL_RECOUNT_GROWTH",
+    "remember_common_words",
     "lexical_sql",
     "nearest_sql",
     "Gate",

@@ -15,6 +15,7 @@ from mempalace.backends.base import (
 from psycopg import sql
 
 from mempalace_pg.db import locks
+from mempalace_pg.store import search
 
 if TYPE_CHECKING:
     from mempalace_pg.db.pool import Database
@@ -114,6 +115,7 @@ class CollectionUpkeep:
                                 sql.Identifier(graph, "Fact"),
                             )
                         )
+                    search.remember_common_words(conn, db.schema, self.partition.pk)
                     return MaintenanceResult(kind=kind, status="ran", stats={"table": rel, "graph": graph})
                 dim = self.partition.known_dimension()
                 if dim is None:

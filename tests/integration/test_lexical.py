@@ -224,3 +224,74 @@ def test_scores_are_sqlite_fts5_bm25_on_real_documents(make_collection, pg_dsn, 
             assert abs(a - b) <= 1e-6 * max(1.0, abs(b)), (query, ours, theirs)
         compared += 1
     assert compared == 30
+
+
+def test_common_words_are_counted_exactly_and_scored_with_their_counts(
+    make_collection, pg_dsn, pg_schema, monkeypatch
+):
+    """The `analyze` maintenance counts every word found in at least LEXICAL_DF_CAP documents, exactly
+    as FTS5 counts them (lexical_common_words); a search scores such words with those counts, so each
+    hit's score is FTS5's bm25() for that document. The folder's recount waits for the collection to
+    grow by LEXICAL_RECOUNT_GROWTH. (A cap of 20 makes common words of 400 real documents.)"""
+    import random
+
+    from mempalace_pg.store import search
+
+    monkeypatch.setattr(search, "LEXICAL_DF_CAP", 20)
+    docs = real_documents(limit=400)
+    texts = [d.text for d in docs]
+    col = make_collection(name="lexical-common")
+    col.add(
+        ids=[f"d{i}" for i in range(len(texts))],
+        documents=texts,
+        metadatas=[{"wing": "w"}] * len(texts),
+        embeddings=vectors(len(texts)),
+    )
+    assert col.run_maintenance("analyze").status == "ran"
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(d, tokenize='unicode61 remove_diacritics 0')")
+    conn.executemany("INSERT INTO t (rowid, d) VALUES (?, ?)", list(enumerate(texts)))
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+    df = dict(conn.execute("SELECT term, doc FROM v").fetchall())
+    with psycopg.connect(pg_dsn) as pg:
+        kept = pg.execute(
+            f"SELECT word, docs, documents FROM {pg_schema}.lexical_common_words WHERE collection_pk = %s",
+            (col.partition.pk,),
+        ).fetchall()
+    assert {w: n for w, n, _ in kept} == {w: n for w, n in df.items() if n >= 20}
+    assert {d for _, _, d in kept} == {len(texts)}
+    common = sorted(w for w, n in df.items() if n >= 40 and len(w) >= 3 and w.isalpha())
+    rarer = sorted(w for w, n in df.items() if 3 <= n < 20 and len(w) >= 3 and w.isalpha())
+    assert len(common) >= 10 and len(rarer) >= 10
+
+    rng = random.Random(31)
+    for _ in range(20):
+        query = rng.sample(common, rng.choice((1, 2))) + rng.sample(rarer, rng.choice((0, 1)))
+        theirs = dict(
+            conn.execute(
+                "SELECT rowid, -bm25(t) FROM t WHERE t MATCH ?", (" OR ".join(f'"{w}"' for w in query),)
+            ).fetchall()
+        )
+        hits = col.lexical_search(query=" ".join(query), n_results=10).hits
+        assert len(hits) == 10, query
+        for h in hits:
+            want = theirs[int(h.id[1:])]
+            assert abs(h.score - want) <= 1e-6 * max(1.0, abs(want)), (query, h.id, h.score, want)
+
+    # the folder's recount: not until the collection has grown by the share
+    with psycopg.connect(pg_dsn, autocommit=True) as pg:
+        recount = f"SELECT {pg_schema}.remember_common_words(%s, 20, %s)"
+        assert pg.execute(recount, (col.partition.pk, search.LEXICAL_RECOUNT_GROWTH)).fetchone()[0] is None
+        more = int(len(texts) * search.LEXICAL_RECOUNT_GROWTH) + 1
+        col.add(
+            ids=[f"e{i}" for i in range(more)],
+            documents=texts[:more],
+            metadatas=[{"wing": "w"}] * more,
+            embeddings=vectors(more),
+        )
+        assert pg.execute(recount, (col.partition.pk, search.LEXICAL_RECOUNT_GROWTH)).fetchone()[0] > 0
+        documents = pg.execute(
+            f"SELECT DISTINCT documents FROM {pg_schema}.lexical_common_words WHERE collection_pk = %s",
+            (col.partition.pk,),
+        ).fetchall()
+    assert documents == [(len(texts) + more,)]
