@@ -120,7 +120,13 @@ def cmd_search_entities(args) -> int:
 def cmd_search_hybrid(args) -> int:
     with open_search(args) as search:
         rows = search.hybrid(
-            args.query, query_vector(args.query), n_results=args.n, wing=args.wing, room=args.room
+            args.query,
+            query_vector(args.query),
+            n_results=args.n,
+            wing=args.wing,
+            room=args.room,
+            as_of=args.as_of,
+            stale=args.stale,
         )
     if args.json:
         print(json.dumps(rows))
@@ -132,9 +138,17 @@ def cmd_search_hybrid(args) -> int:
         meta = row.get("metadata") or {}
         print(
             f"{i:2d}. {row['id']}  rrf {row['score']:.4f} ({ranks})  [{meta.get('wing', '-')}/"
-            f"{meta.get('room', '-')}]  {_snippet(row['document'])}"
+            f"{meta.get('room', '-')}]{_staleness(row)}  {_snippet(row['document'])}"
         )
     return 0
+
+
+def _staleness(row: dict) -> str:
+    """`` STALE (replaced by ...)`` for a drawer whose facts no longer hold, else nothing."""
+    if not row.get("stale"):
+        return ""
+    newer = row["standing"]["replaced_by"]
+    return " STALE" + (f" (replaced by {', '.join(newer)})" if newer else " (its facts ended)")
 
 
 def register(sub) -> None:
@@ -184,6 +198,13 @@ def register(sub) -> None:
     ents.set_defaults(func=cmd_search_entities)
     hyb = search.add_parser("hybrid", help="vector and full-text rankings fused (reciprocal rank fusion)")
     hyb.add_argument("query")
+    hyb.add_argument("--as-of", help="judge whether a drawer still holds by the facts valid at this date")
+    hyb.add_argument(
+        "--stale",
+        choices=("mark", "demote"),
+        default="mark",
+        help="mark: flag drawers whose facts have all ended or been replaced; demote: also rank them last",
+    )
     filters(hyb)
     palace_args(hyb)
     hyb.set_defaults(func=cmd_search_hybrid)

@@ -61,6 +61,10 @@ Mode = Annotated[
     Literal["restrict", "boost"],
     Field(description="restrict: only drawers linked to the entity; boost: all drawers, linked ones first"),
 ]
+Stale = Annotated[
+    Literal["mark", "demote"],
+    Field(description="mark: say which results are stale; demote: also rank them after current ones"),
+]
 Direction = Annotated[
     Literal["outgoing", "incoming", "both"],
     Field(description="outgoing: facts with the entity as subject; incoming: as object"),
@@ -172,8 +176,17 @@ def build_server(tools: PalaceTools) -> MCPServer:
         return run("entities_for_query", query=query, limit=limit, as_of=as_of, wing=wing, room=room)
 
     @tool
-    def pg_hybrid_search(query: Query, limit: Limit = 5, wing: Wing = None, room: Room = None) -> Answer:
-        return run("hybrid_search", query=query, limit=limit, wing=wing, room=room)
+    def pg_hybrid_search(
+        query: Query,
+        limit: Limit = 5,
+        wing: Wing = None,
+        room: Room = None,
+        as_of: Annotated[
+            Optional[str], Field(description="Judge staleness by the facts valid on this date (YYYY-MM-DD)")
+        ] = None,
+        stale: Stale = "mark",
+    ) -> Answer:
+        return run("hybrid_search", query=query, limit=limit, wing=wing, room=room, as_of=as_of, stale=stale)
 
     @tool
     def pg_file_memory(

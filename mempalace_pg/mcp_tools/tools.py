@@ -85,7 +85,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         "hybrid_search",
         "Search drawers by meaning and by exact words at once (vector and PostgreSQL full-text "
         "rankings fused by reciprocal rank fusion). Better than a pure semantic search for names, "
-        "error messages, commands and rare words. Optional wing/room filters.",
+        "error messages, commands and rare words. Optional wing/room filters. Each result says "
+        "whether it is `stale`: every fact drawn from it has ended or was replaced by a newer one "
+        "(`standing.replaced_by` names the drawers of the newer facts); `stale='demote'` ranks stale "
+        "drawers last, `as_of` asks what held on a date.",
         True,
     ),
     ToolSpec(
@@ -207,12 +210,24 @@ class PalaceTools:
         return {"entities": rows}
 
     def hybrid_search(
-        self, query: str, limit: int = 5, wing: Optional[str] = None, room: Optional[str] = None
+        self,
+        query: str,
+        limit: int = 5,
+        wing: Optional[str] = None,
+        room: Optional[str] = None,
+        as_of: Optional[str] = None,
+        stale: str = "mark",
     ) -> dict:
         query = query_text(query)
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
         wing, room = optional_name(wing, "wing"), optional_name(room, "room")
-        rows = self._palace().hybrid(query, query_vector(query), n_results=limit, wing=wing, room=room)
+        as_of = date(as_of, "as_of")
+        from mempalace_pg.retrieval.staleness import STALE_MODES
+
+        stale = choice(stale, "stale", STALE_MODES)
+        rows = self._palace().hybrid(
+            query, query_vector(query), n_results=limit, wing=wing, room=room, as_of=as_of, stale=stale
+        )
         return {"results": rows}
 
     def file_memory(

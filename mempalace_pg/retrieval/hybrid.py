@@ -8,7 +8,8 @@ from psycopg import sql
 
 from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
 from mempalace_pg.graph.values import checked_text
-from mempalace_pg.retrieval.base import SearchBase, loaded_json, wing_room_keys
+from mempalace_pg.retrieval.base import loaded_json, wing_room_keys
+from mempalace_pg.retrieval.staleness import Staleness
 from mempalace_pg.store import search
 
 #: Reciprocal rank fusion constant (the usual 60): a document's fused score is sum(1 / (k + rank)).
@@ -17,7 +18,7 @@ RRF_K = 60
 HYBRID_CANDIDATES = 50
 
 
-class HybridSearch(SearchBase):
+class HybridSearch(Staleness):
     # -- 4. hybrid search -------------------------------------------------------------------------------
     # Long because its statement is written out as one SQL block (a clause a line), not by branching.
     def hybrid(
@@ -30,6 +31,8 @@ class HybridSearch(SearchBase):
         room: Optional[str] = None,
         k: int = RRF_K,
         candidates: int = HYBRID_CANDIDATES,
+        as_of: Optional[str] = None,
+        stale: Optional[str] = "mark",
     ) -> list[dict]:
         """Vector and full-text rankings fused by reciprocal rank fusion, in one statement.
 
@@ -39,11 +42,17 @@ class HybridSearch(SearchBase):
         rank (then the id), so the order does not depend on how ids happen to sort. Each result:
         ``{"id", "document", "metadata", "score", "vector_rank", "text_rank", "distance", "text_score"}``,
         best first.
+
+        ``stale`` (:mod:`~mempalace_pg.retrieval.staleness`): ``"mark"`` adds each result's ``stale`` and
+        ``standing`` (the facts drawn from it, at ``as_of`` or now); ``"demote"`` also ranks stale
+        drawers after the others (taken from twice the results, so current ones can move up); None
+        leaves them out (one statement less).
         """
         col = self.drawers()
         n = clamped_row_count(n_results)
         if col is None or n == 0:
             return []
+        wanted, n = n, (clamped_row_count(2 * n) if stale == "demote" else n)
         keys = wing_room_keys(wing, room)
         depth = max(int(candidates), 4 * n)
         values = {"text": checked_text(query_text, "query_text") or ""}
@@ -83,7 +92,10 @@ class HybridSearch(SearchBase):
             self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.partition.layout()), build),
             **values,
         )
-        return loaded_json(row[0])
+        rows = loaded_json(row[0])
+        if stale is None:
+            return rows[:wanted]
+        return self.mark_stale(rows, as_of=as_of, stale=stale, n=wanted)
 
 
 __all__ = ["HybridSearch", "RRF_K", "HYBRID_CANDIDATES"]
