@@ -86,7 +86,18 @@ def seeded(pg_dsn, pg_schema):
         uow.add_triple("Alice", "wrote", "A deleted note", source_drawer_id=ids[5])
     from mempalace_pg.atomic import open_drawers
 
-    open_drawers(palace_key=v["palace"])[0].delete(ids=["drawer_to_delete"])
+    drawers = open_drawers(palace_key=v["palace"])[0]
+    drawers.delete(ids=["drawer_to_delete"])
+    # the common words as a count keeps them, with a threshold six drawers reach (the plugin's is 500)
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            psycopg.sql.SQL("SELECT {}(%s, 2)").format(
+                psycopg.sql.Identifier(pg_schema, "remember_common_words")
+            ),
+            (drawers.partition.pk,),
+        )
     return v
 
 
