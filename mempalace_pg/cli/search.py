@@ -103,6 +103,7 @@ def cmd_search_entities(args) -> int:
             as_of=args.as_of,
             wing=args.wing,
             room=args.room,
+            query_text=args.query,
         )
     if args.json:
         print(json.dumps(rows))
@@ -110,8 +111,9 @@ def cmd_search_entities(args) -> int:
     if not rows:
         print("no entities are linked to the drawers nearest to this query")
     for i, row in enumerate(rows, 1):
+        best = "named in the query" if row["score"] is None else f"best similarity {row['score']:.3f}"
         print(
-            f"{i:2d}. {row['name'] or row['entity_id']} ({row['type']})  best similarity {row['score']:.3f}  "
+            f"{i:2d}. {row['name'] or row['entity_id']} ({row['type']})  {best}  "
             f"{row['drawers']} drawer(s), {row['facts']} fact(s); best: {row['best_drawer']}"
         )
     return 0

@@ -75,7 +75,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "pg_entities_for_query",
         "entities_for_query",
         "Which people, projects and things a question is about: the entities of the knowledge graph "
-        "linked (by facts drawn from them) to the drawers most similar to `query`, best first. Use "
+        "linked (by facts drawn from them) to the drawers most similar to `query`, best first, "
+        "after the entities `query` names (`named`). Use "
         "it to find the entity to pass to pg_search_around_entity or pg_entity_facts when the "
         "question does not name one.",
         True,
@@ -205,7 +206,7 @@ class PalaceTools:
         as_of = date(as_of, "as_of")
         wing, room = optional_name(wing, "wing"), optional_name(room, "room")
         rows = self._palace().entities_for_query(
-            query_vector(query), n_results=limit, as_of=as_of, wing=wing, room=room
+            query_vector(query), n_results=limit, as_of=as_of, wing=wing, room=room, query_text=query
         )
         return {"entities": rows}
 

@@ -139,9 +139,13 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
     assert got["facts_in"] == search.facts_with_evidence("Homelab NAS", direction="incoming", limit=50)
     assert [f["subject"] for f in got["facts_in"]["facts"]] == ["Alice"]
     assert got["entities"] == {
-        "entities": search.entities_for_query(embed("basil in the garden"), n_results=5)
+        "entities": search.entities_for_query(
+            embed("basil in the garden"), n_results=5, query_text="basil in the garden"
+        )
     }
     assert {"Herb Garden", "Basil"} <= {e["name"] for e in got["entities"]["entities"]}
+    # the entity the question names comes first
+    assert got["entities"]["entities"][0]["name"] == "Basil" and got["entities"]["entities"][0]["named"]
     assert got["hybrid"] == {
         "results": search.hybrid("pg_dump restore", embed("pg_dump restore"), n_results=3)
     }

@@ -267,6 +267,31 @@ def test_entities_for_query_match_the_slow_way(world):
             assert (g["drawers"], g["facts"]) == (len(e["drawers"]), e["facts"])
 
 
+def test_entities_the_query_names_come_first(world):
+    """Named entities (a run of the query's words that is an entity's name) first, each once, whether
+    or not a near drawer links to it; the others in the order of the slow way above."""
+    q = world["vecs"][7]
+    plain = world["search"].entities_for_query(q.tolist(), n_results=100, drawers=30)  # all linked
+    assert plain and not any(g["named"] for g in plain)
+    text = "What did O'Brien's team decide with entity 12, and Zoë Ünicode?"
+    got = world["search"].entities_for_query(q.tolist(), n_results=10, drawers=30, query_text=text)
+    named = [g["entity_id"] for g in got if g["named"]]
+    assert sorted(named) == ["entity_12", "obrien", "zoë_ünicode"]
+    assert [g["entity_id"] for g in got[: len(named)]] == named  # all of them first
+    assert [g["entity_id"] for g in got if not g["named"]] == [
+        g["entity_id"] for g in plain if g["entity_id"] not in named
+    ][: 10 - len(named)]
+    linked = {g["entity_id"]: g for g in plain}
+    for g in got[: len(named)]:
+        if g["entity_id"] in linked:  # linked to a near drawer: its figures as before
+            assert (g["score"], g["drawers"]) == (
+                linked[g["entity_id"]]["score"],
+                linked[g["entity_id"]]["drawers"],
+            )
+        else:
+            assert g["score"] is None and g["drawers"] == 0
+
+
 def test_hybrid_matches_rrf_of_vector_and_lexical_rankings(world):
     r = random.Random(3)
     drawers = world["drawers"]
