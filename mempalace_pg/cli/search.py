@@ -173,9 +173,10 @@ def register(sub) -> None:
     around.add_argument("--as-of", help="only facts valid at this date")
     around.add_argument(
         "--mode",
-        choices=("restrict", "boost"),
+        choices=("restrict", "boost", "fuse"),
         default="restrict",
-        help="restrict: only the neighbourhood's source drawers; boost: all drawers, those ranked up",
+        help="restrict: only the neighbourhood's source drawers; boost: all drawers, those ranked up; "
+        "fuse: all drawers, ranked by rank fusion with the sources",
     )
     around.add_argument(
         "--boost", type=float, default=0.1, help="similarity bonus in boost mode (default 0.1)"

@@ -58,8 +58,11 @@ Limit = Annotated[int, Field(description="How many results (1-100)")]
 Wing = Annotated[Optional[str], Field(description="Only drawers of this wing")]
 Room = Annotated[Optional[str], Field(description="Only drawers of this room")]
 Mode = Annotated[
-    Literal["restrict", "boost"],
-    Field(description="restrict: only drawers linked to the entity; boost: all drawers, linked ones first"),
+    Literal["restrict", "boost", "fuse"],
+    Field(
+        description="restrict: only drawers linked to the entity; boost: all drawers, linked ones "
+        "raised by a fixed amount; fuse: all drawers, ranked by rank fusion with the linked ones"
+    ),
 ]
 Stale = Annotated[
     Literal["mark", "demote"],

@@ -57,7 +57,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "names it (a fact links them): it walks the graph `hops` steps from `entity`, takes the "
         "drawers the facts found there were drawn from, and ranks them by similarity to `query`. "
         "mode='restrict' returns only those drawers; mode='boost' searches every drawer and ranks "
-        "those up. `as_of` (YYYY-MM-DD) keeps only facts valid on that date. Each hit lists the "
+        "those up by a fixed amount, mode='fuse' by rank fusion. `as_of` (YYYY-MM-DD) keeps only facts valid on that date. Each hit lists the "
         "facts drawn from it. entity_found=false means the graph does not know the entity: use "
         "mempalace_search instead.",
         True,
@@ -161,7 +161,9 @@ class PalaceTools:
         query = query_text(query)
         hops = whole_number(hops, "hops", 1, MAX_HOPS, clamp=False)
         as_of = date(as_of, "as_of")
-        mode = choice(mode, "mode", ("restrict", "boost"))
+        from mempalace_pg.retrieval.around import AROUND_MODES
+
+        mode = choice(mode, "mode", AROUND_MODES)
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
         wing, room = optional_name(wing, "wing"), optional_name(room, "room")
         return self._palace().around_entity(

@@ -9,12 +9,16 @@ from psycopg import sql
 from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
 from mempalace_pg.graph.values import checked_text, entity_id_of
 from mempalace_pg.retrieval.base import SearchBase, loaded_json, wing_room_keys
+from mempalace_pg.retrieval.hybrid import RRF_K
 from mempalace_pg.store import search
 from mempalace_pg.store.collection import PostgresCollection
 
 #: In "boost" mode, how much a drawer that is evidence for the neighbourhood gains (added to its
 #: cosine similarity, which lies in [-1, 1]).
 DEFAULT_BOOST = 0.1
+#: How around_entity ranks: the neighbourhood's source drawers only, or all drawers with the sources
+#: boosted by a fixed amount or fused by rank (see around_entity).
+AROUND_MODES = ("restrict", "boost", "fuse")
 
 
 class AroundEntity(SearchBase):
@@ -38,13 +42,16 @@ class AroundEntity(SearchBase):
 
         ``mode="restrict"``: only drawers that are the source of a fact in that neighbourhood.
         ``mode="boost"``: all drawers, those sources ranked up by ``boost`` (added to similarity).
+        ``mode="fuse"``: all drawers, ranked by reciprocal rank fusion (k = RRF_K) of two rankings by
+        similarity: of every candidate, and of the sources alone; a source is in both, so it goes
+        above a drawer that is not unless that one is far nearer.
 
         Returns ``{"entity_found", "entities", "facts", "evidence_drawers", "hits"}``; each hit is
         ``{"id", "document", "metadata", "distance", "similarity", "score", "evidence", "facts"}``
         (``facts``: the neighbourhood's facts drawn from that drawer), best first.
         """
-        if mode not in ("restrict", "boost"):
-            raise ValueError("mode must be 'restrict' or 'boost'")
+        if mode not in AROUND_MODES:
+            raise ValueError(f"mode must be one of {', '.join(AROUND_MODES)}, not {mode!r}")
         entity = checked_text(entity, "entity", required=True)
         hops, as_of_key, n = self._hops(hops), self._as_of(as_of), clamped_row_count(n_results)
         col = self.drawers()
@@ -65,9 +72,10 @@ class AroundEntity(SearchBase):
             ranked, rparams = self._ranked_drawers(col, self._where(wing, room), keys, mode, n, dim)
             query = sql.SQL(
                 "{head}, ranked AS MATERIALIZED ({ranked}),"
+                " scored AS (SELECT r.*, {score} AS score FROM ranked r),"
                 " hits AS (SELECT r.id, d.document, d.metadata, r.distance, 1 - r.distance AS similarity,"
-                "  1 - r.distance + CASE WHEN r.evidence THEN %(boost)s ELSE 0 END AS score, r.evidence"
-                "  FROM ranked r JOIN {t_rec} d ON d.collection_pk = %(pk)s AND d.id = r.id"
+                "  r.score, r.evidence"
+                "  FROM scored r JOIN {t_rec} d ON d.collection_pk = %(pk)s AND d.id = r.id"
                 "  WHERE (SELECT count(*) FROM hood) > 0"
                 "  ORDER BY score DESC, r.id LIMIT {n})"
                 " SELECT {counts}, (SELECT coalesce(jsonb_agg(jsonb_build_object("
@@ -89,6 +97,13 @@ class AroundEntity(SearchBase):
                 entity=self._entity,
                 fact=self._fact,
                 n=row_count(n),
+                score=sql.SQL(
+                    "(1.0 / ({k} + row_number() OVER (ORDER BY r.distance, r.id))"
+                    " + CASE WHEN r.evidence THEN 1.0 / ({k} + row_number() OVER"
+                    " (PARTITION BY r.evidence ORDER BY r.distance, r.id)) ELSE 0 END)::float8"
+                ).format(k=sql.Literal(RRF_K))
+                if mode == "fuse"
+                else sql.SQL("1 - r.distance + CASE WHEN r.evidence THEN %(boost)s ELSE 0 END"),
             )
             boost_value = float(boost) if mode == "boost" else 0.0
             params = {**params, **rparams, "boost": boost_value, "pk": col.partition.pk}
@@ -144,4 +159,4 @@ class AroundEntity(SearchBase):
         return ranked, {**p_evidence, **p_all}
 
 
-__all__ = ["AroundEntity", "DEFAULT_BOOST"]
+__all__ = ["AroundEntity", "AROUND_MODES", "DEFAULT_BOOST"]

@@ -182,6 +182,37 @@ def test_around_entity_boost_and_wing_match_the_slow_way(world):
         assert [h["id"] for h in got["hits"]] == expected
 
 
+def slow_fuse(world, entity, q, hops, as_of, n, wing=None):
+    """around_entity's fuse mode the slow way: the 4n nearest sources and the 4n nearest of all, ranked
+    by RRF of their similarity rank among all of them and, for sources, among the sources."""
+    _, crossed = slow_neighbourhood(world, entity, hops, as_of)
+    evidence = {world["by_pred"][p]["drawer"] for p in crossed} - {None}
+    dist = distances(world, q)
+    rows = [(float(dist[i]), did) for i, did in enumerate(world["ids"])]
+    rows = [r for r, m in zip(rows, world["metas"]) if not wing or m["wing"] == wing]
+    near = sorted(rows)[: 4 * n]
+    near_evidence = sorted(r for r in rows if r[1] in evidence)[: 4 * n]
+    candidates = sorted(set(near) | set(near_evidence))
+    sources = [r for r in candidates if r[1] in evidence]
+    score = {
+        did: 1 / (RRF_K + i + 1) + (1 / (RRF_K + sources.index((d, did)) + 1) if did in evidence else 0)
+        for i, (d, did) in enumerate(candidates)
+    }
+    return sorted(score, key=lambda did: (-score[did], did))[:n]
+
+
+def test_around_entity_fuse_matches_the_slow_way(world):
+    r = random.Random(11)
+    for _ in range(10):
+        entity, hops, as_of = r.choice(world["names"][:8]), r.choice([1, 2]), r.choice(AS_OFS)
+        q = world["vecs"][r.randrange(N_DRAWERS)]
+        wing = r.choice([None, "w1"])
+        got = world["search"].around_entity(
+            entity, q.tolist(), hops=hops, as_of=as_of, n_results=6, mode="fuse", wing=wing
+        )
+        assert [h["id"] for h in got["hits"]] == slow_fuse(world, entity, q, hops, as_of, 6, wing=wing)
+
+
 def test_around_entity_by_the_index_arm_too(world, monkeypatch):
     """Large evidence sets go through the HNSW index (iterative scan) instead of an exact scan."""
     from mempalace_pg.store import search
