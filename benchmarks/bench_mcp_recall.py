@@ -22,7 +22,7 @@ The palace (set up from scratch in a temporary directory and a schema of its own
 Then, per question, through the ``mcp`` SDK's ``ClientSession`` over ``stdio_client`` (one long-lived
 session per server, a warm-up call per tool first, the four calls of a question one after the other):
 ``mempalace_search(query, limit=5)`` on ``python -m mempalace.mcp_server``, and on ``mempalace-pg mcp``
-``pg_search_around_entity(entity=E, query, hops=2, limit=5)`` in ``restrict`` and in ``boost`` mode and
+``pg_search_around_entity(entity=E, query, hops=2, limit=5)`` in ``restrict``, ``boost`` and ``fuse`` mode and
 ``pg_hybrid_search(query, limit=5)``. Metric: recall@5 of the answer note (a hit when any of the five
 results is a drawer of that note's file), from the first round; p50/p95 ms per call at the client over
 all ``--reps`` rounds. The graph-aware tool is given E; the others only the question.
@@ -82,6 +82,17 @@ CALLS = {
             "hops": HOPS,
             "limit": LIMIT,
             "mode": "boost",
+        },
+    ),
+    "around_entity fuse": (
+        "pg",
+        "pg_search_around_entity",
+        lambda q: {
+            "entity": q["entity"],
+            "query": q["question"],
+            "hops": HOPS,
+            "limit": LIMIT,
+            "mode": "fuse",
         },
     ),
     "pg_hybrid_search": ("pg", "pg_hybrid_search", lambda q: {"query": q["question"], "limit": LIMIT}),
@@ -357,6 +368,7 @@ def findings(rows: list[dict]) -> dict:
             r["id"] for r in multi if hit(r, "mempalace_search") and not hit(r, "pg_hybrid_search")
         ],
         "entity_in_entities_for_query": sum(r["entity"] in r["entities_for_query"] for r in rows),
+        "entity_first_in_entities_for_query": sum(r["entities_for_query"][:1] == [r["entity"]] for r in rows),
         # multi-hop questions whose first result is a note naming the entity (never the answer there)
         "first_names_entity": {
             label: sum(
@@ -435,6 +447,10 @@ def render(result: dict, meta: dict) -> str:
             "`pg_search_around_entity` hops=2, boost (mempalace-pg)",
             "question + entity",
         ),
+        "around_entity fuse": (
+            "`pg_search_around_entity` hops=2, fuse (mempalace-pg)",
+            "question + entity",
+        ),
         "pg_hybrid_search": ("`pg_hybrid_search` (mempalace-pg)", "question"),
     }
     for label in CALLS:
@@ -465,7 +481,8 @@ def render(result: dict, meta: dict) -> str:
         "graph spells it; `mempalace_search` and `pg_hybrid_search` get only the question. In use, the AI "
         "has to pull the name out of the question (here every question writes it out in full) or find it: "
         f"`pg_entities_for_query(question, limit=5)` had the entity among its five for "
-        f"{f['entity_in_entities_for_query']} of {n_all} questions.",
+        f"{f['entity_in_entities_for_query']} of {n_all} questions, first for "
+        f"{f['entity_first_in_entities_for_query']} (entities the question names come first).",
         "- **restrict cannot miss the neighbourhood, by construction.** Its candidates are the drawers that "
         "are the evidence of a fact within 2 hops of the entity, and the questions were written so that "
         "the answer note is one of them: its recall measures ranking inside that set, median "
