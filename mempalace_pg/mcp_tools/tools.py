@@ -57,9 +57,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "names it (a fact links them): it walks the graph `hops` steps from `entity`, takes the "
         "drawers the facts found there were drawn from, and ranks them by similarity to `query`. "
         "mode='restrict' returns only those drawers; mode='boost' searches every drawer and ranks "
-        "those up by a fixed amount, mode='fuse' by rank fusion. `as_of` (YYYY-MM-DD) keeps only facts valid on that date. Each hit lists the "
-        "facts drawn from it. entity_found=false means the graph does not know the entity: use "
-        "mempalace_search instead.",
+        "those up by a fixed amount, mode='fuse' by rank fusion. `as_of` (YYYY-MM-DD) keeps only "
+        "facts valid on that date. Each hit lists the facts drawn from it. entity_found=false "
+        "means the graph does not know the entity: use mempalace_search instead.",
         True,
     ),
     ToolSpec(
