@@ -208,7 +208,12 @@ class Folder:
     def fold(self, current: Layout, dim: int, capacity: int) -> None:
         """The tail becomes a segment (rows written during the build stay in the tail), of at most
         ``capacity`` rows: the rest of a larger tail (a folder that started late) is the next fold's."""
+        # A segment this folder replaced is not an orphan until its grace has run out: readers that
+        # planned over it in the last GRACE_S still use it (drop_retired drops it then).
+        retired = {name for _, name in self.retired}
         for orphan in orphan_indexes(self.conn, self.schema, self.pk):
+            if orphan in retired:
+                continue
             self.conn.execute(
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, orphan))
             )

@@ -201,6 +201,56 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
         assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(col.partition.db.settings.ef_search)
 
 
+def test_a_fold_after_a_merge_leaves_the_replaced_segments_their_grace(
+    pg_dsn, pg_schema, make_collection, monkeypatch
+):
+    """The segments a merge replaced outlive the readers' layout cache (GRACE_S): the fold that follows
+    does not sweep them as orphans; drop_retired drops them when their grace is over."""
+    import numpy as np
+
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test folds and merges itself
+    col = make_collection()
+    pk = col.partition.pk
+    vecs = np.random.default_rng(9).normal(size=(900, 16)).astype("float32")
+
+    def write(start, stop):
+        col.upsert(
+            ids=[f"d{i}" for i in range(start, stop)],
+            documents=[f"drawer {i}" for i in range(start, stop)],
+            metadatas=[{"wing": "w"}] * (stop - start),
+            embeddings=vecs[start:stop].tolist(),
+        )
+
+    def indexes(conn):
+        return set(builds.orphan_indexes(conn, pg_schema, pk)) | {
+            n
+            for (n,) in conn.execute(
+                f"SELECT index_name FROM {pg_schema}.vector_segments WHERE collection_pk = %s", (pk,)
+            )
+        }
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        f = folder.Folder(conn, pg_schema, pk)
+        for start, stop in ((0, 300), (300, 600)):
+            write(start, stop)
+            f.fold(indexing.read_layout(conn, pg_schema, pk), 16, 10**6)
+        plan = conn.execute(
+            f"SELECT index_name, lo, hi, rows FROM {pg_schema}.vector_segments WHERE collection_pk = %s"
+            " ORDER BY lo",
+            (pk,),
+        ).fetchall()
+        replaced = {name for name, *_ in plan}
+        f.merge(plan, 16)
+        assert {name for _, name in f.retired} == replaced
+        write(600, 900)
+        f.fold(indexing.read_layout(conn, pg_schema, pk), 16, 10**6)
+        assert replaced <= indexes(conn)  # still there for the readers
+        f.drop_retired(float("inf"))
+        assert not replaced & indexes(conn) and f.retired == []
+    assert col.query(query_embeddings=[vecs[700].tolist()], n_results=1).ids == [["d700"]]
+
+
 def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, make_collection, monkeypatch):
     """A bulk load's or reindex's rebuild never builds a graph past maintenance_work_mem (it would spill to
     disk, several times slower): it splits the rows into equal segments that each fit, and the query
