@@ -106,16 +106,19 @@ class EntitiesForQuery(SearchBase):
 
 #: The longest run of a query's words looked up as an entity's name.
 NAME_WORDS = 4
+#: Only the first NAME_QUERY_WORDS words of a query are looked up: a pasted page would otherwise make
+#: thousands of index probes for names a question does not hold.
+NAME_QUERY_WORDS = 100
 
 
 def named_ids(query_text: Optional[str]) -> list[str]:
     """The entity ids (MemPalace's: lower case, ``_`` for spaces, no apostrophes) of every run of up to
-    NAME_WORDS words of ``query_text``, each word stripped of the punctuation around it and tried
-    with and without a possessive ``'s``."""
+    NAME_WORDS words of ``query_text`` (its first NAME_QUERY_WORDS), each word stripped of the
+    punctuation around it and tried with and without a possessive ``'s``."""
     if not query_text:
         return []
     words = []
-    for raw in query_text.split():
+    for raw in query_text.split()[:NAME_QUERY_WORDS]:
         word = raw.strip('.,;:!?()[]{}"`«»“”‘’')
         if word:
             bare = re.sub(r"['’]s$", "", word, flags=re.IGNORECASE)
@@ -129,4 +132,4 @@ def named_ids(query_text: Optional[str]) -> list[str]:
     return sorted(ids)
 
 
-__all__ = ["EntitiesForQuery", "NAME_WORDS", "named_ids"]
+__all__ = ["EntitiesForQuery", "NAME_WORDS", "NAME_QUERY_WORDS", "named_ids"]
