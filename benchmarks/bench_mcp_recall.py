@@ -65,36 +65,22 @@ MODEL = "all-MiniLM-L6-v2"
 DISTRACTORS = ("python3.11-doc", "postgresql-doc-15")
 WARMUP = {"question": "What did we agree at the last weekly meeting?", "entity": "Tomás Reyes"}
 
+
+def around(mode: str):
+    """pg_search_around_entity's call for a question in ``mode`` (restrict, the tool's default, or one
+    that ranks every drawer)."""
+    extra = {} if mode == "restrict" else {"mode": mode}
+    return (
+        "pg",
+        "pg_search_around_entity",
+        lambda q: {"entity": q["entity"], "query": q["question"], "hops": HOPS, "limit": LIMIT, **extra},
+    )
+
+
 #: label -> (server, tool, arguments for a question)
 CALLS = {
     "mempalace_search": ("mempalace", "mempalace_search", lambda q: {"query": q["question"], "limit": LIMIT}),
-    "around_entity restrict": (
-        "pg",
-        "pg_search_around_entity",
-        lambda q: {"entity": q["entity"], "query": q["question"], "hops": HOPS, "limit": LIMIT},
-    ),
-    "around_entity boost": (
-        "pg",
-        "pg_search_around_entity",
-        lambda q: {
-            "entity": q["entity"],
-            "query": q["question"],
-            "hops": HOPS,
-            "limit": LIMIT,
-            "mode": "boost",
-        },
-    ),
-    "around_entity fuse": (
-        "pg",
-        "pg_search_around_entity",
-        lambda q: {
-            "entity": q["entity"],
-            "query": q["question"],
-            "hops": HOPS,
-            "limit": LIMIT,
-            "mode": "fuse",
-        },
-    ),
+    **{f"around_entity {mode}": around(mode) for mode in ("restrict", "boost", "fuse")},
     "pg_hybrid_search": ("pg", "pg_hybrid_search", lambda q: {"query": q["question"], "limit": LIMIT}),
 }
 
