@@ -9,7 +9,7 @@ from psycopg import sql
 from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
 from mempalace_pg.graph.values import checked_text
 from mempalace_pg.retrieval.base import loaded_json, wing_room_keys
-from mempalace_pg.retrieval.staleness import Staleness
+from mempalace_pg.retrieval.staleness import Staleness, checked_stale_mode
 from mempalace_pg.store import search
 
 #: Reciprocal rank fusion constant (the usual 60): a document's fused score is sum(1 / (k + rank)).
@@ -48,6 +48,8 @@ class HybridSearch(Staleness):
         drawers after the others (taken from twice the results, so current ones can move up); None
         leaves them out (one statement less).
         """
+        if stale is not None:
+            checked_stale_mode(stale)  # before the search, not after it
         col = self.drawers()
         n = clamped_row_count(n_results)
         if col is None or n == 0:

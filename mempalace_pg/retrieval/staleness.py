@@ -27,6 +27,13 @@ from mempalace_pg.retrieval.base import SearchBase, loaded_json
 STALE_MODES = ("mark", "demote")
 
 
+def checked_stale_mode(stale: str) -> str:
+    """``stale`` if it is one of STALE_MODES, else ValueError naming them."""
+    if stale not in STALE_MODES:
+        raise ValueError(f"stale must be one of {', '.join(STALE_MODES)}, not {stale!r}")
+    return stale
+
+
 class Staleness(SearchBase):
     def drawer_standing(self, drawer_ids: Sequence[str], *, as_of: Optional[str] = None) -> dict[str, dict]:
         """For each of ``drawer_ids`` that some fact names as its source: ``{"facts", "current",
@@ -92,8 +99,7 @@ class Staleness(SearchBase):
     def mark_stale(self, rows: list[dict], *, as_of: Optional[str], stale: str, n: int) -> list[dict]:
         """Add each row's ``standing`` (:meth:`drawer_standing`, None when no fact names the drawer) and
         ``stale``; with ``stale="demote"``, rank stale rows after the others. The first ``n`` rows."""
-        if stale not in STALE_MODES:
-            raise ValueError(f"stale must be one of {', '.join(STALE_MODES)}, not {stale!r}")
+        checked_stale_mode(stale)
         standing = self.drawer_standing([r["id"] for r in rows], as_of=as_of)
         for row in rows:
             row["standing"] = standing.get(row["id"])
@@ -103,4 +109,4 @@ class Staleness(SearchBase):
         return rows[:n]
 
 
-__all__ = ["Staleness", "STALE_MODES"]
+__all__ = ["Staleness", "STALE_MODES", "checked_stale_mode"]
