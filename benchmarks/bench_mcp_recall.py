@@ -201,13 +201,14 @@ def drop_palace(dsn: str, schema: str) -> None:
 
 
 # ----------------------------------------------------------------------------- the MCP calls
-async def add_facts(palace: bm.Palace, facts: list[dict], drawer_of: dict) -> float:
-    """Every fact through MemPalace's own ``mempalace_kg_add``; the seconds it took."""
+async def add_facts(palace: bm.Palace, facts: list[dict], evidence) -> float:
+    """Every fact through MemPalace's own ``mempalace_kg_add``, ``evidence(fact)`` its source drawer;
+    the seconds it took."""
     t0 = time.perf_counter()
     async with stdio_session(mempalace_server(palace.path), palace.env) as mp:
         for f in facts:
             args = {k: f[k] for k in ("subject", "predicate", "object", "valid_from", "valid_to") if k in f}
-            added = await mp.call("mempalace_kg_add", **args, source_drawer_id=drawer_of[f["source_file"]][0])
+            added = await mp.call("mempalace_kg_add", **args, source_drawer_id=evidence(f))
             if added.get("success") is not True:
                 raise RuntimeError(f"mempalace_kg_add {args}: {added}")
     return time.perf_counter() - t0
@@ -547,7 +548,7 @@ def main() -> int:
             raise SystemExit(f"notes mined into more than one drawer: {split}")
         file_of = {d: f for f, ids in drawer_of.items() for d in ids}
         file_of.update({str(corpus / f): f for f in drawer_of})  # MemPalace's source_path
-        kg_s = anyio.run(add_facts, palace, facts, drawer_of)
+        kg_s = anyio.run(add_facts, palace, facts, lambda f: drawer_of[f["source_file"]][0])
         asked = anyio.run(ask_all, palace, url, questions, file_of, args.reps)
     finally:
         embedder.terminate()

@@ -56,11 +56,14 @@ def read(path: Path) -> str:
     else:
         raw = path.read_bytes()
     text = raw.decode("utf-8", "replace")
-    if path.suffix == ".html":
-        text = html.unescape(_TAG.sub(" ", text))
-        text = "\n".join(_SPACE.sub(" ", line).strip() for line in text.splitlines())
-        text = re.sub(r"\n{3,}", "\n\n", text)
-    return text
+    return html_text(text) if path.suffix == ".html" else text
+
+
+def html_text(text: str) -> str:
+    """An HTML page as plain text: tags dropped, entities decoded, runs of blank lines made one."""
+    text = html.unescape(_TAG.sub(" ", text))
+    text = "\n".join(_SPACE.sub(" ", line).strip() for line in text.splitlines())
+    return re.sub(r"\n{3,}", "\n\n", text)
 
 
 def chunks(text: str, chunk: int) -> list[str]:
@@ -101,4 +104,13 @@ def real_documents(
     return out
 
 
-__all__ = ["Document", "real_documents", "files", "read", "chunks", "SOURCES", "DEFAULT_PACKAGES"]
+__all__ = [
+    "Document",
+    "real_documents",
+    "files",
+    "read",
+    "html_text",
+    "chunks",
+    "SOURCES",
+    "DEFAULT_PACKAGES",
+]
