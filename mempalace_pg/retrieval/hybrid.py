@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 from psycopg import sql
@@ -16,6 +17,8 @@ from mempalace_pg.store import search
 RRF_K = 60
 #: How many candidates each ranking contributes to hybrid search (at least 4 x n_results).
 HYBRID_CANDIDATES = 50
+#: The weight of the full-text ranking in the fusion, the vector ranking's being 1.
+TEXT_WEIGHT = 1.0
 
 
 class HybridSearch(Staleness):
@@ -31,6 +34,7 @@ class HybridSearch(Staleness):
         room: Optional[str] = None,
         k: int = RRF_K,
         candidates: int = HYBRID_CANDIDATES,
+        text_weight: float = TEXT_WEIGHT,
         as_of: Optional[str] = None,
         stale: Optional[str] = "mark",
     ) -> list[dict]:
@@ -38,7 +42,8 @@ class HybridSearch(Staleness):
 
         Each ranking contributes its best ``max(candidates, 4 x n_results)`` drawers (full text: the
         backend's ``lexical_search`` ranking, rare words weigh more); a drawer's score is
-        ``sum(1 / (k + rank))`` over the rankings it appears in; equal scores go to the better vector
+        ``sum(weight / (k + rank))`` over the rankings it appears in (``text_weight`` for the full-text
+        ranking, 1 for the vector one: weighted reciprocal rank fusion); equal scores go to the better vector
         rank (then the id), so the order does not depend on how ids happen to sort. Each result:
         ``{"id", "document", "metadata", "score", "vector_rank", "text_rank", "distance", "text_score"}``,
         best first.
@@ -57,7 +62,10 @@ class HybridSearch(Staleness):
         wanted, n = n, (clamped_row_count(2 * n) if stale == "demote" else n)
         keys = wing_room_keys(wing, room)
         depth = max(int(candidates), 4 * n)
-        values = {"text": checked_text(query_text, "query_text") or ""}
+        values = {
+            "text": checked_text(query_text, "query_text") or "",
+            "text_weight": checked_weight(text_weight),
+        }
         values["q"], dim = self._vector(col, query_embedding)
 
         def build():
@@ -75,9 +83,9 @@ class HybridSearch(Staleness):
                 " lex AS MATERIALIZED (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank"
                 "  FROM ({lexical}) AS l WHERE score > 0),"
                 # an exact tie (ranks 1 and 2 crossed) goes to the nearer vector, not to the id
-                " fused AS (SELECT id, sum(1.0 / (%(rrf_k)s + rank))::float8 AS score, min(vrank) AS vrank"
-                "  FROM (SELECT id, rank, rank AS vrank FROM vec"
-                "   UNION ALL SELECT id, rank, NULL FROM lex) AS u"
+                " fused AS (SELECT id, sum(w / (%(rrf_k)s + rank))::float8 AS score, min(vrank) AS vrank"
+                "  FROM (SELECT id, rank, rank AS vrank, 1.0::float8 AS w FROM vec"
+                "   UNION ALL SELECT id, rank, NULL, %(text_weight)s::float8 FROM lex) AS u"
                 "  GROUP BY id ORDER BY score DESC, vrank NULLS LAST, id LIMIT {n})"
                 " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, "
                 "'metadata', d.metadata,"
@@ -100,4 +108,15 @@ class HybridSearch(Staleness):
         return self.mark_stale(rows, as_of=as_of, stale=stale, n=wanted)
 
 
-__all__ = ["HybridSearch", "RRF_K", "HYBRID_CANDIDATES"]
+def checked_weight(value) -> float:
+    """A fusion weight: a finite number from 0 to 1 (0 leaves the full-text ranking out)."""
+    try:
+        weight = float(value)
+    except (TypeError, ValueError):
+        weight = math.nan
+    if not 0.0 <= weight <= 1.0:  # also NaN
+        raise ValueError(f"text_weight must be a number from 0 to 1, not {value!r}")
+    return weight
+
+
+__all__ = ["HybridSearch", "RRF_K", "HYBRID_CANDIDATES", "TEXT_WEIGHT", "checked_weight"]

@@ -323,7 +323,8 @@ def test_entities_the_query_names_come_first(world):
             assert g["score"] is None and g["drawers"] == 0
 
 
-def test_hybrid_matches_rrf_of_vector_and_lexical_rankings(world):
+@pytest.mark.parametrize("text_weight", [1.0, 0.4])
+def test_hybrid_matches_rrf_of_vector_and_lexical_rankings(world, text_weight):
     r = random.Random(3)
     drawers = world["drawers"]
     for _ in range(8):
@@ -341,17 +342,24 @@ def test_hybrid_matches_rrf_of_vector_and_lexical_rankings(world):
         lex_rank = {h.id: rank for rank, h in enumerate(lex, 1)}
         assert lex_rank and set(lex_rank) != set(vec_rank)  # both rankings contribute
         fused = {}
-        for ranks in (vec_rank, lex_rank):
+        for ranks, weight in ((vec_rank, 1.0), (lex_rank, text_weight)):
             for did, rank in ranks.items():
-                fused[did] = fused.get(did, 0.0) + 1.0 / (RRF_K + rank)
+                fused[did] = fused.get(did, 0.0) + weight / (RRF_K + rank)
         expected = sorted(fused.items(), key=lambda kv: (-kv[1], vec_rank.get(kv[0], math.inf), kv[0]))[:10]
-        got = world["search"].hybrid(text, q.tolist(), n_results=10, wing=wing)
+        got = world["search"].hybrid(text, q.tolist(), n_results=10, wing=wing, text_weight=text_weight)
         assert [g["id"] for g in got] == [e for e, _ in expected]
         for g, (_, score) in zip(got, expected):
             assert g["score"] == pytest.approx(score, rel=1e-9)
             assert g["vector_rank"] == vec_rank.get(g["id"]) and g["text_rank"] == lex_rank.get(g["id"])
             if wing:
                 assert g["metadata"]["wing"] == wing
+
+
+def test_hybrid_refuses_a_text_weight_outside_0_to_1(world):
+    q = world["vecs"][0].tolist()
+    for bad in (-0.1, 1.5, float("nan"), "heavy", None):
+        with pytest.raises(ValueError, match="text_weight must be a number from 0 to 1"):
+            world["search"].hybrid("garden", q, text_weight=bad)
 
 
 def test_hybrid_breaks_an_exact_tie_by_the_vector_rank(pg_env):
