@@ -346,6 +346,10 @@ LABELS = {
     "around_entity restrict": ("`pg_search_around_entity` hops=2, restrict", "question + entity"),
     "around_entity boost": ("`pg_search_around_entity` hops=2, boost", "question + entity"),
     "around_entity fuse": ("`pg_search_around_entity` hops=2, fuse", "question + entity"),
+    "around_entity restrict, name kept": (
+        "`pg_search_around_entity` hops=2, restrict, `keep_entity_in_query`",
+        "question + entity",
+    ),
     "pg_hybrid_search": ("`pg_hybrid_search`", "question"),
 }
 

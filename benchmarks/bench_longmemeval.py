@@ -236,8 +236,11 @@ def changed_facts(questions: list[dict], drawer_of: dict) -> list[dict]:
     return facts
 
 
-async def ask_changed(palace: bm.Palace, questions: list[dict], facts: list[dict], session_of: dict) -> dict:
-    """The facts through MemPalace's own ``mempalace_kg_add``; then each changed question to
+async def ask_changed(
+    palace: bm.Palace, questions: list[dict], facts: list[dict], session_of: dict, add: bool = True
+) -> dict:
+    """The facts through MemPalace's own ``mempalace_kg_add`` (unless ``add`` is false: a reused palace
+    has them); then each changed question to
     ``mempalace_search`` and to ``pg_hybrid_search`` marking and demoting: per tool, the ranks of the
     current and the older evidence session and, for pg_hybrid_search, whether each was marked stale."""
     asked = {f["question"] for f in facts}
@@ -246,7 +249,7 @@ async def ask_changed(palace: bm.Palace, questions: list[dict], facts: list[dict
         stdio_session(mempalace_server(palace.path), palace.env) as mp,
         stdio_session(pg_server(palace.path), palace.env) as pg,
     ):
-        for f in facts:
+        for f in facts if add else []:
             added = await mp.call("mempalace_kg_add", **f["args"])
             if added.get("success") is not True:
                 raise RuntimeError(f"mempalace_kg_add {f['args']}: {added}")
@@ -413,7 +416,8 @@ def main() -> int:
     )
     ap.add_argument("--json", type=Path, default=HERE / "out" / "bench_longmemeval.json")
     ap.add_argument("--no-write", action="store_true", help="print the report, leave RESULTS.md alone")
-    ap.add_argument("--keep", type=Path, help="keep the palace: its directory goes here, its schema stays")
+    ap.add_argument("--keep", type=Path, help="mine into this directory and keep it (and the schema)")
+    ap.add_argument("--reuse", type=Path, help="ask the palace a --keep run left (same --every/--limit)")
     args = ap.parse_args()
     questions, split = load_questions(sdist())
     questions = [q for i, q in enumerate(questions) if i % args.every == 0 or q["type"] == "knowledge-update"]
@@ -422,14 +426,31 @@ def main() -> int:
     dsn = args.dsn or common.provisioned_dsn()
     tag = f"lme_{os.getpid()}"
     schema = f"bench_{tag}"
-    work = Path(tempfile.mkdtemp(prefix="mpbench_lme_"))
+    work = args.reuse or args.keep or Path(tempfile.mkdtemp(prefix="mpbench_lme_"))
     embedder, url = bm.start_embedder("minilm")
     try:
-        corpus = work / "corpus"
-        files = build_corpus(corpus, questions)
-        palace = bm.Palace(work, "postgres", url, MODEL, dsn, schema)
-        mine_s = palace.mine(corpus, first=True)
-        print(f"[bench_longmemeval] mined {files} files in {mine_s:.0f} s", file=sys.stderr, flush=True)
+        if args.reuse:
+            prepared = json.loads((work / "prepared.json").read_text())
+            schema, files, mine_s = prepared["schema"], prepared["files"], prepared["mine_s"]
+            tag = schema.removeprefix("bench_")
+            if prepared["questions"] != [q["id"] for q in questions]:
+                raise SystemExit(
+                    f"{work} holds another question set: give the --every/--limit it was kept with"
+                )
+            palace = bm.Palace(work, "postgres", url, MODEL, dsn, schema)
+        else:
+            work.mkdir(parents=True, exist_ok=True)
+            files = build_corpus(work / "corpus", questions)
+            palace = bm.Palace(work, "postgres", url, MODEL, dsn, schema)
+            mine_s = palace.mine(work / "corpus", first=True)
+            print(f"[bench_longmemeval] mined {files} files in {mine_s:.0f} s", file=sys.stderr, flush=True)
+            prepared = {
+                "schema": schema,
+                "files": files,
+                "mine_s": mine_s,
+                "questions": [q["id"] for q in questions],
+            }
+            (work / "prepared.json").write_text(json.dumps(prepared))
         session_of = session_of_drawers(dsn, schema)
         wrong = [d for d, (r, _) in session_of.items() if not r.startswith("q_")]
         if wrong or len(session_of) > files:
@@ -443,17 +464,17 @@ def main() -> int:
         asked[VECTOR] = ask_vector(palace, url, dsn, tag, questions, session_of)
         drawer_of = {v: d for d, v in session_of.items()}
         facts = changed_facts(questions, drawer_of)
-        changed = score_changed(facts, anyio.run(ask_changed, palace, questions, facts, session_of))
+        asked_changed = anyio.run(ask_changed, palace, questions, facts, session_of, not args.reuse)
+        changed = score_changed(facts, asked_changed)
     finally:
         embedder.terminate()
         if args.keep:
-            shutil.copytree(work, args.keep)
             print(f"[bench_longmemeval] kept: schema {schema}, palace {args.keep}", file=sys.stderr)
-        try:
-            if not args.keep:
+        if not (args.keep or args.reuse):
+            try:
                 mr.drop_palace(dsn, schema)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
     result = score(questions, split, asked)
     result["changed"] = changed
     meta = {

@@ -66,10 +66,10 @@ DISTRACTORS = ("python3.11-doc", "postgresql-doc-15")
 WARMUP = {"question": "What did we agree at the last weekly meeting?", "entity": "Tomás Reyes"}
 
 
-def around(mode: str):
+def around(mode: str, **extra):
     """pg_search_around_entity's call for a question in ``mode`` (restrict, the tool's default, or one
-    that ranks every drawer)."""
-    extra = {} if mode == "restrict" else {"mode": mode}
+    that ranks every drawer), with ``extra`` arguments."""
+    extra = extra if mode == "restrict" else {"mode": mode, **extra}
     return (
         "pg",
         "pg_search_around_entity",
@@ -81,6 +81,8 @@ def around(mode: str):
 CALLS = {
     "mempalace_search": ("mempalace", "mempalace_search", lambda q: {"query": q["question"], "limit": LIMIT}),
     **{f"around_entity {mode}": around(mode) for mode in ("restrict", "boost", "fuse")},
+    # the tool as it ranked before it took the entity's name out of the query
+    "around_entity restrict, name kept": around("restrict", keep_entity_in_query=True),
     "pg_hybrid_search": ("pg", "pg_hybrid_search", lambda q: {"query": q["question"], "limit": LIMIT}),
 }
 
@@ -436,6 +438,10 @@ def render(result: dict, meta: dict) -> str:
         ),
         "around_entity fuse": (
             "`pg_search_around_entity` hops=2, fuse (mempalace-pg)",
+            "question + entity",
+        ),
+        "around_entity restrict, name kept": (
+            "`pg_search_around_entity` hops=2, restrict, `keep_entity_in_query` (mempalace-pg)",
             "question + entity",
         ),
         "pg_hybrid_search": ("`pg_hybrid_search` (mempalace-pg)", "question"),

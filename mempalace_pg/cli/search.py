@@ -30,10 +30,13 @@ def _fact_line(f: dict) -> str:
 
 
 def cmd_search_around(args) -> int:
+    from mempalace_pg.retrieval.around import query_without_entity
+
     with open_search(args) as search:
+        ranked_by = args.query if args.keep_entity_in_query else query_without_entity(args.query, args.entity)
         result = search.around_entity(
             args.entity,
-            query_vector(args.query),
+            query_vector(ranked_by),
             hops=args.hops,
             as_of=args.as_of,
             n_results=args.n,
@@ -180,6 +183,11 @@ def register(sub) -> None:
     )
     around.add_argument(
         "--boost", type=float, default=0.1, help="similarity bonus in boost mode (default 0.1)"
+    )
+    around.add_argument(
+        "--keep-entity-in-query",
+        action="store_true",
+        help="rank by the query as written (by default the entity's name is taken out of it first)",
     )
     filters(around)
     palace_args(around)

@@ -64,6 +64,13 @@ Mode = Annotated[
         "raised by a fixed amount; fuse: all drawers, ranked by rank fusion with the linked ones"
     ),
 ]
+KeepEntity = Annotated[
+    bool,
+    Field(
+        description="false (default): the entity's name is taken out of the query before ranking, since "
+        "the entity already chose the neighbourhood; true: rank by the query as written"
+    ),
+]
 Stale = Annotated[
     Literal["mark", "demote"],
     Field(description="mark: say which results are stale; demote: also rank them after current ones"),
@@ -147,6 +154,7 @@ def build_server(tools: PalaceTools) -> MCPServer:
         limit: Limit = 5,
         wing: Wing = None,
         room: Room = None,
+        keep_entity_in_query: KeepEntity = False,
     ) -> Answer:
         return run(
             "search_around_entity",
@@ -158,6 +166,7 @@ def build_server(tools: PalaceTools) -> MCPServer:
             limit=limit,
             wing=wing,
             room=room,
+            keep_entity_in_query=keep_entity_in_query,
         )
 
     @tool

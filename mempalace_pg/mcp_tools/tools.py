@@ -154,8 +154,10 @@ class PalaceTools:
         limit: int = 5,
         wing: Optional[str] = None,
         room: Optional[str] = None,
+        keep_entity_in_query: bool = False,
     ) -> dict:
         from mempalace_pg.retrieval import MAX_HOPS
+        from mempalace_pg.retrieval.around import query_without_entity
 
         entity = entity_name(entity)
         query = query_text(query)
@@ -166,9 +168,12 @@ class PalaceTools:
         mode = choice(mode, "mode", AROUND_MODES)
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
         wing, room = optional_name(wing, "wing"), optional_name(room, "room")
+        if not isinstance(keep_entity_in_query, bool):
+            raise ToolInputError(f"keep_entity_in_query must be true or false, not {keep_entity_in_query!r}")
+        ranked_by = query if keep_entity_in_query else query_without_entity(query, entity)
         return self._palace().around_entity(
             entity,
-            query_vector(query),
+            query_vector(ranked_by),
             hops=hops,
             as_of=as_of,
             n_results=limit,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence
 
 from psycopg import sql
@@ -19,6 +20,17 @@ DEFAULT_BOOST = 0.1
 #: How around_entity ranks: the neighbourhood's source drawers only, or all drawers with the sources
 #: boosted by a fixed amount or fused by rank (see around_entity).
 AROUND_MODES = ("restrict", "boost", "fuse")
+
+
+def query_without_entity(query: str, entity: str) -> str:
+    """``query`` with the entity's name taken out (whole words, any case, with a possessive 's), for the
+    vector that ranks drawers around that entity: the entity already chose the neighbourhood, and its
+    name in the question makes the drawers that name it the nearest whatever the question asks about
+    them. A query that is nothing but the name is returned whole."""
+    name = re.escape(" ".join(entity.split())).replace(r"\ ", r"\s+")
+    rest = re.sub(rf"(?<!\w){name}(?:['’]s)?(?!\w)", " ", query, flags=re.IGNORECASE)
+    rest = " ".join(rest.split())
+    return rest if re.search(r"\w", rest) else query
 
 
 class AroundEntity(SearchBase):

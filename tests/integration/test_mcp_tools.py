@@ -92,6 +92,7 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
         monkeypatch.setenv(key, mined.env[key])
     search, embed = _direct(mined.path, mined.env)
     question = "what keeps the NAS running when the power goes out"
+    named = "What did ALICE's garden get this spring?"
 
     async def session():
         async with stdio_session(pg_server(mined.path), mined.env) as pg:
@@ -114,6 +115,11 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
                     "pg_search_around_entity", entity="Alice", query="basil", as_of="2025-06-01"
                 ),
                 "unknown": await pg.call("pg_search_around_entity", entity="Nobody", query=question),
+                # the entity's name is taken out of the query that ranks, unless asked to keep it
+                "named": await pg.call("pg_search_around_entity", entity="Alice", query=named, hops=2),
+                "named_kept": await pg.call(
+                    "pg_search_around_entity", entity="Alice", query=named, hops=2, keep_entity_in_query=True
+                ),
                 "facts": await pg.call("pg_entity_facts", entity="Homelab NAS", query=question),
                 "facts_in": await pg.call("pg_entity_facts", entity="Homelab NAS", direction="incoming"),
                 "entities": await pg.call("pg_entities_for_query", query="basil in the garden", limit=5),
@@ -133,6 +139,11 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
     assert got["as_of"] == search.around_entity("Alice", embed("basil"), as_of="2025-06-01")
     assert mined.drawer["garden.md"] not in [h["id"] for h in got["as_of"]["hits"]]  # tended from 2026
     assert got["unknown"]["entity_found"] is False and got["unknown"]["hits"] == []
+    assert got["named"] == search.around_entity("Alice", embed("What did garden get this spring?"), hops=2)
+    assert got["named_kept"] == search.around_entity("Alice", embed(named), hops=2)
+    assert [h["similarity"] for h in got["named"]["hits"]] != [
+        h["similarity"] for h in got["named_kept"]["hits"]
+    ]
     assert got["facts"] == search.facts_with_evidence("Homelab NAS", q, limit=50)
     assert got["facts"]["facts"][0]["source_drawer_id"] == mined.drawer["power.md"]
     assert all(f["evidence"] == "present" and f["document"] for f in got["facts"]["facts"])
@@ -169,6 +180,7 @@ def test_bad_arguments_come_back_as_tool_errors(mined):
                 "as_of": await pg.error(around, entity="Alice", query="x", as_of="2026-13-45"),
                 "entity": await pg.error(around, entity="  ", query="x"),
                 "query": await pg.error(around, entity="Alice", query=""),
+                "keep": await pg.error(around, entity="Alice", query="x", keep_entity_in_query="perhaps"),
                 "wing": await pg.error("pg_hybrid_search", query="x", wing="../etc"),
                 "limit": await pg.error("pg_hybrid_search", query="x", limit="many"),
                 "direction": await pg.error("pg_entity_facts", entity="Alice", direction="up"),
@@ -218,6 +230,7 @@ def test_bad_arguments_come_back_as_tool_errors(mined):
         "as_of": "as_of",
         "entity": "entity must be a non-empty string",
         "query": "query must be a non-empty string",
+        "keep": "keep_entity_in_query",
         "wing": "wing contains invalid path characters",
         "limit": "limit",
         "direction": "direction",
