@@ -385,6 +385,11 @@ def render(result: dict, meta: dict) -> str:
     nb = s["neighbourhood"]
     lines += [
         "",
+        "- The name-kept row is the tool as it ranked before commit 0254a09, which takes the entity's name "
+        "out of the question before embedding it (the entity has chosen the neighbourhood; its name in the "
+        "question made E's own drawers the nearest). That change was chosen on the dev split alone, by "
+        "calls to the library on this palace; the held-out questions were asked only through this "
+        "benchmark.",
         f"- `pg_entities_for_query(question)` put E first for {s['entity_first']} of {n['all']} questions, "
         f"among its five for {s['entity_among_5']}.",
         f"- The neighbourhood restrict ranks (drawers that are the evidence of a fact within 2 hops of E): "

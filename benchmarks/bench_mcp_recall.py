@@ -488,10 +488,12 @@ def render(result: dict, meta: dict) -> str:
         f"{len(f['restrict_not_search'])} of those and missed {len(f['search_not_restrict'])} that "
         f"`mempalace_search` found. `pg_hybrid_search` found {len(f['hybrid_not_search'])} that "
         f"`mempalace_search` missed, and missed {len(f['search_not_hybrid'])} that it found.",
-        "- recall@1 is low for every tool on multi-hop questions because the first result is most often a "
-        "note that names the entity (the question names it too), never the answer there: "
+        "- On multi-hop questions the first result is often a note that names the entity (the question "
+        "names it too), never the answer there: "
         + ", ".join(f"{label} {f['first_names_entity'][label]} of {n_multi}" for label in CALLS)
-        + ".",
+        + ". `pg_search_around_entity` ranks by the question with the entity's name taken out (the entity "
+        "has chosen the neighbourhood already) unless `keep_entity_in_query` is set; on 1-hop questions, "
+        "whose answer note is about the entity itself, that costs recall@1 (the name-kept row).",
         "- `mempalace_search` does not rank by similarity alone: it takes the 20 nearest drawers, ranks "
         "them by distance minus a boost from MemPalace's closets (0.04-0.40 by the closet's rank), then "
         "re-ranks by 0.6 similarity + 0.4 BM25 over the question's words. In "
