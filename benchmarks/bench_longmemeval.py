@@ -414,13 +414,19 @@ def main() -> int:
     ap.add_argument(
         "--every", type=int, default=1, help="every N-th question, and every knowledge-update one (default 1)"
     )
+    ap.add_argument(
+        "--complement",
+        action="store_true",
+        help="the questions --every N leaves out instead (a held-out set)",
+    )
     ap.add_argument("--json", type=Path, default=HERE / "out" / "bench_longmemeval.json")
     ap.add_argument("--no-write", action="store_true", help="print the report, leave RESULTS.md alone")
     ap.add_argument("--keep", type=Path, help="mine into this directory and keep it (and the schema)")
     ap.add_argument("--reuse", type=Path, help="ask the palace a --keep run left (same --every/--limit)")
     args = ap.parse_args()
     questions, split = load_questions(sdist())
-    questions = [q for i, q in enumerate(questions) if i % args.every == 0 or q["type"] == "knowledge-update"]
+    chosen = [i % args.every == 0 or q["type"] == "knowledge-update" for i, q in enumerate(questions)]
+    questions = [q for q, c in zip(questions, chosen) if c != args.complement]
     if args.limit:
         questions = questions[: args.limit]
     dsn = args.dsn or common.provisioned_dsn()
