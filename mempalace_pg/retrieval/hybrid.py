@@ -19,9 +19,6 @@ RRF_K = 60
 HYBRID_CANDIDATES = 50
 #: The weight of the full-text ranking in the fusion, the vector ranking's being 1.
 TEXT_WEIGHT = 1.0
-#: What a ranking a drawer is missing from adds to its fused score: nothing (``skip``, plain reciprocal
-#: rank fusion), or what it would add had the drawer come just after that ranking's last (``last``).
-MISSING_MODES = ("skip", "last")
 
 
 class HybridSearch(Staleness):
@@ -38,7 +35,6 @@ class HybridSearch(Staleness):
         k: int = RRF_K,
         candidates: int = HYBRID_CANDIDATES,
         text_weight: float = TEXT_WEIGHT,
-        missing: str = "skip",
         as_of: Optional[str] = None,
         stale: Optional[str] = "mark",
     ) -> list[dict]:
@@ -47,9 +43,8 @@ class HybridSearch(Staleness):
         Each ranking contributes its best ``max(candidates, 4 x n_results)`` drawers (full text: the
         backend's ``lexical_search`` ranking, rare words weigh more); a drawer's score is
         ``sum(weight / (k + rank))`` over the rankings it appears in (``text_weight`` for the full-text
-        ranking, 1 for the vector one: weighted reciprocal rank fusion; with ``missing="last"`` a drawer
-        missing from a ranking counts as ranked just after its last); equal scores go to the better
-        vector rank (then the id), so the order does not depend on how ids happen to sort. Each result:
+        ranking, 1 for the vector one: weighted reciprocal rank fusion); equal scores go to the better vector
+        rank (then the id), so the order does not depend on how ids happen to sort. Each result:
         ``{"id", "document", "metadata", "score", "vector_rank", "text_rank", "distance", "text_score"}``,
         best first.
 
@@ -60,8 +55,6 @@ class HybridSearch(Staleness):
         """
         if stale is not None:
             checked_stale_mode(stale)  # before the search, not after it
-        if missing not in MISSING_MODES:
-            raise ValueError(f"missing must be one of {', '.join(MISSING_MODES)}, not {missing!r}")
         col = self.drawers()
         n = clamped_row_count(n_results)
         if col is None or n == 0:
@@ -72,7 +65,6 @@ class HybridSearch(Staleness):
         values = {
             "text": checked_text(query_text, "query_text") or "",
             "text_weight": checked_weight(text_weight),
-            "missing_last": 1.0 if missing == "last" else 0.0,
         }
         values["q"], dim = self._vector(col, query_embedding)
 
@@ -91,14 +83,10 @@ class HybridSearch(Staleness):
                 " lex AS MATERIALIZED (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank"
                 "  FROM ({lexical}) AS l WHERE score > 0),"
                 # an exact tie (ranks 1 and 2 crossed) goes to the nearer vector, not to the id
-                " fused AS (SELECT coalesce(v.id, l.id) AS id, v.rank AS vrank,"
-                "  (coalesce(1.0 / (%(rrf_k)s + v.rank),"
-                "    %(missing_last)s::float8 / (%(rrf_k)s + (SELECT count(*) FROM vec) + 1))"
-                "   + %(text_weight)s::float8 * coalesce(1.0 / (%(rrf_k)s + l.rank),"
-                "    %(missing_last)s::float8 / (%(rrf_k)s + (SELECT count(*) FROM lex) + 1)))::float8"
-                "  AS score"
-                "  FROM vec v FULL JOIN lex l ON l.id = v.id"
-                "  ORDER BY score DESC, vrank NULLS LAST, id LIMIT {n})"
+                " fused AS (SELECT id, sum(w / (%(rrf_k)s + rank))::float8 AS score, min(vrank) AS vrank"
+                "  FROM (SELECT id, rank, rank AS vrank, 1.0::float8 AS w FROM vec"
+                "   UNION ALL SELECT id, rank, NULL, %(text_weight)s::float8 FROM lex) AS u"
+                "  GROUP BY id ORDER BY score DESC, vrank NULLS LAST, id LIMIT {n})"
                 " SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'document', d.document, "
                 "'metadata', d.metadata,"
                 "  'score', f.score, 'vector_rank', vec.rank, 'text_rank', lex.rank, 'distance', "
@@ -131,4 +119,4 @@ def checked_weight(value) -> float:
     return weight
 
 
-__all__ = ["HybridSearch", "RRF_K", "HYBRID_CANDIDATES", "TEXT_WEIGHT", "MISSING_MODES", "checked_weight"]
+__all__ = ["HybridSearch", "RRF_K", "HYBRID_CANDIDATES", "TEXT_WEIGHT", "checked_weight"]
