@@ -512,8 +512,8 @@ def render(result: dict, meta: dict) -> str:
         f"{DEFAULT_BOOST} to the similarity of evidence drawers; where restrict found the answer and boost "
         f"did not: {misses or 'none'}.",
         f"- `pg_hybrid_search`: in {len(f['hybrid_top_ties'])} of {n_all} answers the first two fused "
-        "scores were equal (one drawer first by vector and second by text, the other the reverse: "
-        "1/61 + 1/62 each); the nearer vector goes first (until commit 2d77a1c the drawer id decided, which "
+        "scores were equal (one drawer first by vector and second by text, the other the reverse, "
+        "and equal weights); the nearer vector goes first (until commit 2d77a1c the drawer id decided, which "
         "MemPalace derives from the mined file's path, so recall@1 changed from one run to the next).",
         "- A small palace, a friendly one: the notes are few and on few topics, and the distractor "
         f"documentation is mostly off-topic (share of the top-5 results that were distractors: {share}). "

@@ -132,6 +132,7 @@ def cmd_search_hybrid(args) -> int:
             room=args.room,
             as_of=args.as_of,
             stale=args.stale,
+            **({} if args.text_weight is None else {"text_weight": args.text_weight}),
         )
     if args.json:
         print(json.dumps(rows))
@@ -210,6 +211,11 @@ def register(sub) -> None:
     hyb = search.add_parser("hybrid", help="vector and full-text rankings fused (reciprocal rank fusion)")
     hyb.add_argument("query")
     hyb.add_argument("--as-of", help="judge whether a drawer still holds by the facts valid at this date")
+    hyb.add_argument(
+        "--text-weight",
+        type=float,
+        help="weight of the full-text ranking against the vector one, 0-1 (default 0.5)",
+    )
     hyb.add_argument(
         "--stale",
         choices=("mark", "demote"),

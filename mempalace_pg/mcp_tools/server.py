@@ -197,8 +197,23 @@ def build_server(tools: PalaceTools) -> MCPServer:
             Optional[str], Field(description="Judge staleness by the facts valid on this date (YYYY-MM-DD)")
         ] = None,
         stale: Stale = "mark",
+        text_weight: Annotated[
+            Optional[float],
+            Field(
+                description="Weight of exact words against meaning, 0-1 (default 0.5; 1 weighs them equally)"
+            ),
+        ] = None,
     ) -> Answer:
-        return run("hybrid_search", query=query, limit=limit, wing=wing, room=room, as_of=as_of, stale=stale)
+        return run(
+            "hybrid_search",
+            query=query,
+            limit=limit,
+            wing=wing,
+            room=room,
+            as_of=as_of,
+            stale=stale,
+            text_weight=text_weight,
+        )
 
     @tool
     def pg_file_memory(

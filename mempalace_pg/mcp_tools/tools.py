@@ -225,7 +225,10 @@ class PalaceTools:
         room: Optional[str] = None,
         as_of: Optional[str] = None,
         stale: str = "mark",
+        text_weight: Optional[float] = None,
     ) -> dict:
+        from mempalace_pg.retrieval.hybrid import TEXT_WEIGHT, checked_weight
+
         query = query_text(query)
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
         wing, room = optional_name(wing, "wing"), optional_name(room, "room")
@@ -233,8 +236,19 @@ class PalaceTools:
         from mempalace_pg.retrieval.staleness import STALE_MODES
 
         stale = choice(stale, "stale", STALE_MODES)
+        try:
+            weight = TEXT_WEIGHT if text_weight is None else checked_weight(text_weight)
+        except ValueError as exc:
+            raise ToolInputError(str(exc)) from None
         rows = self._palace().hybrid(
-            query, query_vector(query), n_results=limit, wing=wing, room=room, as_of=as_of, stale=stale
+            query,
+            query_vector(query),
+            n_results=limit,
+            wing=wing,
+            room=room,
+            as_of=as_of,
+            stale=stale,
+            text_weight=weight,
         )
         return {"results": rows}
 

@@ -124,6 +124,9 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
                 "facts_in": await pg.call("pg_entity_facts", entity="Homelab NAS", direction="incoming"),
                 "entities": await pg.call("pg_entities_for_query", query="basil in the garden", limit=5),
                 "hybrid": await pg.call("pg_hybrid_search", query="pg_dump restore", limit=3),
+                "hybrid_even": await pg.call(
+                    "pg_hybrid_search", query="pg_dump restore", limit=3, text_weight=1
+                ),
                 "hybrid_wing": await pg.call(
                     "pg_hybrid_search", query="basil", wing="corpus", room="kitchen"
                 ),
@@ -161,6 +164,12 @@ def test_client_lists_and_uses_each_tool(mined, monkeypatch):
         "results": search.hybrid("pg_dump restore", embed("pg_dump restore"), n_results=3)
     }
     assert got["hybrid"]["results"][0]["id"] == mined.drawer["backups.md"]
+    assert got["hybrid_even"] == {
+        "results": search.hybrid("pg_dump restore", embed("pg_dump restore"), n_results=3, text_weight=1.0)
+    }
+    assert [r["score"] for r in got["hybrid_even"]["results"]] != [
+        r["score"] for r in got["hybrid"]["results"]
+    ]
     assert got["hybrid_wing"]["results"] and all(
         r["metadata"]["wing"] == "corpus" and r["metadata"]["room"] == "kitchen"
         for r in got["hybrid_wing"]["results"]
@@ -181,6 +190,7 @@ def test_bad_arguments_come_back_as_tool_errors(mined):
                 "entity": await pg.error(around, entity="  ", query="x"),
                 "query": await pg.error(around, entity="Alice", query=""),
                 "keep": await pg.error(around, entity="Alice", query="x", keep_entity_in_query="perhaps"),
+                "text_weight": await pg.error("pg_hybrid_search", query="x", text_weight=3),
                 "wing": await pg.error("pg_hybrid_search", query="x", wing="../etc"),
                 "limit": await pg.error("pg_hybrid_search", query="x", limit="many"),
                 "direction": await pg.error("pg_entity_facts", entity="Alice", direction="up"),
@@ -231,6 +241,7 @@ def test_bad_arguments_come_back_as_tool_errors(mined):
         "entity": "entity must be a non-empty string",
         "query": "query must be a non-empty string",
         "keep": "keep_entity_in_query",
+        "text_weight": "text_weight must be a number from 0 to 1",
         "wing": "wing contains invalid path characters",
         "limit": "limit",
         "direction": "direction",

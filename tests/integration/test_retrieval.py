@@ -363,8 +363,8 @@ def test_hybrid_refuses_a_text_weight_outside_0_to_1(world):
 
 
 def test_hybrid_breaks_an_exact_tie_by_the_vector_rank(pg_env):
-    """One drawer first by vector and second by text, the other the reverse: both score 1/61 + 1/62.
-    The nearer vector wins, whichever id sorts first."""
+    """One drawer first by vector and second by text, the other the reverse: at equal weights both
+    score 1/61 + 1/62. The nearer vector wins, whichever id sorts first."""
     palace = f"tie-{uuid.uuid4().hex[:8]}"
     drawers, _ = open_drawers(palace_key=palace)
     drawers.add(
@@ -377,7 +377,7 @@ def test_hybrid_breaks_an_exact_tie_by_the_vector_rank(pg_env):
         embeddings=[[0.6, 0.8], [1.0, 0.0]],
     )
     search = PalaceSearch(palace_key=palace)
-    got = search.hybrid("basil sown", [1.0, 0.0], n_results=2)
+    got = search.hybrid("basil sown", [1.0, 0.0], n_results=2, text_weight=1.0)
     assert [(g["id"], g["vector_rank"], g["text_rank"]) for g in got] == [
         ("z-wordy", 1, 2),
         ("a-short", 2, 1),
