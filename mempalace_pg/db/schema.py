@@ -129,6 +129,21 @@ def check_server(conn: psycopg.Connection) -> None:
         )
 
 
+def create_if_allowed(conn: psycopg.Connection, name: str) -> bool:
+    """Create the optional extension ``name`` when the server has it and this role may; whether it is
+    there afterwards. Never an error: ``doctor`` says what is missing and how to add it."""
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone():
+        return True
+    if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)).fetchone():
+        return False
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name)))
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.UniqueViolation):
+        pass  # not allowed (a superuser's bootstrap creates it), or created concurrently
+    return conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone() is not None
+
+
 def require_extension(conn: psycopg.Connection, name: str, package: str, project_url: str) -> None:
     """Create extension ``name`` if needed; raise ExtensionMissingError naming what to install."""
     installed = conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone()
@@ -246,6 +261,8 @@ def upgrade(settings: Settings, revision: str = "head", *, scripts: Optional[Pat
         require_extension(
             conn, "age", "postgresql-{major}-age", "https://age.apache.org/getstarted/quickstart"
         )
+        # optional: new vector index segments are read into shared buffers with it (store/warm.py)
+        create_if_allowed(conn, "pg_prewarm")
     cfg = _alembic_config(settings, scripts=scripts)
     with connect(settings, autocommit=True) as conn:
         try:

@@ -23,6 +23,7 @@ from mempalace_pg.store.indexing import (
     segment_ddl,
     segment_name,
 )
+from mempalace_pg.store.warm import warm
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
             name = segment_name(pk, hi)
             t0 = time.perf_counter()
             conn.execute(segment_ddl(name, table, dim, lo, hi, concurrently=False))
+            warm(conn, schema, name)
             register(
                 conn,
                 schema,

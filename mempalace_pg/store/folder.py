@@ -47,6 +47,7 @@ from mempalace_pg.store.indexing import (
     segment_name,
 )
 from mempalace_pg.store.search import LEXICAL_RECOUNT_GROWTH, remember_common_words
+from mempalace_pg.store.warm import warm
 
 
 class Folder:
@@ -188,6 +189,8 @@ class Folder:
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, name))
             )
             raise
+        # into shared buffers before searches switch to it, so its first queries find it there
+        warm(self.conn, self.schema, name)
         register(
             self.conn,
             self.schema,

@@ -42,6 +42,13 @@ def test_healthy_database(pg_env, pg_dsn, make_collection):
         assert name in found, name
     assert found["schema"]["status"] == "ok" and found["vector"]["status"] == "ok"
     assert all(c["status"] != "fail" for c in found.values())
+    # a test palace's indexes fit the server's shared_buffers; the migration or the bootstrap made
+    # pg_prewarm, which warms each new segment
+    with psycopg.connect(pg_dsn) as conn:
+        shared = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()[0]
+    assert found["memory"]["status"] == "ok"
+    assert found["memory"]["finding"].endswith(f"fit in shared_buffers ({shared // 2**20:,} MB)")
+    assert found["prewarm"]["status"] == "ok", found["prewarm"]
     # the test server over TCP on loopback, with scram-sha-256 for host connections, as its superuser (a
     # warning, and how to make an application role) or as such a role (scripts/as_app_role.py)
     with psycopg.connect(pg_dsn) as conn:

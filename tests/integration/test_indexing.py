@@ -297,3 +297,65 @@ def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, m
     for q in rng.normal(size=(10, 32)).astype("float32"):
         exact = [f"d{i}" for i in np.argsort(-(unit @ (q / np.linalg.norm(q))))[:10]]
         assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact
+
+
+def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
+    pg_dsn, pg_admin_dsn, pg_schema, make_collection, monkeypatch
+):
+    """warm() reads a segment's every block into shared buffers (pg_prewarm), and the folder does it
+    before it registers the segment, so no search is planned over a cold one."""
+    import numpy as np
+
+    from mempalace_pg.store import warm
+
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test folds itself
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        admin.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+    col = make_collection()
+    pk = col.partition.pk
+    vecs = np.random.default_rng(5).normal(size=(600, 16)).astype("float32")
+    col.upsert(
+        ids=[f"d{i}" for i in range(600)],
+        documents=[f"drawer {i}" for i in range(600)],
+        metadatas=[{"wing": "w"}] * 600,
+        embeddings=vecs.tolist(),
+    )
+    calls = []
+    for name in ("warm", "register"):
+        real = getattr(folder, name)
+        monkeypatch.setattr(
+            folder, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k)
+        )
+
+    def buffered(index: str) -> tuple[int, int]:
+        """(blocks of the index in shared buffers, blocks of the index), read as the superuser."""
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+            return admin.execute(
+                "SELECT (SELECT count(*) FROM pg_buffercache b"
+                "  WHERE b.relfilenode = pg_relation_filenode(%(i)s)"
+                "  AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())),"
+                " pg_relation_size(%(i)s) / current_setting('block_size')::int",
+                {"i": f"{pg_schema}.{index}"},
+            ).fetchone()
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        folder.Folder(conn, pg_schema, pk).fold(indexing.read_layout(conn, pg_schema, pk), 16, 10**6)
+        assert calls == ["warm", "register"]
+        ((index,),) = conn.execute(
+            sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
+                sql.Identifier(pg_schema, "vector_segments")
+            ),
+            (pk,),
+        ).fetchall()
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:  # out of shared buffers again
+            admin.execute(
+                "SELECT pg_buffercache_evict(bufferid) FROM pg_buffercache "
+                "WHERE relfilenode = pg_relation_filenode(%s)",
+                (f"{pg_schema}.{index}",),
+            )
+        in_buffers, blocks = buffered(index)
+        assert in_buffers == 0 and blocks > 1
+        assert warm.warm(conn, pg_schema, index) == blocks
+        assert buffered(index) == (blocks, blocks)

@@ -27,7 +27,7 @@ from mempalace_pg.tools.doctor.connections import (
 )
 from mempalace_pg.tools.doctor.palace import check_palace
 from mempalace_pg.tools.doctor.report import Check, Report, render
-from mempalace_pg.tools.doctor.schema import check_indexes, check_schema
+from mempalace_pg.tools.doctor.schema import check_indexes, check_schema, index_memory_finding
 from mempalace_pg.tools.doctor.server import check_age_load, check_extensions, check_server
 
 
@@ -80,4 +80,12 @@ def run_checks(settings: Settings, *, palace_path: Optional[str] = None) -> Repo
     return report
 
 
-__all__ = ["run_checks", "render", "Report", "Check", "is_local_host", "encryption_finding"]
+__all__ = [
+    "run_checks",
+    "render",
+    "Report",
+    "Check",
+    "is_local_host",
+    "encryption_finding",
+    "index_memory_finding",
+]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Optional
+
 import psycopg
 from psycopg import sql
 
@@ -145,6 +148,48 @@ def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: S
             )
         else:
             report.add("vector index", "ok", what + folder)
+    _check_index_memory(report, conn, sum(int(row[5]) for row in rows))
 
 
-__all__ = ["check_schema", "check_indexes"]
+def index_memory_finding(index_bytes: int, shared_bytes: int) -> tuple[str, str, Optional[str]]:
+    """(status, finding, fix) for vector indexes of ``index_bytes`` on a server whose shared_buffers is
+    ``shared_bytes``. A search reads a segment's upper layers and the graph around its nearest rows:
+    pages outside shared buffers are each a read from the operating system (slow first queries after a
+    merge, a slow p95)."""
+    used, shared = mib(index_bytes), mib(shared_bytes)
+    if index_bytes <= shared_bytes:
+        return "ok", f"the vector indexes ({used}) fit in shared_buffers ({shared})", None
+    # room for the indexes and a quarter more (the heap rows searches read, the next merge), in MB,
+    # rounded up to 256 MB
+    wanted = 256 * math.ceil(index_bytes * 1.25 / 2**20 / 256)
+    return (
+        "warn",
+        f"the vector indexes take {used}, more than shared_buffers ({shared}): searches read index pages "
+        "from outside PostgreSQL's buffers",
+        f"set shared_buffers = '{wanted}MB' in postgresql.conf (at most about a third of the server's "
+        "memory) and restart PostgreSQL; the homelab image sizes it from the memory it is given",
+    )
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MB"
+
+
+def _check_index_memory(report: Report, conn: psycopg.Connection, index_bytes: int) -> None:
+    from mempalace_pg.store.warm import prewarm_function, shared_buffers_bytes
+
+    report.add("memory", *index_memory_finding(index_bytes, shared_buffers_bytes(conn)))
+    if prewarm_function(conn) is None:
+        report.add(
+            "prewarm",
+            "warn",
+            "pg_prewarm is not created in this database: a new vector index segment is read from disk by "
+            "its first searches instead of before them",
+            f"as a superuser: psql -d {conn.info.dbname} -c 'CREATE EXTENSION pg_prewarm;' "
+            "(or `mempalace-pg db bootstrap`)",
+        )
+    else:
+        report.add("prewarm", "ok", "pg_prewarm reads each new vector index segment into shared buffers")
+
+
+__all__ = ["check_schema", "check_indexes", "index_memory_finding"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mempalace_pg.tools.doctor import encryption_finding, is_local_host
+from mempalace_pg.tools.doctor import encryption_finding, index_memory_finding, is_local_host
 
 
 def test_which_hosts_stay_on_this_machine():
@@ -29,3 +29,17 @@ def test_an_unencrypted_or_unverified_connection_to_another_host_is_warned():
     assert status == "warn" and "sslmode=require does not check" in finding and "sslrootcert" in fix
     assert encryption_finding("db.lan", True, "verify-full")[0] == "ok"
     assert encryption_finding("127.0.0.1", False, "disable")[0] == "ok"
+
+
+def test_vector_indexes_larger_than_shared_buffers_are_warned_with_a_size_to_set():
+    mb = 2**20
+    assert index_memory_finding(100 * mb, 128 * mb) == (
+        "ok",
+        "the vector indexes (100 MB) fit in shared_buffers (128 MB)",
+        None,
+    )
+    status, finding, fix = index_memory_finding(600 * mb, 128 * mb)
+    # 600 MB and a quarter more, rounded up to 256 MB
+    assert status == "warn" and "600 MB, more than shared_buffers (128 MB)" in finding
+    assert "shared_buffers = '768MB'" in fix and "restart" in fix
+    assert "shared_buffers = '2304MB'" in index_memory_finding(1700 * mb, 512 * mb)[2]

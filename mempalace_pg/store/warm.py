@@ -1,0 +1,53 @@
+"""Warm segments: a vector index segment just built is read into shared buffers before searches switch
+to it, so the first queries after a fold or a merge do not read it block by block from outside.
+
+PostgreSQL's ``pg_prewarm`` extension does the reading (a superuser installs it: sql/bootstrap/
+01_extensions.sql); without it nothing is warmed and ``doctor`` says so. A segment larger than
+:data:`WARM_SHARE` of ``shared_buffers`` is not warmed: reading it would evict the pages the searches
+use now (the segments it replaces, the rows' heap) for pages most of which a search never touches.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import psycopg
+from psycopg import sql
+
+#: The largest share of shared_buffers one segment may take when it is warmed.
+WARM_SHARE = 0.5
+
+
+def prewarm_function(conn: psycopg.Connection) -> Optional[sql.Composable]:
+    """``pg_prewarm(regclass)`` qualified by the schema its extension is in, or None when it is not
+    installed in this database."""
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'pg_prewarm'"
+    ).fetchone()
+    return sql.Identifier(row[0], "pg_prewarm") if row else None
+
+
+def shared_buffers_bytes(conn: psycopg.Connection) -> int:
+    return int(
+        conn.execute(
+            "SELECT setting::bigint * current_setting('block_size')::bigint FROM pg_settings "
+            "WHERE name = 'shared_buffers'"
+        ).fetchone()[0]
+    )
+
+
+def warm(conn: psycopg.Connection, schema: str, index: str) -> int:
+    """Read the index ``schema.index`` into shared buffers when pg_prewarm is there and the index takes
+    at most WARM_SHARE of them; the blocks read (0 when it was not warmed)."""
+    function = prewarm_function(conn)
+    if function is None:
+        return 0
+    name = sql.Identifier(schema, index).as_string(conn)
+    size = conn.execute("SELECT pg_relation_size(%s::regclass)", (name,)).fetchone()[0]
+    if size > WARM_SHARE * shared_buffers_bytes(conn):
+        return 0
+    return int(conn.execute(sql.SQL("SELECT {}(%s::regclass)").format(function), (name,)).fetchone()[0])
+
+
+__all__ = ["WARM_SHARE", "prewarm_function", "shared_buffers_bytes", "warm"]
