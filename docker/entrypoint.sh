@@ -184,6 +184,24 @@ SQL
     log "bootstrap done"
 }
 
+# ------------------------------------------------------------------ memory
+memory_bytes() {   # the container's memory limit (cgroup v2, then v1), else the machine's memory
+    local limit="" f
+    for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do
+        if [[ -r "$f" ]]; then limit="$(<"$f")"; break; fi
+    done
+    local total=$(( $(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 1024 ))
+    if [[ "$limit" =~ ^[0-9]+$ ]] && (( limit < total )); then echo "$limit"; else echo "$total"; fi
+}
+
+shared_buffers_size() {   # e.g. 512MB
+    if [[ -n "${MEMPALACE_PG_SHARED_BUFFERS:-}" ]]; then echo "$MEMPALACE_PG_SHARED_BUFFERS"; return; fi
+    local mb=$(( $(memory_bytes) / 4 / 1048576 ))
+    (( mb < 128 )) && mb=128
+    (( mb > 8192 )) && mb=8192
+    echo "${mb}MB"
+}
+
 mkdir -p "$base" /var/run/postgresql
 chown postgres:postgres "$base" /var/run/postgresql
 setup_tls
@@ -197,6 +215,10 @@ if [[ -f /etc/mempalace-pg/pgvector-defects ]]; then
     log "$(cat /etc/mempalace-pg/pgvector-defects): max_parallel_maintenance_workers = 0"
     set -- -c max_parallel_maintenance_workers=0 "$@"
 fi
+# shared_buffers from the memory the container is given (its cgroup limit, else the host's): a quarter of
+# it, from 128MB to 8GB, or MEMPALACE_PG_SHARED_BUFFERS. It goes first, so a -c shared_buffers in the
+# command still wins. The vector index segments searches read should fit in it (`mempalace-pg doctor`).
+set -- -c "shared_buffers=$(shared_buffers_size)" "$@"
 log "starting $(postgres --version) on port 5432"
 if [[ "$(id -u)" == 0 ]]; then
     exec setpriv --reuid=postgres --regid=postgres --init-groups -- postgres -D "$PGDATA" "$@"

@@ -170,7 +170,9 @@ def test_compose_file_promises(pg_dsn):
     assert (DOCKER / ".env.example").is_file() and db["env_file"] == ".env"
     # every -c setting is a real PostgreSQL setting with a value this server accepts for its kind
     settings = dict(arg.split("=", 1) for arg in db["command"][1:] if arg != "-c")
-    assert {"maintenance_work_mem", "shared_buffers"} <= set(settings)
+    assert "maintenance_work_mem" in settings
+    # shared_buffers is the entrypoint's, from the container's memory (test_shared_buffers_follow_memory)
+    assert "shared_buffers" not in settings
     # the plugin sets a build's parallel workers in that build's session, by the server's pgvector: a
     # server-wide value would only hide what the plugin decides
     assert "max_parallel_maintenance_workers" not in settings
@@ -204,3 +206,33 @@ def test_dockerfile_uses_debian_packages_and_ships_the_bootstrap():
         assert os.access(path, os.X_OK)
         proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
+
+
+def test_shared_buffers_follow_the_memory_the_container_is_given(tmp_path):
+    """The entrypoint's sizing, run by bash on this machine's /proc/meminfo and cgroup files: a quarter of
+    the container's limit, else of the machine's memory, from 128MB to 8GB; MEMPALACE_PG_SHARED_BUFFERS
+    wins; the setting goes before the command's own -c (which then wins too)."""
+    script = (DOCKER / "entrypoint.sh").read_text()
+    functions = script[script.index("memory_bytes() {") : script.index('mkdir -p "$base"')]
+    total = (
+        int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal:")).split()[1]) * 1024
+    )
+
+    def size(**env) -> str:
+        proc = subprocess.run(
+            ["bash", "-c", functions + "shared_buffers_size"],
+            capture_output=True,
+            text=True,
+            env={"PATH": os.environ["PATH"], **env},
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    limit = Path("/sys/fs/cgroup/memory.max")
+    given = limit.read_text().strip() if limit.is_file() else "max"
+    memory = min(int(given), total) if given.isdigit() else total
+    assert size() == f"{min(8192, max(128, memory // 4 // 2**20))}MB"
+    assert size(MEMPALACE_PG_SHARED_BUFFERS="3GB") == "3GB"
+    assert script.index('set -- -c "shared_buffers=$(shared_buffers_size)" "$@"') < script.index(
+        'exec postgres -D "$PGDATA" "$@"'
+    )
