@@ -19,6 +19,7 @@ from mempalace_pg.store.indexing import (
     BUILD_WORKERS,
     FOLD_ROWS,
     HNSW_MAX_DIM,
+    REBUILD_GRACE_S,
     segment_condition,
     segment_ddl,
     segment_name,
@@ -115,7 +116,7 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
                 (parts,),
             )
         ] or [0]
-        built, lo = [], -1
+        built, lo, switched = [], -1, time.monotonic()
         for hi in bounds:
             name = segment_name(pk, hi)
             t0 = time.perf_counter()
@@ -131,8 +132,13 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
                 seconds=time.perf_counter() - t0,
                 replaced=old if not built else [],
             )
+            if not built:
+                switched = time.monotonic()
             built.append(name)
             lo = hi
+        # readers that planned with the old layout just before the switch still use the old segments
+        if old:
+            time.sleep(max(0.0, switched + REBUILD_GRACE_S - time.monotonic()))
         for stale in orphan_indexes(conn, schema, pk):  # the replaced segments, and any interrupted build's
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, stale)))
         return built

@@ -107,6 +107,10 @@ IDLE_POLL_S = 1.0
 GRACE_S = 5.0
 #: How long a process reuses a collection's layout before reading it again.
 LAYOUT_TTL_S = 1.0
+#: A rebuild (bulk load, reindex) drops the segments it replaced this long after the switch: long enough
+#: for every process's cached layout to have been read again, twice over. Shorter than GRACE_S because
+#: writers wait for a rebuild, and a query already running holds its index until it ends anyway.
+REBUILD_GRACE_S = 2 * LAYOUT_TTL_S
 #: A process checks that a folder runs at most this often per collection.
 SPAWN_CHECK_S = 2.0
 #: Memory for building a segment; it also bounds a segment's rows (build_capacity), and so the number
@@ -394,6 +398,7 @@ __all__ = [
     "POLL_S",
     "IDLE_POLL_S",
     "GRACE_S",
+    "REBUILD_GRACE_S",
     "LAYOUT_TTL_S",
     "SPAWN_CHECK_S",
     "BUILD_MEMORY",

@@ -359,3 +359,57 @@ def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
         assert in_buffers == 0 and blocks > 1
         assert warm.warm(conn, pg_schema, index) == blocks
         assert buffered(index) == (blocks, blocks)
+
+
+def test_a_rebuild_drops_the_segments_it_replaced_only_after_readers_saw_the_switch(
+    pg_dsn, pg_schema, make_collection, monkeypatch
+):
+    """A bulk load's or reindex's rebuild leaves the segments it replaced in place for REBUILD_GRACE_S
+    after the switch (readers cache the layout for LAYOUT_TTL_S and may plan over them meanwhile), then
+    drops them."""
+    import threading
+
+    import numpy as np
+
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
+    col = make_collection()
+    pk = col.partition.pk
+    vecs = np.random.default_rng(3).normal(size=(400, 8)).astype("float32")
+    col.upsert(
+        ids=[f"d{i}" for i in range(400)],
+        documents=[f"drawer {i}" for i in range(400)],
+        metadatas=[{"wing": "w"}] * 400,
+        embeddings=vecs.tolist(),
+    )
+    segments = sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
+        sql.Identifier(pg_schema, "vector_segments")
+    )
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        builds.rebuild(conn, pg_schema, pk, 8)
+        (old,) = [n for (n,) in conn.execute(segments, (pk,))]
+    seen: dict[str, float] = {}
+
+    def watch():
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            deadline = time.monotonic() + 30
+            while "dropped" not in seen and time.monotonic() < deadline:
+                listed = {n for (n,) in conn.execute(segments, (pk,))}
+                exists = conn.execute("SELECT to_regclass(%s)", (f"{pg_schema}.{old}",)).fetchone()[0]
+                if old not in listed:
+                    seen.setdefault("switched", time.monotonic())
+                if exists is None:
+                    seen["dropped"] = time.monotonic()
+                time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    # more rows, so the new segment has another name than the old one
+    col.upsert(ids=["x"], documents=["one more"], metadatas=[{"wing": "w"}], embeddings=[vecs[0].tolist()])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        (new,) = builds.rebuild(conn, pg_schema, pk, 8)
+    watcher.join()
+    assert new != old and set(seen) == {"switched", "dropped"}
+    assert seen["dropped"] - seen["switched"] >= indexing.REBUILD_GRACE_S - 0.2
+    assert col.query(query_embeddings=[vecs[7].tolist()], n_results=1).ids == [["d7"]]
