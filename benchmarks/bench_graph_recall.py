@@ -456,12 +456,9 @@ def main() -> int:
         "reps": args.reps,
         **{k: prepared[k] for k in ("mine_s", "kg_add_s", "drawers")},
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"meta": meta, **result}, ensure_ascii=False, indent=1))
-    report = render(result, meta)
-    print(report)
-    if not args.no_write:
-        common.record_report(HERE / "RESULTS.md", "graph_recall", report)
+    common.keep_run(
+        args.json, "graph_recall", {"meta": meta, **result}, render(result, meta), write=not args.no_write
+    )
     return 0
 
 

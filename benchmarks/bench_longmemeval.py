@@ -494,12 +494,9 @@ def main() -> int:
         "unfindable": unfindable,
         "json": args.json.name,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"meta": meta, **result}, ensure_ascii=False, indent=1))
-    report = render(result, meta)
-    print(report)
-    if not args.no_write:
-        common.record_report(HERE / "RESULTS.md", "longmemeval", report)
+    common.keep_run(
+        args.json, "longmemeval", {"meta": meta, **result}, render(result, meta), write=not args.no_write
+    )
     return 0
 
 

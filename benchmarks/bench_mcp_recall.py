@@ -576,12 +576,9 @@ def main() -> int:
         "kg_add_s": kg_s,
         "reps": args.reps,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"meta": meta, **result}, ensure_ascii=False, indent=1))
-    report = render(result, meta)
-    print(report)
-    if not args.no_write:
-        common.record_report(HERE / "RESULTS.md", "mcp_recall", report)
+    common.keep_run(
+        args.json, "mcp_recall", {"meta": meta, **result}, render(result, meta), write=not args.no_write
+    )
     return 0
 
 

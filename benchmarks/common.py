@@ -296,9 +296,14 @@ def run_meta(dsn: str, **fields) -> dict:
 def save_run(name: str, meta: dict, results: dict, report: str, *, write: bool) -> None:
     """Keep a run's figures as out/<name>.json and, with ``write``, make ``report`` benchmark ``name``'s
     section of RESULTS.md (:func:`record_report`); print the report."""
-    out = HERE / "out" / f"{name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    keep_run(HERE / "out" / f"{name}.json", name, {"meta": meta, "results": results}, report, write=write)
+
+
+def keep_run(path: Path, name: str, document: dict, report: str, *, write: bool) -> None:
+    """Write ``document`` (a run's figures) as JSON to ``path``, print ``report`` and, with ``write``,
+    make it benchmark ``name``'s section of RESULTS.md (:func:`record_report`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, ensure_ascii=False, indent=1))
     if write:
         record_report(HERE / "RESULTS.md", name, report)
     print(report)

@@ -75,6 +75,20 @@ def waiting(conn, schema: str, pk: int) -> tuple[int, int]:
     return tail, segments
 
 
+def random_drawers(col, n: int, dim: int, *, seed: int):
+    """``n`` drawers d0.. in wing w with random ``dim``-dimension vectors, upserted; the vectors."""
+    import numpy as np
+
+    vecs = np.random.default_rng(seed).normal(size=(n, dim)).astype("float32")
+    col.upsert(
+        ids=[f"d{i}" for i in range(n)],
+        documents=[f"drawer {i}" for i in range(n)],
+        metadatas=[{"wing": "w"}] * n,
+        embeddings=vecs.tolist(),
+    )
+    return vecs
+
+
 def wait_indexed(conn, schema: str, pk: int, timeout: float = 60.0) -> float:
     t0 = time.monotonic()
     while waiting(conn, schema, pk)[0]:
@@ -304,7 +318,6 @@ def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
 ):
     """warm() reads a segment's every block into shared buffers (pg_prewarm), and the folder does it
     before it registers the segment, so no search is planned over a cold one."""
-    import numpy as np
 
     from mempalace_pg.store import warm
 
@@ -314,13 +327,7 @@ def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
         admin.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
     col = make_collection()
     pk = col.partition.pk
-    vecs = np.random.default_rng(5).normal(size=(600, 16)).astype("float32")
-    col.upsert(
-        ids=[f"d{i}" for i in range(600)],
-        documents=[f"drawer {i}" for i in range(600)],
-        metadatas=[{"wing": "w"}] * 600,
-        embeddings=vecs.tolist(),
-    )
+    random_drawers(col, 600, 16, seed=5)
     calls = []
     for name in ("warm", "register"):
         real = getattr(folder, name)
@@ -369,18 +376,10 @@ def test_a_rebuild_drops_the_segments_it_replaced_only_after_readers_saw_the_swi
     drops them."""
     import threading
 
-    import numpy as np
-
     monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
     col = make_collection()
     pk = col.partition.pk
-    vecs = np.random.default_rng(3).normal(size=(400, 8)).astype("float32")
-    col.upsert(
-        ids=[f"d{i}" for i in range(400)],
-        documents=[f"drawer {i}" for i in range(400)],
-        metadatas=[{"wing": "w"}] * 400,
-        embeddings=vecs.tolist(),
-    )
+    vecs = random_drawers(col, 400, 8, seed=3)
     segments = sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
         sql.Identifier(pg_schema, "vector_segments")
     )
