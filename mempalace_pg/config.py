@@ -30,6 +30,9 @@ DEFAULT_SCHEMA = "mempalace"
 IDENTIFIER_RE = re.compile(r"[a-z][a-z0-9_]{0,62}")
 NAME_MAX = 48
 
+#: How lexical_search may rank: SQLite FTS5's BM25, or as MemPalace's Chroma backend does.
+LEXICAL_MODES = ("bm25", "chroma")
+
 # setting name -> (environment variable, config.json key, default, parser)
 _SETTINGS: dict[str, tuple[str, str, Any, type]] = {
     "dsn": ("MEMPALACE_PG_DSN", "postgres_dsn", DEFAULT_DSN, str),
@@ -49,6 +52,8 @@ _SETTINGS: dict[str, tuple[str, str, Any, type]] = {
     "connect_timeout_s": ("MEMPALACE_PG_CONNECT_TIMEOUT_S", "postgres_connect_timeout_s", 10, int),
     "auto_upgrade": ("MEMPALACE_PG_AUTO_UPGRADE", "postgres_auto_upgrade", True, bool),
     "ef_search": ("MEMPALACE_PG_EF_SEARCH", "postgres_ef_search", 150, int),
+    # how lexical_search ranks: "bm25" (SQLite FTS5's BM25) or "chroma" (MemPalace's Chroma backend)
+    "lexical": ("MEMPALACE_PG_LEXICAL", "postgres_lexical", "bm25", str),
 }
 
 
@@ -166,6 +171,7 @@ class Settings:
     connect_timeout_s: int = 10
     auto_upgrade: bool = True
     ef_search: int = 150
+    lexical: str = "bm25"
 
     @classmethod
     def load(cls, overrides: Optional[dict] = None) -> "Settings":
@@ -204,6 +210,11 @@ class Settings:
             )
         if not 1 <= self.ef_search <= 1000:
             raise ConfigError("ef_search must be between 1 and 1000 (pgvector's limit)")
+        if self.lexical not in LEXICAL_MODES:
+            raise ConfigError(
+                f"lexical (MEMPALACE_PG_LEXICAL / postgres_lexical) must be one of "
+                f"{', '.join(LEXICAL_MODES)}, not {self.lexical!r}"
+            )
         dsn_target(self.dsn)  # raises ConfigError for a malformed DSN
         if self.session_dsn:
             dsn_target(self.session_dsn)

@@ -151,8 +151,9 @@ class Palace:
             done = self.cli(*args)
             assert done["rc"] == 0, done["out"]
 
-    def mcp(self, *extra) -> McpServer:
-        return McpServer(["--palace", str(self.path), *extra], self.env)
+    def mcp(self, *extra, env: Optional[dict] = None) -> McpServer:
+        """MemPalace's MCP server on this palace; ``env`` in place of the palace's own."""
+        return McpServer(["--palace", str(self.path), *extra], env or self.env)
 
 
 # -- making two runs comparable ---------------------------------------------------------------------

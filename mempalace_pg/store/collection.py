@@ -32,7 +32,7 @@ from psycopg.types.json import Jsonb
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count
-from mempalace_pg.store import indexing, search
+from mempalace_pg.store import chroma_lexical, indexing, search
 from mempalace_pg.store.filters import INDEX_PREFIX, wing_room_equalities
 from mempalace_pg.store.partition import COPY_THRESHOLD, DRAWERS_COLLECTION, Partition
 from mempalace_pg.store.records import (
@@ -480,6 +480,8 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         if not query.strip() or int(n_results) <= 0:
             return LexicalResult(hits=[])
         condition, params = self.partition.condition(where)
+        if self.settings.lexical == "chroma":
+            return self._lexical_as_chroma(query, int(n_results), condition, params, filtered=bool(where))
         gate = search.wing_room_gate(self.partition, wing_room_equalities(where))
         stmt, args = search.lexical_sql(self.partition, condition, params, int(n_results), gate=gate)
         rows = db.run(lambda conn: conn.execute(stmt, {**args, "text": query}).fetchall())
@@ -488,6 +490,19 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
                 LexicalHit(id=r[0], document=r[1], metadata=r[2], score=float(r[3]))
                 for r in rows
                 if r[3] and r[3] > 0
+            ]
+        )
+
+    def _lexical_as_chroma(
+        self, query: str, n_results: int, condition: sql.Composable, params: dict, *, filtered: bool
+    ) -> LexicalResult:
+        """lexical_search as MemPalace's Chroma backend ranks (:mod:`~mempalace_pg.store.chroma_lexical`)."""
+        stmt, args = chroma_lexical.candidates_sql(self.partition, condition, params, query, filtered)
+        rows = self.database().run(lambda conn: conn.execute(stmt, args).fetchall())
+        return LexicalResult(
+            hits=[
+                LexicalHit(id=i, document=doc, metadata=meta, score=float(score))
+                for i, doc, meta, score in chroma_lexical.ranked(query, rows, n_results)
             ]
         )
 

@@ -295,3 +295,52 @@ def test_common_words_are_counted_exactly_and_scored_with_their_counts(
             (col.partition.pk,),
         ).fetchall()
     assert documents == [(len(texts) + more,)]
+
+
+def test_the_chroma_mode_gives_the_hits_of_mempalaces_chroma_backend(make_collection, tmp_path):
+    """With ``lexical = "chroma"`` lexical_search answers as MemPalace's Chroma backend does on the same
+    drawers: the same hits with the same scores, with and without a filter, and for a query whose words
+    are too short for Chroma's trigram index (its fallback to the newest drawers)."""
+    import random
+
+    from mempalace.backends import PalaceRef
+    from mempalace.backends.chroma import ChromaBackend
+
+    docs = real_documents(limit=240)
+    rows = {
+        "ids": [f"d{i}" for i in range(len(docs))],
+        "documents": [d.text for d in docs],
+        "metadatas": [{"wing": "a" if i % 3 else "b"} for i in range(len(docs))],
+        "embeddings": vectors(len(docs)),
+    }
+    ours = make_collection(name="lexical-as-chroma", options={"lexical": "chroma"})
+    ours.add(**rows)
+    where = tmp_path / "chroma"
+    chroma = ChromaBackend().get_collection(
+        palace=PalaceRef(id=str(where), local_path=str(where)),
+        collection_name="mempalace_drawers",
+        create=True,
+    )
+    chroma.add(**rows)
+    r = random.Random(4)
+    words = sorted({w for d in docs for w in d.text.lower().split() if w.isalpha() and len(w) >= 4})
+    queries = [" ".join(r.sample(words, k)) for k in (1, 2, 3) for _ in range(8)]
+    queries += ["the configuration", "pg_dump restore", "an of to", "Python's DEFAULT"]
+    compared = 0
+    for query in queries:
+        for filter_ in (None, {"wing": "b"}):
+            want = chroma.lexical_search(query=query, n_results=500, where=filter_).hits
+            got = ours.lexical_search(query=query, n_results=500, where=filter_).hits
+            # equal scores may come in another order (the two stores file rows in their own order)
+            assert sorted((round(h.score, 9), h.id) for h in got) == sorted(
+                (round(h.score, 9), h.id) for h in want
+            ), (query, filter_)
+            assert [round(h.score, 9) for h in got] == [round(h.score, 9) for h in want]
+            compared += bool(want)
+    assert compared >= 40
+    # the default ranks by FTS5's BM25: other scores for the same query
+    default = make_collection(name="lexical-default")
+    default.add(**rows)
+    assert [h.score for h in default.lexical_search(query=queries[8], n_results=5).hits] != [
+        h.score for h in ours.lexical_search(query=queries[8], n_results=5).hits
+    ]

@@ -53,12 +53,6 @@ KNOWN = {
     "cli compress dry": "the transcript's NUL byte again: one token fewer in its AAAK compression figures.",
     "mcp list_drawers": "the transcript's NUL byte again: its preview holds one more character.",
     "mcp list_drawers after deletes": "the transcript's NUL byte: its preview holds one more character.",
-    "mcp search union": (
-        "candidate_strategy=union adds each backend's own lexical_search hits with their scores: "
-        "Chroma's is BM25 over at most 500 trigram-FTS matches (IDF over those), this one is FTS5's BM25 "
-        "over the whole collection (benchmarks/bench_lexical.py measures its agreement with exact BM25), "
-        "so bm25_score and the lexically added candidates differ."
-    ),
     "cli kg normalize, empty palace": (
         "MemPalace's SQLite graph is a file created by the first fact, so on a new Chroma palace there "
         'is "No knowledge graph" (exit 1); a postgres palace\'s graph always exists in its database and '
@@ -229,13 +223,14 @@ def _mcp_steps(mcp, p: Palace) -> list:
     call("mcp list_rooms corpus", "mempalace_list_rooms", wing="corpus")
     call("mcp search", "mempalace_search", query="how do I get my data back after the disk dies", limit=5)
     call("mcp search wing", "mempalace_search", query="basil garden", limit=3, wing="corpus")
-    call(
-        "mcp search union",
-        "mempalace_search",
-        query="pinned postgres build",
-        limit=4,
-        candidate_strategy="union",
-    )
+    union = {"query": "pinned postgres build", "limit": 4, "candidate_strategy": "union"}
+    if p.backend == "postgres":
+        # union adds the backend's own lexical_search hits: a postgres palace ranks them as Chroma
+        # does with lexical = "chroma" (its default is FTS5's BM25, docs/compatibility.md)
+        with p.mcp(env={**p.env, "MEMPALACE_PG_LEXICAL": "chroma"}) as as_chroma:
+            out.append(("mcp search union", as_chroma.call("mempalace_search", **union)))
+    else:
+        call("mcp search union", "mempalace_search", **union)
     call(
         "mcp search source_file",
         "mempalace_search",
