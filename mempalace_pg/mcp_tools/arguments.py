@@ -71,6 +71,19 @@ def whole_number(value: Any, field: str, low: int, high: int, *, clamp: bool) ->
     return number
 
 
+def flag(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ToolInputError(f"{field} must be true or false, not {value!r}")
+    return value
+
+
+def weight(value: Any, field: str) -> float:
+    """A fusion weight from 0 to 1 (retrieval.hybrid's rule)."""
+    from mempalace_pg.retrieval.hybrid import checked_weight
+
+    return _checked(lambda v, _field: checked_weight(v), value, field)
+
+
 def choice(value: Any, field: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ToolInputError(f"{field} must be one of {', '.join(allowed)}, not {value!r}")
@@ -87,4 +100,6 @@ __all__ = [
     "query_text",
     "whole_number",
     "choice",
+    "flag",
+    "weight",
 ]

@@ -31,8 +31,10 @@ from mempalace_pg.mcp_tools.arguments import (
     choice,
     date,
     entity_name,
+    flag,
     optional_name,
     query_text,
+    weight,
     whole_number,
 )
 from mempalace_pg.mcp_tools.embedding import query_vector
@@ -168,9 +170,8 @@ class PalaceTools:
         mode = choice(mode, "mode", AROUND_MODES)
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
         wing, room = optional_name(wing, "wing"), optional_name(room, "room")
-        if not isinstance(keep_entity_in_query, bool):
-            raise ToolInputError(f"keep_entity_in_query must be true or false, not {keep_entity_in_query!r}")
-        ranked_by = query if keep_entity_in_query else query_without_entity(query, entity)
+        keep = flag(keep_entity_in_query, "keep_entity_in_query")
+        ranked_by = query if keep else query_without_entity(query, entity)
         return self._palace().around_entity(
             entity,
             query_vector(ranked_by),
@@ -227,7 +228,7 @@ class PalaceTools:
         stale: str = "mark",
         text_weight: Optional[float] = None,
     ) -> dict:
-        from mempalace_pg.retrieval.hybrid import TEXT_WEIGHT, checked_weight
+        from mempalace_pg.retrieval.hybrid import TEXT_WEIGHT
 
         query = query_text(query)
         limit = whole_number(limit, "limit", 1, MAX_RESULTS, clamp=True)
@@ -236,10 +237,7 @@ class PalaceTools:
         from mempalace_pg.retrieval.staleness import STALE_MODES
 
         stale = choice(stale, "stale", STALE_MODES)
-        try:
-            weight = TEXT_WEIGHT if text_weight is None else checked_weight(text_weight)
-        except ValueError as exc:
-            raise ToolInputError(str(exc)) from None
+        text_weight = TEXT_WEIGHT if text_weight is None else weight(text_weight, "text_weight")
         rows = self._palace().hybrid(
             query,
             query_vector(query),
@@ -248,7 +246,7 @@ class PalaceTools:
             room=room,
             as_of=as_of,
             stale=stale,
-            text_weight=weight,
+            text_weight=text_weight,
         )
         return {"results": rows}
 
