@@ -129,27 +129,36 @@ def check_server(conn: psycopg.Connection) -> None:
         )
 
 
+def _extension_created(conn: psycopg.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone() is not None
+
+
+def _extension_available(conn: psycopg.Connection, name: str) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)).fetchone() is not None
+    )
+
+
 def create_if_allowed(conn: psycopg.Connection, name: str) -> bool:
     """Create the optional extension ``name`` when the server has it and this role may; whether it is
     there afterwards. Never an error: ``doctor`` says what is missing and how to add it."""
-    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone():
+    if _extension_created(conn, name):
         return True
-    if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)).fetchone():
+    if not _extension_available(conn, name):
         return False
     try:
         with conn.transaction():
             conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name)))
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.UniqueViolation):
         pass  # not allowed (a superuser's bootstrap creates it), or created concurrently
-    return conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone() is not None
+    return _extension_created(conn, name)
 
 
 def require_extension(conn: psycopg.Connection, name: str, package: str, project_url: str) -> None:
     """Create extension ``name`` if needed; raise ExtensionMissingError naming what to install."""
-    installed = conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone()
-    if installed:
+    if _extension_created(conn, name):
         return
-    available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)).fetchone()
+    available = _extension_available(conn, name)
     major = server_major(conn)
     if not available:
         raise ExtensionMissingError(
