@@ -65,8 +65,10 @@ def register(
     hi: int,
     seconds: float,
     replaced: list[str],
+    young: bool = False,
 ) -> None:
-    """Make a built index a segment and retire the ones it replaces, in one transaction."""
+    """Make a built index a segment and retire the ones it replaces, in one transaction. ``young``: built
+    with YOUNG_HNSW_OPTIONS (vector_segments.young)."""
     segs = sql.Identifier(schema, "vector_segments")
     table = sql.Identifier(schema, f"records_c{int(pk)}")
     with conn.transaction():
@@ -76,10 +78,10 @@ def register(
         conn.execute(sql.SQL("DELETE FROM {} WHERE index_name = ANY(%s)").format(segs), (replaced,))
         conn.execute(
             sql.SQL(
-                "INSERT INTO {} (collection_pk, index_name, lo, hi, rows, build_seconds) "
-                "VALUES (%s, %s, %s, %s, %s, %s)"
+                "INSERT INTO {} (collection_pk, index_name, lo, hi, rows, build_seconds, young) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)"
             ).format(segs),
-            (pk, index, lo, hi, rows, seconds),
+            (pk, index, lo, hi, rows, seconds, young),
         )
 
 

@@ -126,9 +126,9 @@ class Folder:
         segments = self.segment_rows()
         newest = self.conn.execute(sql.SQL("SELECT max(vector_seq) FROM {}").format(self.table)).fetchone()[0]
         current = Layout(
-            tuple((lo, hi) for _, lo, hi, _ in segments),
+            tuple((s[1], s[2]) for s in segments),
             -1 if newest is None else int(newest),
-            largest_share(r for *_, r in segments),
+            largest_share(s[3] for s in segments),
         )
         now = time.monotonic()
         if current.newest != self.last_newest:
@@ -146,12 +146,23 @@ class Folder:
                 return self.locked(lambda: self.absorb(current, dim), f"absorbing {tail} rows")
             return self.locked(lambda: self.fold(current, dim, capacity), f"folding {tail} rows")
         # A merge comes before a due tail: under sustained writes merge_plan has one only when the
-        # segments are too many, and the tail is due again after every build.
+        # segments are too many, and the tail is due again after every build. What is built while
+        # writes go on is young (YOUNG_HNSW_OPTIONS): quick to build, rebuilt once they pause.
         plan = self.merge_plan(segments, quiet, capacity)
         if plan:
-            return self.locked(lambda: self.merge(plan, dim), f"merging {len(plan)} segments")
+            return self.locked(
+                lambda: self.merge(plan, dim, young=not quiet), f"merging {len(plan)} segments"
+            )
         if tail >= FOLD_ROWS:
-            return self.locked(lambda: self.fold(current, dim, capacity), f"folding {tail} rows")
+            return self.locked(
+                lambda: self.fold(current, dim, capacity, young=True), f"folding {tail} rows (young)"
+            )
+        young = next((s for s in segments if s[4]), None) if quiet else None
+        if young is not None:
+            # in write order; each is rebuilt alone, as it stands (a merge would have taken it)
+            return self.locked(
+                lambda: self.build(dim, young[1], young[2], [young[0]]), f"rebuilding {young[3]} young rows"
+            )
         return False
 
     def locked(self, work, activity: str) -> bool:
@@ -170,19 +181,20 @@ class Folder:
             sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %s").format(self.table), (top,)
         ).fetchone()[0]
 
-    def segment_rows(self) -> list[tuple[str, int, int, int]]:
+    def segment_rows(self) -> list[tuple[str, int, int, int, bool]]:
+        """(index, lo, hi, rows, young) of each segment, in write order."""
         return self.conn.execute(
-            sql.SQL("SELECT index_name, lo, hi, rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
-                sql.Identifier(self.schema, "vector_segments")
-            ),
+            sql.SQL(
+                "SELECT index_name, lo, hi, rows, young FROM {} WHERE collection_pk = %s ORDER BY lo"
+            ).format(sql.Identifier(self.schema, "vector_segments")),
             (self.pk,),
         ).fetchall()
 
-    def build(self, dim: int, lo: int, hi: int, replaced: list[str]) -> None:
+    def build(self, dim: int, lo: int, hi: int, replaced: list[str], *, young: bool = False) -> None:
         name = segment_name(self.pk, hi)
         t0 = time.perf_counter()
         try:
-            self.conn.execute(segment_ddl(name, self.table, dim, lo, hi, concurrently=True))
+            self.conn.execute(segment_ddl(name, self.table, dim, lo, hi, concurrently=True, young=young))
         except BaseException:
             # an interrupted concurrent build leaves an invalid index behind
             self.conn.execute(
@@ -200,6 +212,7 @@ class Folder:
             hi=hi,
             seconds=time.perf_counter() - t0,
             replaced=replaced,
+            young=young,
         )
         # The planner picks each arm's index by the rows it expects in the segment's vector_seq range.
         self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))
@@ -208,9 +221,10 @@ class Folder:
         due = time.monotonic() + GRACE_S
         self.retired += [(due, old) for old in replaced]
 
-    def fold(self, current: Layout, dim: int, capacity: int) -> None:
+    def fold(self, current: Layout, dim: int, capacity: int, *, young: bool = False) -> None:
         """The tail becomes a segment (rows written during the build stay in the tail), of at most
-        ``capacity`` rows: the rest of a larger tail (a folder that started late) is the next fold's."""
+        ``capacity`` rows: the rest of a larger tail (a folder that started late) is the next fold's.
+        ``young``: built with YOUNG_HNSW_OPTIONS."""
         # A segment this folder replaced is not an orphan until its grace has run out: readers that
         # planned over it in the last GRACE_S still use it (drop_retired drops it then).
         retired = {name for _, name in self.retired}
@@ -228,7 +242,7 @@ class Folder:
             (current.top, capacity),
         ).fetchone()[0]
         if newest is not None and newest > current.top:
-            self.build(dim, current.top, int(newest), [])
+            self.build(dim, current.top, int(newest), [], young=young)
 
     def absorb(self, current: Layout, dim: int) -> None:
         """Move a small quiet tail into the newest segment: each row is inserted into that segment's graph.
@@ -291,8 +305,8 @@ class Folder:
                 return group[start:]
         return []  # the newest segments grew with the tail: they are few, and a merge would be long
 
-    def merge(self, plan: list[tuple[str, int, int, int]], dim: int) -> None:
-        self.build(dim, plan[0][1], plan[-1][2], [s[0] for s in plan])
+    def merge(self, plan: list[tuple], dim: int, *, young: bool = False) -> None:
+        self.build(dim, plan[0][1], plan[-1][2], [s[0] for s in plan], young=young)
 
     def drop_retired(self, now: float) -> None:
         due = [name for when, name in self.retired if when <= now]

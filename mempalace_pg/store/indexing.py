@@ -34,7 +34,10 @@ worth it, and where pgvector can insert beside VACUUM safely a small quiet tail 
 newest segment instead. Under sustained writes, once there are more than MAX_SEGMENTS, the newest
 segments that hold no more rows than the one before them (or than BUSY_MERGE_ROWS) are merged: no
 merge then holds the tail up for long, and each row is rebuilt a bounded number of times however
-large the collection grows. A query over several segments walks each with a narrower breadth
+large the collection grows. What the folder builds while writes go on is *young*: built with a
+narrower construction search (YOUNG_HNSW_OPTIONS), several times faster, so the folder keeps up with a
+writer; once writes pause, each young segment is rebuilt with HNSW_OPTIONS, in a merge or alone
+(``vector_segments.young``). A query over several segments walks each with a narrower breadth
 (:func:`search_breadth`). Bulk loads and ``reindex`` build every row at once, in as few segments of
 equal size as the capacity allows (``builds.rebuild``).
 """
@@ -67,6 +70,12 @@ log = logging.getLogger(__name__)
 #: search breadth; see "Index parameters" in benchmarks/RESULTS.md for the recall and build time of
 #: the alternatives.
 HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 128")
+#: HNSW parameters of a *young* segment: one the folder builds while writes go on, which a quiet pass
+#: merges or rebuilds with HNSW_OPTIONS anyway (vector_segments.young). A narrower construction search
+#: builds several times faster ("Young segments" in benchmarks/RESULTS.md), so the folder keeps up with
+#: a writer and few rows wait in the tail, each of which every query scans; queries re-rank by the
+#: exact distance either way. m stays: fewer links per node is what leaves rows unreachable.
+YOUNG_HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 32")
 #: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
 HNSW_MAX_DIM = 4000
 #: A tail this long is folded into a segment without waiting for writes to pause.
@@ -187,7 +196,7 @@ def half_type(dim: int) -> sql.Composable:
 
 
 def segment_ddl(
-    index: str, table: sql.Composable, dim: int, lo: int, hi: int, *, concurrently: bool
+    index: str, table: sql.Composable, dim: int, lo: int, hi: int, *, concurrently: bool, young: bool = False
 ) -> sql.Composable:
     return sql.SQL(
         "CREATE INDEX {how} {name} ON {table} USING hnsw ((embedding::{ht}) halfvec_cosine_ops) "
@@ -197,7 +206,7 @@ def segment_ddl(
         name=sql.Identifier(index),
         table=table,
         ht=half_type(dim),
-        opts=HNSW_OPTIONS,
+        opts=YOUNG_HNSW_OPTIONS if young else HNSW_OPTIONS,
         cond=segment_condition(lo, hi),
     )
 
@@ -385,6 +394,7 @@ def settle(part: "Partition", *, timeout: float = 120.0, single: bool = False) -
 
 __all__ = [
     "HNSW_OPTIONS",
+    "YOUNG_HNSW_OPTIONS",
     "HNSW_MAX_DIM",
     "FOLD_ROWS",
     "QUIET_S",

@@ -265,6 +265,42 @@ def test_a_fold_after_a_merge_leaves_the_replaced_segments_their_grace(
     assert col.query(query_embeddings=[vecs[700].tolist()], n_results=1).ids == [["d700"]]
 
 
+def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
+    pg_dsn, pg_schema, make_collection, monkeypatch
+):
+    """While writes go on the folder builds with YOUNG_HNSW_OPTIONS (quick, coarser); once they pause it
+    rebuilds that segment with the full options, and the young one goes after its grace."""
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test drives the folder itself
+    col = make_collection()
+    pk = col.partition.pk
+    vecs = random_drawers(col, indexing.FOLD_ROWS + 500, 16, seed=11)
+
+    def segments(conn):
+        return conn.execute(
+            f"SELECT s.index_name, s.young, c.reloptions FROM {pg_schema}.vector_segments s "
+            "JOIN pg_class c ON c.relname = s.index_name "
+            f"AND c.relnamespace = '{pg_schema}'::regnamespace WHERE s.collection_pk = %s",
+            (pk,),
+        ).fetchall()
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        f = folder.Folder(conn, pg_schema, pk)
+        assert f.step(16)  # rows just written: not quiet, a tail of FOLD_ROWS or more
+        [(young_name, young, options)] = segments(conn)
+        assert young and "ef_construction=32" in options
+        assert waiting(conn, pg_schema, pk) == (0, 1)
+        assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
+        f.last_change -= 2 * indexing.QUIET_S  # writes paused
+        assert f.step(16)
+        [(name, young, options)] = segments(conn)
+        assert not young and "ef_construction=128" in options and name != young_name
+        assert not f.step(16)  # settled: nothing left to rebuild
+        f.drop_retired(float("inf"))
+        assert builds.orphan_indexes(conn, pg_schema, pk) == []
+    assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
+
+
 def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, make_collection, monkeypatch):
     """A bulk load's or reindex's rebuild never builds a graph past maintenance_work_mem (it would spill to
     disk, several times slower): it splits the rows into equal segments that each fit, and the query
