@@ -50,11 +50,25 @@ PROBE_BUDGET_S = 20.0
 #: The writer pauses GAP_S after every RUN_ROWS rows, as separate `mine` runs leave gaps.
 RUN_ROWS = 100_000
 GAP_S = 5.0
+#: Each postgres probe runs its this many slowest queries of each filter again under EXPLAIN ANALYZE.
+SLOWEST = 2
 
 
 # ----------------------------------------------------------------------------- children
-def child_write(store: str, n: int, dsn: str, workdir: str, tag: str, start: int, batch: int, seconds: float):
-    """Upsert drawers start..n (or, with ``seconds``, new ones from ``start`` for that long) and exit."""
+def child_write(
+    store: str,
+    n: int,
+    dsn: str,
+    workdir: str,
+    tag: str,
+    start: int,
+    batch: int,
+    seconds: float,
+    queries_file: str = "",
+):
+    """Upsert drawers start..n (or, with ``seconds``, new ones from ``start`` for that long) and exit;
+    with ``queries_file``, first search the palace at once from this process, as an MCP server that
+    files and then searches does."""
     palace = SkewedPalace(n)
     backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
     t0 = time.perf_counter()
@@ -79,30 +93,33 @@ def child_write(store: str, n: int, dsn: str, workdir: str, tag: str, start: int
             time.sleep(GAP_S)
             gaps += GAP_S
     took = time.perf_counter() - t0 - gaps
+    out = {"rows": written, "seconds": took, "rows_per_s": written / took}
+    if queries_file:
+        out["in_writer"] = {
+            "query": run_queries(col, json.loads(Path(queries_file).read_text()), PROBE_BUDGET_S)
+        }
+        if store == "postgres":
+            out["in_writer"].update(layout_now(col))
     backend.close()
-    return {
-        "rows": written,
-        "seconds": took,
-        "rows_per_s": written / took,
-        "peak_rss_mb": common.peak_rss_mb(),
-    }
+    out["peak_rss_mb"] = common.peak_rss_mb()
+    return out
 
 
-def child_search(
-    store: str, dsn: str, workdir: str, tag: str, queries_file: str, budget: float, stats: bool = False
-) -> dict:
-    queries = json.loads(Path(queries_file).read_text())
-    backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
-    out: dict = {"query": {}}
-    if store == "postgres":
-        from mempalace_pg.store import indexing
+def layout_now(col) -> dict:
+    from mempalace_pg.store import indexing
 
-        current = indexing.layout(col.partition, fresh=True)
-        out["segments"] = len(current.segments)
-        out["waiting"] = col.partition.fresh_count()
+    current = indexing.layout(col.partition, fresh=True)
+    return {"segments": len(current.segments), "waiting": col.partition.fresh_count()}
+
+
+def run_queries(col, queries: list, budget: float, stats=None, slowest: int = 0) -> dict:
+    """k=10 queries of each filter (within ``budget`` seconds each): p50/p95, recall@10 against exact
+    cosine; ``stats()``, when given, returns (index blocks hit, read) so far; the plans of the
+    ``slowest`` queries of each filter (postgres)."""
+    out = {}
     for label in FILTERS:
         times, recalls, returned = [], [], []
-        blocks = index_blocks(dsn, tag) if store == "postgres" and stats else None
+        blocks = stats() if stats else None
         started = time.perf_counter()
         for q in queries:
             where, truth, _ = q["filters"][label]
@@ -113,7 +130,7 @@ def child_search(
             returned.append(len(got))
             if time.perf_counter() - started > budget and len(times) >= 5:
                 break
-        out["query"][label] = {
+        out[label] = {
             **common.summary(times),
             "recall_at_10": float(np.mean(recalls)),
             "rows_returned": float(np.mean(returned)),
@@ -122,8 +139,78 @@ def child_search(
             # index blocks the queries found in shared buffers and read from outside them, per query
             # (a session reports its counts once idle for PGSTAT_IDLE_INTERVAL, 10 s: taken after that)
             time.sleep(11.0)
-            hit, read = (after - before for after, before in zip(index_blocks(dsn, tag), blocks))
-            out["query"][label].update(index_hits=hit / len(times), index_reads=read / len(times))
+            hit, read = (after - before for after, before in zip(stats(), blocks))
+            out[label].update(index_hits=hit / len(times), index_reads=read / len(times))
+        if slowest:
+            # the slowest queries again, under EXPLAIN (ANALYZE, BUFFERS): where their time goes
+            worst = sorted(range(len(times)), key=lambda i: -times[i])[:slowest]
+            out[label]["slowest"] = [
+                {
+                    "ms": times[i],
+                    **plan_summary(
+                        col.explain_query(
+                            query_embedding=queries[i]["vector"],
+                            n_results=10,
+                            where=queries[i]["filters"][label][0],
+                        )
+                    ),
+                }
+                for i in worst
+            ]
+    return out
+
+
+def plan_summary(plan: dict) -> dict:
+    """The statement's time and its arms (one CTE per index segment, ``tail``, ``exact``), slowest first:
+    time, rows, shared blocks hit and read, and the scan each ran."""
+    arms = []
+
+    def scans(node) -> list[str]:
+        here = (
+            [f"{node['Node Type']} {node.get('Index Name', '')}".strip()]
+            if "Scan" in node["Node Type"]
+            else []
+        )
+        return here + [x for child in node.get("Plans", []) for x in scans(child)]
+
+    def walk(node) -> None:
+        name = node.get("Subplan Name", "")
+        if name.startswith("CTE "):
+            arms.append(
+                {
+                    "arm": name[4:],
+                    "ms": node["Actual Total Time"],
+                    "rows": node["Actual Rows"],
+                    "hit": node.get("Shared Hit Blocks", 0),
+                    "read": node.get("Shared Read Blocks", 0),
+                    "scan": ", ".join(scans(node)),
+                }
+            )
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan["Plan"])
+    return {
+        "explained_ms": plan["Execution Time"],
+        "planning_ms": plan["Planning Time"],
+        "arms": sorted(arms, key=lambda a: -a["ms"]),
+    }
+
+
+def child_search(
+    store: str, dsn: str, workdir: str, tag: str, queries_file: str, budget: float, stats: bool = False
+) -> dict:
+    queries = json.loads(Path(queries_file).read_text())
+    backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
+    out: dict = layout_now(col) if store == "postgres" else {}
+    ours = store == "postgres" and stats
+    out["query"] = run_queries(
+        col,
+        queries,
+        budget,
+        stats=(lambda: index_blocks(dsn, tag)) if ours else None,
+        slowest=SLOWEST if store == "postgres" else 0,
+    )
     out["peak_rss_mb"] = common.peak_rss_mb()
     backend.close()
     return out
@@ -246,7 +333,20 @@ def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list
     case: dict = {"store": store, "n": n, "batch": args.batch, "probes": []}
     try:
         case["write"] = common.child_json(
-            script, ["write", store, n, dsn, workdir, tag, 0, args.batch, 0], dsn
+            script,
+            [
+                "write",
+                store,
+                n,
+                dsn,
+                workdir,
+                tag,
+                0,
+                args.batch,
+                0,
+                queries_file if n <= args.in_writer_to else "",
+            ],
+            dsn,
         )
         exited = time.monotonic()
         print(f"  {store} {n:,}: written at {case['write']['rows_per_s']:.0f} rows/s", flush=True)
@@ -355,6 +455,11 @@ def render(cases: list[dict], meta: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cases:
+        if "in_writer" in c["write"]:
+            w = c["write"]["in_writer"]
+            seg = f"{w['segments']} ({w['waiting']:,})" if "segments" in w else "-"
+            cells = " | ".join(cell(w["query"][f]) for f in FILTERS)
+            lines.append(f"| {c['n']:,} | {c['store']} | 0 s, in the writer | {seg} | {cells} | - | - |")
         for p in c["probes"]:
             seg = f"{p['segments']} ({p['waiting']:,})" if "segments" in p else "-"
             cells = " | ".join(cell(p["query"][f]) for f in FILTERS)
@@ -411,8 +516,44 @@ def render(cases: list[dict], meta: dict) -> str:
                 )
                 + " |"
             )
+    lines += plans(cases)
     lines += ["", "![cost against palace size](out/scale_curve.png)", ""]
     return "\n".join(lines)
+
+
+def plans(cases: list[dict]) -> list[str]:
+    """Where the slowest queries of each postgres probe spent their time (EXPLAIN ANALYZE of them run
+    again): the statement, and its slowest arms with the blocks they found in shared buffers and read."""
+    lines = [
+        "",
+        f"The {SLOWEST} slowest postgres queries of each probe, run again under EXPLAIN (ANALYZE, BUFFERS): "
+        "timed ms (explained ms), then the two slowest arms of the statement (a CTE per index segment, "
+        "`tail` for the rows no segment holds yet, `exact` for a small filter's scan): ms, rows, "
+        "shared blocks hit / read, the scans.",
+        "",
+        "| palace | after | filter | slowest queries |",
+        "|---|---|---|---|",
+    ]
+    for c in cases:
+        if c["store"] != "postgres":
+            continue
+        probes = [(f"+{p['after_s']:.0f} s", p) for p in c["probes"]]
+        if "sustained" in c:
+            probes.append(("writing", c["sustained"]["search"]))
+        for when, p in probes:
+            for f in FILTERS:
+                slow = p["query"][f].get("slowest", [])
+                text = "; ".join(
+                    f"{q['ms']:.1f} ({q['explained_ms']:.1f}): "
+                    + ", ".join(
+                        f"{a['arm']} {a['ms']:.1f} ms {a['rows']} rows {a['hit']}/{a['read']} [{a['scan']}]"
+                        for a in q["arms"][:2]
+                    )
+                    for q in slow
+                )
+                if text:
+                    lines.append(f"| {c['n']:,} | {when} | {f} | {text} |")
+    return lines
 
 
 def chart(cases: list[dict], path: Path) -> None:
@@ -447,7 +588,9 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         role, store, n, dsn, workdir, tag, *rest = sys.argv[2:]
         if role == "write":
-            got = child_write(store, int(n), dsn, workdir, tag, int(rest[0]), int(rest[1]), float(rest[2]))
+            got = child_write(
+                store, int(n), dsn, workdir, tag, int(rest[0]), int(rest[1]), float(rest[2]), *rest[3:]
+            )
         else:
             got = child_search(store, dsn, workdir, tag, rest[0], float(rest[1]), rest[2:] == ["stats"])
         print(json.dumps(got))
@@ -466,6 +609,12 @@ def main() -> int:
     ap.add_argument("--short-below", type=int, default=300_000)
     ap.add_argument("--sustain", type=float, default=120.0, help="seconds of writes at the largest size")
     ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument(
+        "--in-writer-to",
+        type=int,
+        default=100_000,
+        help="at sizes up to this, the writer searches the palace itself right after its last write",
+    )
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = ap.parse_args()
     long_probes = [float(p) for p in args.probes.split(",")]

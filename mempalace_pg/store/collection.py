@@ -433,18 +433,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
             "distances": [],
             "embeddings": [],
         }
-        entry = search.nearest_statement(
-            self.partition,
-            self._statements,
-            key=search.query_key(where, where_document, spec, n, dim),
-            columns=columns,
-            condition=condition,
-            params=fparams,
-            n=n,
-            dim=dim,
-            filtered=bool(where or where_document),
-            gate_keys=wing_room_equalities(where) if not where_document else None,
-        )
+        entry = self._nearest(where, where_document, spec, n, dim, columns, condition, fparams)
 
         def work(conn: psycopg.Connection) -> None:
             for q in queries:
@@ -464,6 +453,42 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
             distances=out["distances"],
             embeddings=out["embeddings"] if spec.embeddings else None,
         )
+
+    def _nearest(self, where, where_document, spec, n, dim, columns, condition, fparams):
+        return search.nearest_statement(
+            self.partition,
+            self._statements,
+            key=search.query_key(where, where_document, spec, n, dim),
+            columns=columns,
+            condition=condition,
+            params=fparams,
+            n=n,
+            dim=dim,
+            filtered=bool(where or where_document),
+            gate_keys=wing_room_equalities(where) if not where_document else None,
+        )
+
+    def explain_query(self, *, query_embedding, n_results=10, where=None, where_document=None) -> dict:
+        """How PostgreSQL runs :meth:`query` for one ``query_embedding``: the statement query() runs, with
+        the same search breadth, under EXPLAIN (ANALYZE, BUFFERS); the plan in PostgreSQL's JSON format
+        ("Plan", "Execution Time", ...). Each index segment is a CTE ``segment_<i>``, the rows no segment
+        holds yet are ``tail``, a small filter's exact scan ``exact``. For finding where a slow query
+        spends its time; it runs the query once more."""
+        spec = _IncludeSpec.resolve(None)
+        condition, fparams = self.partition.condition(where, where_document)
+        [q] = as_matrix([query_embedding], [0], what="query embedding")
+        dim = self.partition.known_dimension()
+        if dim is None:
+            raise ValueError(f"{self.name!r} holds no record yet: there is no query to explain")
+        if len(q) != dim:
+            raise DimensionMismatchError(
+                f"the query embedding has {len(q)} dimensions; {self.name!r} holds {dim}"
+            )
+        columns, _ = self._columns(spec)
+        entry = self._nearest(
+            where, where_document, spec, clamped_row_count(n_results), dim, columns, condition, fparams
+        )
+        return self.database().run(lambda conn: entry.explain(conn, {"q": q}))
 
     def lexical_search(self, *, query: str, n_results: int = 10, where=None) -> LexicalResult:
         """Full-text search in SQL, scored by BM25 as SQLite FTS5's bm25() scores.

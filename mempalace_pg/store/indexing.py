@@ -35,7 +35,7 @@ newest segment instead. Under sustained writes, once there are more than MAX_SEG
 segments that hold no more rows than the one before them (or than BUSY_MERGE_ROWS) are merged: no
 merge then holds the tail up for long, and each row is rebuilt a bounded number of times however
 large the collection grows. What the folder builds while writes go on is *young*: built with a
-narrower construction search (YOUNG_HNSW_OPTIONS), several times faster, so the folder keeps up with a
+narrower construction search (YOUNG_HNSW_OPTIONS), faster to build, so the folder keeps up with a
 writer; once writes pause, each young segment is rebuilt with HNSW_OPTIONS, in a merge or alone
 (``vector_segments.young``). A query over several segments walks each with a narrower breadth
 (:func:`search_breadth`). Bulk loads and ``reindex`` build every row at once, in as few segments of
@@ -72,9 +72,9 @@ log = logging.getLogger(__name__)
 HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 128")
 #: HNSW parameters of a *young* segment: one the folder builds while writes go on, which a quiet pass
 #: merges or rebuilds with HNSW_OPTIONS anyway (vector_segments.young). A narrower construction search
-#: builds several times faster ("Young segments" in benchmarks/RESULTS.md), so the folder keeps up with
-#: a writer and few rows wait in the tail, each of which every query scans; queries re-rank by the
-#: exact distance either way. m stays: fewer links per node is what leaves rows unreachable.
+#: builds faster ("Index parameters at 100,000 vectors (young segments)" in benchmarks/RESULTS.md), so
+#: the folder keeps up with a writer and few rows wait in the tail, each of which every query scans;
+#: queries re-rank by the exact distance either way. m stays: fewer links is what leaves rows unreachable.
 YOUNG_HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 32")
 #: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
 HNSW_MAX_DIM = 4000

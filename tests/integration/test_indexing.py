@@ -207,6 +207,18 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
         assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact
         in_wing = [f"d{i}" for i in order if wings[i] == 1][:10]
         assert col.query(query_embeddings=[q.tolist()], n_results=10, where={"wing": "w1"}).ids[0] == in_wing
+    # explain_query runs the same statement under EXPLAIN ANALYZE: one CTE a segment, and the tail
+    plan = col.explain_query(query_embedding=vecs[3].tolist(), n_results=10)
+    ctes = set()
+
+    def walk(node):
+        ctes.add(node.get("Subplan Name"))
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan["Plan"])
+    assert {"CTE segment_0", "CTE segment_1", "CTE segment_2", "CTE tail"} <= ctes
+    assert plan["Plan"]["Actual Rows"] == 10 and plan["Execution Time"] > 0
     # the breadth is per statement: the connection goes back to the configured one for the next
     with col.partition.db.connection() as conn:
         pool.use_search_breadth(conn, 60)
