@@ -10,7 +10,8 @@
 #      the docs' links, code blocks and benchmark outputs (test_docs.py);
 #   4. fetch MemPalace's sdist, whose own knowledge-graph tests run against the AGE graph;
 #   5. provision PostgreSQL with pgvector and Apache AGE (scripts/provision-postgres.sh) for each stack,
-#      and run the integration tier (tests/integration) against each server: as its superuser on trixie,
+#      and run the integration tier (tests/integration) against each server, the stacks side by side
+#      (MEMPALACE_PG_SIDE_BY_SIDE=off: one after the other): as its superuser on trixie,
 #      and on sid as a least-privilege application role (no superuser, CREATEDB or CREATEROLE) that
 #      scripts/as_app_role.py makes for the run with `mempalace-pg db bootstrap --app-role`, in a database
 #      of its own, both dropped afterwards (the tests' set-up that needs a superuser gets it through
@@ -115,16 +116,17 @@ fi
 
 export MEMPALACE_SDIST=$(bash scripts/mempalace-sdist.sh "$py" | tail -n 1)
 
-for stack in $stacks; do
+# One stack's integration tier, then its pooler tier; non-zero when any failed.
+run_stack() {
+    local stack=$1 failed=0 dsn restart pooler role
+    shift
     if [[ "$stack" == given ]]; then
         dsn="$MEMPALACE_PG_TEST_DSN"; restart=""
     else
-        prepared "$stack" "provision-$stack.log"
         echo "[test] provisioning PostgreSQL ($stack)"
         if ! dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1); then
             echo "[test] FAILED: no $stack server (above)" >&2
-            status=1
-            continue
+            return 1
         fi
         # The restart test restarts the server when this shell can see its postmaster; a server reused from
         # another PID namespace is not ours to restart, and the test cuts its connections instead.
@@ -133,7 +135,7 @@ for stack in $stacks; do
             restart="env MEMPALACE_PG_STACK=$stack bash scripts/provision-postgres.sh restart"
         fi
     fi
-    as_role=()   # as the role the DSN names; or as a fresh application role, in a database of its own
+    local as_role=()   # as the role the DSN names; or as a fresh application role, in a database of its own
     role="the role its DSN names"
     if [[ " $app_role_stacks " == *" $stack "* ]]; then
         as_role=("$py" scripts/as_app_role.py)
@@ -141,17 +143,48 @@ for stack in $stacks; do
     fi
     echo "[test] pytest against the $stack server as $role: $*"
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
-        "${as_role[@]}" "$py" -m pytest -p no:cacheprovider "$@" || status=$?
+        "${as_role[@]}" "$py" -m pytest -p no:cacheprovider "$@" || failed=1
     if [[ $tiers -eq 1 && "$stack" != given ]]; then
         echo "[test] pooler tier ($stack): the same tests through PgBouncer, transaction pooling"
         if pooler=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh | tail -n 1); then
             MEMPALACE_PG_TEST_DSN="$pooler" MEMPALACE_PG_TEST_SESSION_DSN="$dsn" MEMPALACE_PG_TEST_ADMIN_DSN="$dsn" \
-                MEMPALACE_PG_TEST_STACK="$stack" "$py" -m pytest -p no:cacheprovider "${pooler_tier[@]}" || status=$?
+                MEMPALACE_PG_TEST_STACK="$stack" "$py" -m pytest -p no:cacheprovider "${pooler_tier[@]}" || failed=1
         else
             echo "[test] FAILED: no PgBouncer in front of the $stack server (above)" >&2
-            status=1
+            failed=1
         fi
         MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh stop || true
+    fi
+    return $failed
+}
+
+# The stacks run side by side (each has its own server and PgBouncer; one pytest spends much of its time
+# waiting on its server, so two share the cores well): the first in the foreground, its output live; the
+# others in the background, their output shown, in order, when they end. MEMPALACE_PG_SIDE_BY_SIDE=off
+# runs them one after the other.
+for stack in $stacks; do
+    prepared "$stack" "provision-$stack.log"   # a background job of this shell: waited for here
+done
+declare -A beside=()
+first=""
+for stack in $stacks; do
+    if [[ -z "$first" ]]; then
+        first=$stack
+    elif [[ "${MEMPALACE_PG_SIDE_BY_SIDE:-on}" == on ]]; then
+        run_stack "$stack" "$@" >"$prep_logs/stack-$stack.log" 2>&1 &
+        beside[$stack]=$!
+        echo "[test] the $stack stack runs beside the $first stack; its output follows when it ends"
+    fi
+done
+for stack in $stacks; do
+    if [[ -n "${beside[$stack]:-}" ]]; then
+        rc=0
+        wait "${beside[$stack]}" || rc=$?
+        echo "[test] ---- the $stack stack, run beside the $first stack (rc=$rc) ----"
+        cat "$prep_logs/stack-$stack.log" || true
+        [[ $rc -eq 0 ]] || status=1
+    else
+        run_stack "$stack" "$@" || status=1
     fi
 done
 if [[ "$docker_tier" == on ]]; then
