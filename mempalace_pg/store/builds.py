@@ -76,6 +76,7 @@ def register(
             sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, segment_condition(lo, hi))
         ).fetchone()[0]
         conn.execute(sql.SQL("DELETE FROM {} WHERE index_name = ANY(%s)").format(segs), (replaced,))
+        forget_tail(conn, schema, pk, hi)
         conn.execute(
             sql.SQL(
                 "INSERT INTO {} (collection_pk, index_name, lo, hi, rows, build_seconds, young) "
@@ -83,6 +84,17 @@ def register(
             ).format(segs),
             (pk, index, lo, hi, rows, seconds, young),
         )
+
+
+def forget_tail(conn: psycopg.Connection, schema: str, pk: int, top: int) -> None:
+    """The collection's rows up to vector_seq ``top`` are in segments: their first-pass entries
+    (vector_tail, sql/0014) go."""
+    conn.execute(
+        sql.SQL("DELETE FROM {} WHERE collection_pk = %s AND vector_seq <= %s").format(
+            sql.Identifier(schema, "vector_tail")
+        ),
+        (pk, top),
+    )
 
 
 def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[str]:
@@ -164,4 +176,12 @@ def orphan_indexes(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
     ]
 
 
-__all__ = ["build_workers", "build_session", "build_capacity", "register", "rebuild", "orphan_indexes"]
+__all__ = [
+    "build_workers",
+    "build_session",
+    "build_capacity",
+    "register",
+    "forget_tail",
+    "rebuild",
+    "orphan_indexes",
+]

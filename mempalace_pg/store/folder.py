@@ -22,6 +22,7 @@ from mempalace_pg.db import defects, locks
 from mempalace_pg.store.builds import (
     build_capacity,
     build_session,
+    forget_tail,
     orphan_indexes,
     register,
 )
@@ -266,6 +267,7 @@ class Folder:
             ),
             (self.pk, top),
         )
+        forget_tail(self.conn, self.schema, self.pk, top)
 
     @staticmethod
     def open_segments(segments: list, capacity: int) -> list:

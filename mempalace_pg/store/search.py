@@ -28,6 +28,14 @@ if TYPE_CHECKING:
 FILTERED_OVERSAMPLE = 2
 #: A query whose filter matches at most this many records is answered by an exact scan.
 EXACT_SCAN_MAX = 3000
+#: An unfiltered query ranks the tail (rows no index segment holds yet) by the Hamming distance of their
+#: binary-quantized vectors (vector_tail, sql/0014) first, and re-ranks by the exact distance the
+#: TAIL_OVERSAMPLE x n_results (at least TAIL_CANDIDATES) that rank best: reading the narrow table
+#: costs a fraction of reading every tail row, and the re-rank puts back the order the sign bits blur
+#: (recall and time: "The tail's first pass" in benchmarks/RESULTS.md). A filtered query scans the
+#: rows its filter leaves exactly.
+TAIL_OVERSAMPLE = 40
+TAIL_CANDIDATES = 400
 #: Lexical search: a word in at least LEXICAL_DF_CAP documents is common: its documents are not
 #: counted further, and LEXICAL_CANDIDATES of them (or 4 x n_results) are sampled as candidates; every
 #: document of a rarer word is scored. The cap trades agreement with exact BM25 for speed (see the
@@ -183,12 +191,25 @@ def nearest_sql(
             )
         )
         arms.append(arm)
+    tail = indexing.tail_condition(layout)
+    if not filtered and dim <= indexing.HNSW_MAX_DIM:
+        # the first pass over the narrow table, then the rows it picked (vector_seq = ANY: by index)
+        tail = sql.SQL(
+            "vector_seq = ANY (ARRAY(SELECT vector_seq FROM {bits} WHERE collection_pk = {pk} AND {tail}"
+            " ORDER BY bits <~> (SELECT binary_quantize(%(q)s::{vt})::bit varying) LIMIT {k})) AND {tail}"
+        ).format(
+            bits=part.db.ident("vector_tail"),
+            pk=sql.Literal(part.pk),
+            tail=tail,
+            vt=fmt["vt"],
+            k=row_count(max(TAIL_CANDIDATES, TAIL_OVERSAMPLE * n)),
+        )
     parts.append(
         sql.SQL(
             "tail AS MATERIALIZED ("
             " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
             " WHERE {tail} AND {cond}{gate} ORDER BY distance LIMIT {n})"
-        ).format(tail=indexing.tail_condition(layout), gate=gate_ann, **walk)
+        ).format(tail=tail, gate=gate_ann, **walk)
     )
     arms.append("tail")
     union = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT * FROM {}").format(sql.Identifier(a)) for a in arms)

@@ -3,6 +3,7 @@ kill -9); the rows get an HNSW segment without anyone asking, and no two folders
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -204,7 +205,8 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
     for q in rng.normal(size=(10, 32)).astype("float32"):
         order = np.argsort(-(unit @ (q / np.linalg.norm(q))))
         exact = [f"d{i}" for i in order[:10]]
-        assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact
+        got = col.query(query_embeddings=[q.tolist()], n_results=10).ids[0]
+        assert got == exact
         in_wing = [f"d{i}" for i in order if wings[i] == 1][:10]
         assert col.query(query_embeddings=[q.tolist()], n_results=10, where={"wing": "w1"}).ids[0] == in_wing
     # explain_query runs the same statement under EXPLAIN ANALYZE: one CTE a segment, and the tail
@@ -313,6 +315,67 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
     assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
 
 
+def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
+    pg_dsn, pg_schema, make_collection, monkeypatch
+):
+    """The tail's first pass (Hamming distance over vector_tail's sign bits, then the exact re-rank of
+    the best TAIL_CANDIDATES) returns what an exact scan of the tail returns; vector_tail holds one entry
+    a tail row through rewrites and deletes, and none once the rows are in a segment."""
+    import numpy as np
+
+    from mempalace_pg.store import search
+
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # no segment: every row is in the tail
+    col = make_collection()
+    pk = col.partition.pk
+    rng = np.random.default_rng(21)
+    centres = rng.normal(size=(60, 384)).astype("float32")
+    vecs = np.repeat(centres, 100, axis=0) + 0.3 * rng.normal(size=(6000, 384)).astype("float32")
+    ids = [f"d{i}" for i in range(6000)]
+    for start in range(0, 6000, 1000):
+        col.upsert(
+            ids=ids[start : start + 1000],
+            documents=[f"drawer {i}" for i in range(start, start + 1000)],
+            metadatas=[{"wing": "w"}] * 1000,
+            embeddings=vecs[start : start + 1000].tolist(),
+        )
+    # rewritten (new vectors, new vector_seq) and deleted rows
+    vecs[:300] = centres[7] + 0.3 * rng.normal(size=(300, 384)).astype("float32")
+    col.upsert(
+        ids=ids[:300], documents=ids[:300], metadatas=[{"wing": "w"}] * 300, embeddings=vecs[:300].tolist()
+    )
+    col.delete(ids=ids[5800:])
+    kept = np.arange(5800)
+
+    def entries(conn):
+        return conn.execute(
+            f"SELECT count(*), count(DISTINCT vector_seq) FROM {pg_schema}.vector_tail "
+            "WHERE collection_pk = %s",
+            (pk,),
+        ).fetchone()
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert entries(conn) == (5800, 5800) and waiting(conn, pg_schema, pk) == (5800, 0)
+    unit = vecs[kept] / np.linalg.norm(vecs[kept], axis=1, keepdims=True)
+    assert 5800 > search.TAIL_CANDIDATES
+    # queries near rows (as a search for something filed is): a query near none ranks rows whose
+    # distances nearly tie, whose order the sign bits may not keep
+    for q in np.vstack([centres[[7, 12, 33, 57]], vecs[[5, 400, 2500, 5799]]]) + 0.2 * rng.normal(
+        size=(8, 384)
+    ):
+        similarity = unit @ (q / np.linalg.norm(q))
+        exact = [ids[kept[i]] for i in np.argsort(-similarity)[:10]]
+        got = col.query(query_embeddings=[q.tolist()], n_results=10)
+        assert got.ids[0] == exact, (got.distances[0], sorted(1 - similarity)[:10])
+    plan = json.dumps(col.explain_query(query_embedding=centres[7].tolist(), n_results=10))
+    assert '"Relation Name": "vector_tail"' in plan  # the first pass ran
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        folder.Folder(conn, pg_schema, pk).fold(indexing.read_layout(conn, pg_schema, pk), 384, 10**6)
+        assert entries(conn) == (0, 0) and waiting(conn, pg_schema, pk) == (0, 1)
+    assert col.query(query_embeddings=[vecs[2500].tolist()], n_results=1).ids == [["d2500"]]
+
+
 def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, make_collection, monkeypatch):
     """A bulk load's or reindex's rebuild never builds a graph past maintenance_work_mem (it would spill to
     disk, several times slower): it splits the rows into equal segments that each fit, and the query
@@ -358,7 +421,8 @@ def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, m
     unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     for q in rng.normal(size=(10, 32)).astype("float32"):
         exact = [f"d{i}" for i in np.argsort(-(unit @ (q / np.linalg.norm(q))))[:10]]
-        assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact
+        got = col.query(query_embeddings=[q.tolist()], n_results=10).ids[0]
+        assert got == exact
 
 
 def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
