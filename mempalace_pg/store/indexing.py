@@ -380,13 +380,19 @@ def pause(part: "Partition") -> Pause:
 
 
 def settle(part: "Partition", *, timeout: float = 120.0, single: bool = False) -> Layout:
-    """Wait until no row of the partition waits for the index (and, with ``single``, until it is one
-    segment); return the layout. Raises TimeoutError. For tests, benchmarks and tools."""
+    """Wait until no row of the partition waits for the index and no segment is young (and, with
+    ``single``, until it is one segment); return the layout. Raises TimeoutError. For tests, benchmarks
+    and tools."""
     deadline = time.monotonic() + timeout
+    db = part.db
+    young = sql.SQL("SELECT COALESCE(bool_or(young), false) FROM {} WHERE collection_pk = %s").format(
+        sql.Identifier(db.schema, "vector_segments")
+    )
     while True:
         current = layout(part, fresh=True)
         if not current.has_tail and (not single or len(current.segments) <= 1):
-            return current
+            if not db.run(lambda conn: conn.execute(young, (part.pk,)).fetchone()[0]):
+                return current
         if time.monotonic() > deadline:
             raise TimeoutError(f"{part}: {current} after {timeout} s")
         time.sleep(0.1)

@@ -42,16 +42,17 @@ def palace_rows():
 
 
 def wait_for_one_segment(conn, schema: str, pk: int, rows: int, timeout: float = 120.0) -> str:
-    """The name of the segment index that holds all ``rows``, once the folder has built it."""
+    """The name of the segment index that holds all ``rows``, once the folder has built it with the full
+    options (a young one, built while the rows came, is rebuilt once they stop)."""
     t0 = time.monotonic()
     while True:
         found = conn.execute(
-            sql.SQL("SELECT index_name, rows FROM {} WHERE collection_pk = %s").format(
+            sql.SQL("SELECT index_name, rows, young FROM {} WHERE collection_pk = %s").format(
                 sql.Identifier(schema, "vector_segments")
             ),
             (pk,),
         ).fetchall()
-        if len(found) == 1 and found[0][1] == rows:
+        if len(found) == 1 and found[0][1] == rows and not found[0][2]:
             return found[0][0]
         assert time.monotonic() - t0 < timeout, f"no single segment after {timeout} s: {found}"
         time.sleep(0.2)
