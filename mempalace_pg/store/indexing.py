@@ -64,15 +64,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: HNSW parameters of every segment: 16 links per node, built with ef_construction 128 over
-#: half-precision copies of the vectors (queries re-rank by the exact distance). With 64, a palace of
-#: files of several chunks on graded topics left some drawers unreachable from the graph whatever the
-#: search breadth; see "Index parameters" in benchmarks/RESULTS.md for the recall and build time of
-#: the alternatives.
-HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 128")
+#: HNSW parameters of every settled segment: 16 links per node, built with ef_construction 256 over
+#: half-precision copies of the vectors (queries re-rank by the exact distance). With 64 or 128, a
+#: palace of files of several chunks on graded topics left drawers unreachable from the graph whatever
+#: the search breadth; more links (m) cost more build time and memory for less recall. See "Index
+#: parameters" in benchmarks/RESULTS.md for the recall and build time of the alternatives.
+HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 256")
 #: HNSW parameters of a *young* segment: one the folder builds while writes go on, which a quiet pass
 #: merges or rebuilds with HNSW_OPTIONS anyway (vector_segments.young). A narrower construction search
-#: builds faster ("Index parameters at 100,000 vectors (young segments)" in benchmarks/RESULTS.md), so
+#: builds faster ("Index parameters" in benchmarks/RESULTS.md), so
 #: the folder keeps up with a writer and few rows wait in the tail, each of which every query scans;
 #: queries re-rank by the exact distance either way. m stays: fewer links is what leaves rows unreachable.
 YOUNG_HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 32")

@@ -308,7 +308,7 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
         f.last_change -= 2 * indexing.QUIET_S  # writes paused
         assert f.step(16)
         [(name, young, options)] = segments(conn)
-        assert not young and "ef_construction=128" in options and name != young_name
+        assert not young and "ef_construction=256" in options and name != young_name
         assert not f.step(16)  # settled: nothing left to rebuild
         f.drop_retired(float("inf"))
         assert builds.orphan_indexes(conn, pg_schema, pk) == []
