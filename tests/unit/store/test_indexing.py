@@ -65,7 +65,7 @@ def test_segment_sql_is_the_same_text_in_index_and_queries():
     ).as_string(None)
     assert ddl == (
         'CREATE INDEX CONCURRENTLY "records_c7_vec_90_abc" ON "s"."records_c7" USING hnsw '
-        "((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 16, ef_construction = 128) "
+        "((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 16, ef_construction = 256) "
         "WHERE vector_seq > 40 AND vector_seq <= 90"
     )
 
