@@ -95,11 +95,14 @@ def child_write(
     took = time.perf_counter() - t0 - gaps
     out = {"rows": written, "seconds": took, "rows_per_s": written / took}
     if queries_file:
-        out["in_writer"] = {
-            "query": run_queries(col, json.loads(Path(queries_file).read_text()), PROBE_BUDGET_S)
-        }
-        if store == "postgres":
-            out["in_writer"].update(layout_now(col))
+        # the layout the first queries meet, then the queries (and, for postgres, the slowest's plans)
+        out["in_writer"] = layout_now(col) if store == "postgres" else {}
+        out["in_writer"]["query"] = run_queries(
+            col,
+            json.loads(Path(queries_file).read_text()),
+            PROBE_BUDGET_S,
+            slowest=SLOWEST if store == "postgres" else 0,
+        )
     backend.close()
     out["peak_rss_mb"] = common.peak_rss_mb()
     return out
@@ -537,7 +540,8 @@ def plans(cases: list[dict]) -> list[str]:
     for c in cases:
         if c["store"] != "postgres":
             continue
-        probes = [(f"+{p['after_s']:.0f} s", p) for p in c["probes"]]
+        probes = [("0 s, in the writer", c["write"]["in_writer"])] if "in_writer" in c["write"] else []
+        probes += [(f"+{p['after_s']:.0f} s", p) for p in c["probes"]]
         if "sustained" in c:
             probes.append(("writing", c["sustained"]["search"]))
         for when, p in probes:
