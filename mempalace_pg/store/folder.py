@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 from typing import Optional
 
@@ -39,6 +40,8 @@ from mempalace_pg.store.indexing import (
     POLL_S,
     QUIET_S,
     WORTH_REBUILD,
+    YIELD_POLL_S,
+    YIELD_ROWS,
     Layout,
     folder_application_name,
     largest_share,
@@ -54,8 +57,14 @@ from mempalace_pg.store.warm import warm
 class Folder:
     """Folds one collection's tail into segments and merges segments, until the collection is quiet."""
 
-    def __init__(self, conn: psycopg.Connection, schema: str, pk: int):
+    def __init__(self, conn: psycopg.Connection, schema: str, pk: int, *, dsn: Optional[str] = None):
+        """``dsn``: where a full build's watcher connects (see :meth:`build`); None: full builds run to
+        their end whatever is written meanwhile."""
         self.conn = conn
+        self.dsn = dsn
+        # a yield cancels only the build statement: _running says it runs, under _guard
+        self._guard = threading.Lock()
+        self._running = False
         self.schema = schema
         self.pk = pk
         self.table = sql.Identifier(schema, f"records_c{int(pk)}")
@@ -192,16 +201,41 @@ class Folder:
         ).fetchall()
 
     def build(self, dim: int, lo: int, hi: int, replaced: list[str], *, young: bool = False) -> None:
+        """Build the segment (lo, hi] and register it in place of ``replaced``.
+
+        A full build (not ``young``: the quiet pass's) takes minutes at a few hundred thousand rows, and
+        while it runs the folder folds nothing. If a writer starts meanwhile and writes YIELD_ROWS rows,
+        the build is cancelled (nothing is registered; the invalid index is dropped): the folder goes
+        back to young folds, which keep the tail short, and rebuilds once writes pause again."""
         name = segment_name(self.pk, hi)
         t0 = time.perf_counter()
+        yielded = threading.Event()
+        done = threading.Event()
+        watcher = None
+        if not young and self.dsn:
+            watcher = threading.Thread(target=self.watch, args=(done, yielded), daemon=True)
+            watcher.start()
         try:
-            self.conn.execute(segment_ddl(name, self.table, dim, lo, hi, concurrently=True, young=young))
-        except BaseException:
+            with self._guard:
+                self._running = True
+            try:
+                self.conn.execute(segment_ddl(name, self.table, dim, lo, hi, concurrently=True, young=young))
+            finally:
+                with self._guard:
+                    self._running = False
+        except BaseException as exc:
+            done.set()
             # an interrupted concurrent build leaves an invalid index behind
             self.conn.execute(
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, name))
             )
+            if yielded.is_set() and isinstance(exc, psycopg.errors.QueryCanceled):
+                return  # writes came: the young folds go first
             raise
+        finally:
+            done.set()
+            if watcher is not None:
+                watcher.join()
         # into shared buffers before searches switch to it, so its first queries find it there
         warm(self.conn, self.schema, name)
         register(
@@ -221,6 +255,29 @@ class Folder:
         remember_common_words(self.conn, self.schema, self.pk, min_growth=LEXICAL_RECOUNT_GROWTH)
         due = time.monotonic() + GRACE_S
         self.retired += [(due, old) for old in replaced]
+
+    def watch(self, done: threading.Event, yielded: threading.Event) -> None:
+        """While a full build runs (until ``done``): cancel it once YIELD_ROWS rows have been written since
+        it started (counted in vector_tail, on a connection of its own), and set ``yielded``."""
+        try:
+            with psycopg.connect(
+                self.dsn, autocommit=True, application_name="mempalace-pg folder watch"
+            ) as w:
+                count = sql.SQL(
+                    "SELECT count(*) FROM (SELECT 1 FROM {} WHERE collection_pk = %s AND vector_seq > %s "
+                    "LIMIT %s) AS t"
+                ).format(sql.Identifier(self.schema, "vector_tail"))
+                start = w.execute(sql.SQL("SELECT COALESCE(max(vector_seq), -1) FROM {}").format(self.table))
+                start = start.fetchone()[0]
+                while not done.wait(YIELD_POLL_S):
+                    if w.execute(count, (self.pk, start, YIELD_ROWS)).fetchone()[0] >= YIELD_ROWS:
+                        with self._guard:  # never another statement than the build
+                            if self._running:
+                                yielded.set()
+                                self.conn.cancel()
+                        return
+        except psycopg.Error:
+            return  # no watcher: the build runs to its end
 
     def fold(self, current: Layout, dim: int, capacity: int, *, young: bool = False) -> None:
         """The tail becomes a segment (rows written during the build stay in the tail), of at most
@@ -344,7 +401,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         with connect_folder(dsn, schema) as conn:
-            folder = Folder(conn, schema, pk)
+            folder = Folder(conn, schema, pk, dsn=dsn)
             try:
                 folder.run()
             except (LookupError, psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):

@@ -37,9 +37,10 @@ merge then holds the tail up for long, and each row is rebuilt a bounded number 
 large the collection grows. What the folder builds while writes go on is *young*: built with a
 narrower construction search (YOUNG_HNSW_OPTIONS), faster to build, so the folder keeps up with a
 writer; once writes pause, each young segment is rebuilt with HNSW_OPTIONS, in a merge or alone
-(``vector_segments.young``). A query over several segments walks each with a narrower breadth
-(:func:`search_breadth`). Bulk loads and ``reindex`` build every row at once, in as few segments of
-equal size as the capacity allows (``builds.rebuild``).
+(``vector_segments.young``); such a full build yields to a writer that comes back (YIELD_ROWS).
+A query over several segments walks each with a narrower breadth (:func:`search_breadth`). Bulk loads
+and ``reindex`` build every row at once, in as few segments of equal size as the capacity allows
+(``builds.rebuild``).
 """
 
 from __future__ import annotations
@@ -103,6 +104,12 @@ BUSY_MERGE_ROWS = 10 * FOLD_ROWS
 #: holds a share of the rows and of the nearest ones, so a narrower walk finds its share (see
 #: search_breadth; measured in benchmarks/RESULTS.md, "Search breadth over segments").
 MIN_SEARCH_BREADTH = 60
+#: A full (quiet) build is cancelled once this many rows have been written since it started: writes
+#: came back, and the young folds that keep the tail short go first (the rebuild waits for the next
+#: pause). A trickle of writes (an MCP server filing now and then) lets it finish.
+YIELD_ROWS = 5 * FOLD_ROWS
+#: How often a full build's watcher counts the rows written since it started.
+YIELD_POLL_S = 1.0
 #: A folder with nothing to do for this long exits (the next write starts another).
 LINGER_S = 15.0
 #: How often a folder looks for new rows while they keep coming.
@@ -408,6 +415,8 @@ __all__ = [
     "WORTH_REBUILD",
     "ABSORB_ROWS",
     "MAX_SEGMENTS",
+    "YIELD_ROWS",
+    "YIELD_POLL_S",
     "BUSY_MERGE_ROWS",
     "MIN_SEARCH_BREADTH",
     "LINGER_S",

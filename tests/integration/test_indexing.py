@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import psycopg
@@ -374,6 +375,46 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
         folder.Folder(conn, pg_schema, pk).fold(indexing.read_layout(conn, pg_schema, pk), 384, 10**6)
         assert entries(conn) == (0, 0) and waiting(conn, pg_schema, pk) == (0, 1)
     assert col.query(query_embeddings=[vecs[2500].tolist()], n_results=1).ids == [["d2500"]]
+
+
+def test_a_full_build_yields_to_a_writer(pg_dsn, pg_schema, make_collection, monkeypatch):
+    """A quiet pass's full build that a writer comes back during is cancelled once YIELD_ROWS rows are
+    written: nothing registered, no index left behind, and the folder goes on folding."""
+    import numpy as np
+
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test drives the folder itself
+    monkeypatch.setattr(folder, "YIELD_ROWS", 300)
+    monkeypatch.setattr(folder, "YIELD_POLL_S", 0.1)
+    col = make_collection()
+    pk = col.partition.pk
+    random_drawers(col, 20_000, 384, seed=3)  # a build of several seconds
+    more = np.random.default_rng(4).normal(size=(1000, 384)).astype("float32")
+
+    def writer():
+        time.sleep(0.5)
+        for start in range(0, 1000, 100):
+            col.upsert(
+                ids=[f"n{i}" for i in range(start, start + 100)],
+                documents=["new"] * 100,
+                metadatas=[{"wing": "w"}] * 100,
+                embeddings=more[start : start + 100].tolist(),
+            )
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        f = folder.Folder(conn, pg_schema, pk, dsn=pg_dsn)
+        top = indexing.read_layout(conn, pg_schema, pk).newest
+        thread = threading.Thread(target=writer)
+        thread.start()
+        f.build(384, -1, top, [])  # full options: watched
+        thread.join()
+        assert waiting(conn, pg_schema, pk) == (21_000, 0)  # nothing registered
+        assert builds.orphan_indexes(conn, pg_schema, pk) == []  # the cancelled index is gone
+        f.last_change = time.monotonic()  # writes are recent: the next step folds young
+        assert f.step(384)
+        assert conn.execute(
+            f"SELECT bool_and(young) FROM {pg_schema}.vector_segments WHERE collection_pk = %s", (pk,)
+        ).fetchone()[0]
 
 
 def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, make_collection, monkeypatch):
