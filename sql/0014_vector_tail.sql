@@ -7,9 +7,10 @@
 -- segment) exactly. Under sustained writes or right after a large write the tail holds tens of
 -- thousands of rows, and reading each one's full row (document, metadata, tsvector, 1.5 kB of vector)
 -- costs every query about a microsecond a row. So each written row's vector is also kept here as its
--- binary quantization (pgvector's binary_quantize: one bit a dimension, 48 bytes for 384), and an
--- unfiltered query ranks the tail by Hamming distance over this narrow table first, then re-ranks the
--- best few hundred by the exact distance (mempalace_pg/store/search.py, TAIL_CANDIDATES).
+-- binary quantization (pgvector's binary_quantize: one bit a dimension, 48 bytes for 384) with its wing
+-- and room, and a query unfiltered or filtered by wing and room (MemPalace's filters) ranks the tail by
+-- Hamming distance over this narrow table first, then re-ranks the best few hundred by the exact
+-- distance (mempalace_pg/store/search.py, TAIL_CANDIDATES).
 --
 -- Kept by statement triggers on each records partition: an insert adds its rows' entries, an update
 -- (which gives a row a new vector_seq) replaces them, a delete removes them, so the entries above a
@@ -20,11 +21,14 @@
 CREATE TABLE vector_tail (
     collection_pk integer     NOT NULL,
     vector_seq    bigint      NOT NULL,
-    bits          bit varying NOT NULL
+    bits          bit varying NOT NULL,
+    wing          text,
+    room          text
 );
 CREATE INDEX vector_tail_order ON vector_tail (collection_pk, vector_seq);
 COMMENT ON TABLE  vector_tail IS 'Rows not yet in a vector index segment, as binary-quantized vectors: the first pass of a search over the tail. Kept by triggers and the folder; never edit by hand.';
 COMMENT ON COLUMN vector_tail.bits IS 'binary_quantize(records.embedding): the sign of each dimension.';
+COMMENT ON COLUMN vector_tail.wing IS 'records.wing, for the first pass of a search filtered by wing (and room).';
 
 CREATE FUNCTION records_note_tail() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
@@ -34,8 +38,8 @@ BEGIN
         WHERE v.collection_pk = o.collection_pk AND v.vector_seq = o.vector_seq;
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        INSERT INTO vector_tail (collection_pk, vector_seq, bits)
-        SELECT collection_pk, vector_seq, binary_quantize(embedding)::bit varying FROM new_rows
+        INSERT INTO vector_tail (collection_pk, vector_seq, bits, wing, room)
+        SELECT collection_pk, vector_seq, binary_quantize(embedding)::bit varying, wing, room FROM new_rows
         WHERE vector_dims(embedding) <= 4000;
     END IF;
     RETURN NULL;
@@ -76,8 +80,9 @@ BEGIN
     FOR part IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'records'::regclass LOOP
         PERFORM records_attach_tail(part);
         EXECUTE format(
-            'INSERT INTO vector_tail (collection_pk, vector_seq, bits) '
-            'SELECT r.collection_pk, r.vector_seq, binary_quantize(r.embedding)::bit varying FROM %s r '
+            'INSERT INTO vector_tail (collection_pk, vector_seq, bits, wing, room) '
+            'SELECT r.collection_pk, r.vector_seq, binary_quantize(r.embedding)::bit varying, r.wing, r.room '
+            'FROM %s r '
             'WHERE vector_dims(r.embedding) <= 4000 AND r.vector_seq > COALESCE((SELECT max(hi) '
             'FROM vector_segments s WHERE s.collection_pk = r.collection_pk), -1)', part);
     END LOOP;

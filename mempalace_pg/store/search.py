@@ -28,12 +28,12 @@ if TYPE_CHECKING:
 FILTERED_OVERSAMPLE = 2
 #: A query whose filter matches at most this many records is answered by an exact scan.
 EXACT_SCAN_MAX = 3000
-#: An unfiltered query ranks the tail (rows no index segment holds yet) by the Hamming distance of their
-#: binary-quantized vectors (vector_tail, sql/0014) first, and re-ranks by the exact distance the
-#: TAIL_OVERSAMPLE x n_results (at least TAIL_CANDIDATES) that rank best: reading the narrow table
-#: costs a fraction of reading every tail row, and the re-rank puts back the order the sign bits blur
-#: (recall and time: "The tail's first pass" in benchmarks/RESULTS.md). A filtered query scans the
-#: rows its filter leaves exactly.
+#: A query unfiltered or filtered by wing and room ranks the tail (rows no index segment holds yet) by
+#: the Hamming distance of their binary-quantized vectors (vector_tail, sql/0014) first, and re-ranks by
+#: the exact distance the TAIL_OVERSAMPLE x n_results (at least TAIL_CANDIDATES) that rank best:
+#: reading the narrow table costs a fraction of reading every tail row, and the re-rank puts back the
+#: order the sign bits blur (bench_scale in benchmarks/RESULTS.md). Other filters scan the rows they
+#: leave exactly.
 TAIL_OVERSAMPLE = 40
 TAIL_CANDIDATES = 400
 #: Lexical search: a word in at least LEXICAL_DF_CAP documents is common: its documents are not
@@ -91,6 +91,9 @@ class Gate:
     count: sql.Composable
     params: dict
     walk_condition: Optional[sql.Composable] = None
+    #: the filter's equalities, when it is exactly these (``{"wing": w, "room": r}``, either or both):
+    #: the tail's first pass applies them to vector_tail's copies of the columns
+    keys: Optional[dict] = None
 
 
 def wing_room_gate(part: Partition, keys: Optional[dict]) -> Optional[Gate]:
@@ -112,6 +115,7 @@ def wing_room_gate(part: Partition, keys: Optional[dict]) -> Optional[Gate]:
         ),
         {"pk": part.pk, **key_params, **{f"walk_{k}": v for k, v in keys.items()}},
         sql.SQL(" AND ").join(walk),
+        dict(keys),
     )
 
 
@@ -192,15 +196,21 @@ def nearest_sql(
         )
         arms.append(arm)
     tail = indexing.tail_condition(layout)
-    if not filtered and dim <= indexing.HNSW_MAX_DIM:
-        # the first pass over the narrow table, then the rows it picked (vector_seq = ANY: by index)
+    keys = {} if not filtered else (gate.keys if gate is not None else None)
+    if keys is not None and dim <= indexing.HNSW_MAX_DIM:
+        # the first pass over the narrow table (with the filter's wing and room, when it is those),
+        # then the rows it picked (vector_seq = ANY: by index), which meet the whole condition
+        equal = sql.SQL("").join(
+            sql.SQL(" AND {} = {}").format(sql.Identifier(k), sql.Placeholder(f"walk_{k}")) for k in keys
+        )
         tail = sql.SQL(
-            "vector_seq = ANY (ARRAY(SELECT vector_seq FROM {bits} WHERE collection_pk = {pk} AND {tail}"
+            "vector_seq = ANY (ARRAY(SELECT vector_seq FROM {bits} WHERE collection_pk = {pk} AND {tail}{eq}"
             " ORDER BY bits <~> (SELECT binary_quantize(%(q)s::{vt})::bit varying) LIMIT {k})) AND {tail}"
         ).format(
             bits=part.db.ident("vector_tail"),
             pk=sql.Literal(part.pk),
             tail=tail,
+            eq=equal,
             vt=fmt["vt"],
             k=row_count(max(TAIL_CANDIDATES, TAIL_OVERSAMPLE * n)),
         )

@@ -3,7 +3,6 @@ kill -9); the rows get an HNSW segment without anyone asking, and no two folders
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -337,13 +336,16 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
         col.upsert(
             ids=ids[start : start + 1000],
             documents=[f"drawer {i}" for i in range(start, start + 1000)],
-            metadatas=[{"wing": "w"}] * 1000,
+            metadatas=[{"wing": "a" if i % 3 else "b", "room": "r"} for i in range(start, start + 1000)],
             embeddings=vecs[start : start + 1000].tolist(),
         )
     # rewritten (new vectors, new vector_seq) and deleted rows
     vecs[:300] = centres[7] + 0.3 * rng.normal(size=(300, 384)).astype("float32")
     col.upsert(
-        ids=ids[:300], documents=ids[:300], metadatas=[{"wing": "w"}] * 300, embeddings=vecs[:300].tolist()
+        ids=ids[:300],
+        documents=ids[:300],
+        metadatas=[{"wing": "a" if i % 3 else "b", "room": "r"} for i in range(300)],
+        embeddings=vecs[:300].tolist(),
     )
     col.delete(ids=ids[5800:])
     kept = np.arange(5800)
@@ -368,8 +370,19 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
         exact = [ids[kept[i]] for i in np.argsort(-similarity)[:10]]
         got = col.query(query_embeddings=[q.tolist()], n_results=10)
         assert got.ids[0] == exact, (got.distances[0], sorted(1 - similarity)[:10])
-    plan = json.dumps(col.explain_query(query_embedding=centres[7].tolist(), n_results=10))
-    assert '"Relation Name": "vector_tail"' in plan  # the first pass ran
+        # filtered by wing (and room), as MemPalace filters, matching more rows than an exact scan takes:
+        # the first pass takes the wing's rows
+        for where in ({"wing": "a"}, {"$and": [{"wing": "a"}, {"room": "r"}]}):
+            in_wing = [ids[kept[i]] for i in np.argsort(-similarity) if kept[i] % 3][:10]
+            assert col.query(query_embeddings=[q.tolist()], n_results=10, where=where).ids[0] == in_wing
+
+    def first_pass_rows(node) -> int:
+        here = node["Actual Rows"] if node.get("Relation Name") == "vector_tail" else 0
+        return here + sum(first_pass_rows(child) for child in node.get("Plans", []))
+
+    for where in (None, {"wing": "a"}):
+        plan = col.explain_query(query_embedding=centres[7].tolist(), n_results=10, where=where)
+        assert first_pass_rows(plan["Plan"]) > search.TAIL_CANDIDATES  # the first pass ran
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         folder.Folder(conn, pg_schema, pk).fold(indexing.read_layout(conn, pg_schema, pk), 384, 10**6)
