@@ -285,6 +285,13 @@ def pgvector_tables(conn, tag: str) -> list[tuple[str, int]]:
     ]
 
 
+def shared_buffers(dsn: str) -> str:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SHOW shared_buffers").fetchone()[0]
+
+
 def server_pss_mb() -> float:
     total = 0
     for pid in os.listdir("/proc"):
@@ -446,7 +453,8 @@ def render(cases: list[dict], meta: dict) -> str:
         "## A big palace on the real write path: 100k to 1M drawers",
         "",
         f"`python benchmarks/bench_scale.py {meta['argv']}` ({meta['when']}, {meta['machine']}, "
-        f"{meta['versions']}). The palace of `benchmarks/skewed_palace.py` (one wing holds half the drawers, "
+        f"{meta['versions']}, shared_buffers {meta.get('shared_buffers', '?')}). "
+        "The palace of `benchmarks/skewed_palace.py` (one wing holds half the drawers, "
         f"rooms of 50 beside rooms of thousands) upserted in batches of {meta['batch']:,} by a process that "
         f"exits, pausing {GAP_S:.0f} s after every {RUN_ROWS:,} rows; new processes search it after the "
         "writer exited (k=10, p50 / p95 ms, recall@10 against exact cosine; queries filtered to the wing, "
@@ -629,7 +637,9 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="mpbench_scl_q_")
     cases: list[dict] = []
     stamp = time.strftime("%Y%m%d_%H%M", time.gmtime())
-    meta = common.run_meta(dsn, argv=" ".join(sys.argv[1:]), batch=args.batch)
+    meta = common.run_meta(
+        dsn, argv=" ".join(sys.argv[1:]), batch=args.batch, shared_buffers=shared_buffers(dsn)
+    )
     # a trial run (--no-write) keeps its figures out of the repository
     out = (Path(tempfile.gettempdir()) if args.no_write else HERE / "out") / f"scale_{stamp}.json"
     try:
