@@ -23,6 +23,7 @@ from mempalace_pg.db import defects, locks
 from mempalace_pg.store.builds import (
     build_capacity,
     build_session,
+    forget_folded,
     forget_tail,
     orphan_indexes,
     register,
@@ -72,6 +73,7 @@ class Folder:
         self.last_newest: Optional[int] = None
         self.last_change = time.monotonic()
         self.retired: list[tuple[float, str]] = []  # (drop after, index) of replaced segments
+        self.forget_due: Optional[float] = None  # when the rows of the newest segments leave vector_tail
         # On a pgvector whose HNSW vacuum can corrupt an index beside inserts (< 0.8.4), no row is ever
         # inserted into a built segment: a quiet tail becomes a segment of its own instead.
         self.may_absorb = defects.hnsw_insert_beside_vacuum_safe(conn)
@@ -107,6 +109,7 @@ class Folder:
                 worked = self.step(dim)
                 now = time.monotonic()
                 self.drop_retired(now)
+                self.forget(now)
                 if worked:
                     idle_since = now
                 elif now - idle_since > LINGER_S:
@@ -115,6 +118,7 @@ class Folder:
                     time.sleep(POLL_S if now - self.last_change < QUIET_S else IDLE_POLL_S)
         finally:
             self.drop_retired(float("inf"))
+            self.forget(float("inf"))
             try:
                 self.report("exited")
             finally:
@@ -255,6 +259,8 @@ class Folder:
         remember_common_words(self.conn, self.schema, self.pk, min_growth=LEXICAL_RECOUNT_GROWTH)
         due = time.monotonic() + GRACE_S
         self.retired += [(due, old) for old in replaced]
+        if self.forget_due is None:  # the first build's: under sustained writes a later one would never come
+            self.forget_due = due
 
     def watch(self, done: threading.Event, yielded: threading.Event) -> None:
         """While a full build runs (until ``done``): cancel it once YIELD_ROWS rows have been written since
@@ -366,6 +372,15 @@ class Folder:
 
     def merge(self, plan: list[tuple], dim: int, *, young: bool = False) -> None:
         self.build(dim, plan[0][1], plan[-1][2], [s[0] for s in plan], young=young)
+
+    def forget(self, now: float) -> None:
+        """Once GRACE_S has passed since a build, the rows of the segments built before it leave
+        vector_tail (:func:`builds.forget_folded`); ``inf``: wait for it (the folder is exiting)."""
+        if self.forget_due is None or (now < self.forget_due and now != float("inf")):
+            return
+        time.sleep(max(0.0, self.forget_due - time.monotonic()))
+        forget_folded(self.conn, self.schema, self.pk, GRACE_S)
+        self.forget_due = None
 
     def drop_retired(self, now: float) -> None:
         due = [name for when, name in self.retired if when <= now]

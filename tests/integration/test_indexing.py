@@ -385,8 +385,27 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
         assert first_pass_rows(plan["Plan"]) > search.TAIL_CANDIDATES  # the first pass ran
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         builds.build_session(conn)
-        folder.Folder(conn, pg_schema, pk).fold(indexing.read_layout(conn, pg_schema, pk), 384, 10**6)
-        assert entries(conn) == (0, 0) and waiting(conn, pg_schema, pk) == (0, 1)
+        f = folder.Folder(conn, pg_schema, pk)
+        f.fold(indexing.read_layout(conn, pg_schema, pk), 384, 10**6)
+        assert waiting(conn, pg_schema, pk) == (0, 1)
+        # a reader whose layout predates the segment still searches its rows as tail, through their
+        # entries: they stay until every reader has read the layout again
+        stale = indexing.Layout((), 10**12)
+        kept_plan = search.nearest_sql(
+            col.partition,
+            columns=psycopg.sql.SQL("id"),
+            condition=psycopg.sql.SQL("true"),
+            params={},
+            n=1,
+            dim=384,
+            filtered=False,
+            layout=stale,
+        )
+        with col.partition.db.connection() as reader:
+            assert reader.execute(kept_plan[0], {**kept_plan[1], "q": vecs[2500]}).fetchone()[0] == "d2500"
+        assert entries(conn) == (5800, 5800)
+        f.forget(float("inf"))  # after GRACE_S
+        assert entries(conn) == (0, 0)
     assert col.query(query_embeddings=[vecs[2500].tolist()], n_results=1).ids == [["d2500"]]
 
 
