@@ -212,7 +212,7 @@ def nearest_sql(
             tail=tail,
             eq=equal,
             vt=fmt["vt"],
-            k=row_count(max(TAIL_CANDIDATES, TAIL_OVERSAMPLE * n)),
+            k=row_count(min(MAX_ROW_COUNT, max(TAIL_CANDIDATES, TAIL_OVERSAMPLE * n))),
         )
     parts.append(
         sql.SQL(

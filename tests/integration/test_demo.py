@@ -8,6 +8,7 @@ cannot happen again.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import subprocess
@@ -58,14 +59,18 @@ def test_the_demo_passes_on_a_new_database_and_prints_what_the_readme_shows(pg_a
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMPALACE_PG_", "MEMPALACE_CONFIG"))}
         env["MEMPALACE_PG_TEST_DSN"] = make_conninfo(**{**conninfo_to_dict(pg_admin_dsn), "dbname": database})
-        run = subprocess.run(
-            ["bash", str(ROOT / "scripts" / "demo.sh")],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        # The demo works in /tmp/mempalace-pg-demo, whose path the README's drawer ids come from; the
+        # stacks' tiers run side by side (scripts/test.sh), each with this test: one at a time.
+        with open("/tmp/mempalace-pg-demo.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            run = subprocess.run(
+                ["bash", str(ROOT / "scripts" / "demo.sh")],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         output = run.stdout.splitlines()
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         for excerpt in readme_excerpts():
