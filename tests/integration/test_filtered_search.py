@@ -43,7 +43,9 @@ def palace_rows():
 
 def wait_for_one_segment(conn, schema: str, pk: int, rows: int, timeout: float = 120.0) -> str:
     """The name of the segment index that holds all ``rows``, once the folder has built it with the full
-    options (a young one, built while the rows came, is rebuilt once they stop)."""
+    options (a young one, built while the rows came, is rebuilt once they stop) and dropped the one it
+    replaced: that one has the same predicate and stays GRACE_S after the switch, so until then the
+    planner may walk either."""
     t0 = time.monotonic()
     while True:
         found = conn.execute(
@@ -52,9 +54,14 @@ def wait_for_one_segment(conn, schema: str, pk: int, rows: int, timeout: float =
             ),
             (pk,),
         ).fetchall()
-        if len(found) == 1 and found[0][1] == rows and not found[0][2]:
+        graphs = conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND tablename = %s "
+            "AND indexdef LIKE '%%USING hnsw%%'",
+            (schema, f"records_c{int(pk)}"),
+        ).fetchone()[0]
+        if len(found) == 1 and found[0][1] == rows and not found[0][2] and graphs == 1:
             return found[0][0]
-        assert time.monotonic() - t0 < timeout, f"no single segment after {timeout} s: {found}"
+        assert time.monotonic() - t0 < timeout, f"no single segment after {timeout} s: {found}, {graphs} HNSW"
         time.sleep(0.2)
 
 
