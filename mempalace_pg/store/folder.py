@@ -38,8 +38,11 @@ from mempalace_pg.store.indexing import (
     IDLE_POLL_S,
     LINGER_S,
     MAX_SEGMENTS,
+    MERGE_TIER,
     POLL_S,
     QUIET_S,
+    TIER_MERGE_ROWS,
+    TIER_SPREAD,
     WORTH_REBUILD,
     YIELD_POLL_S,
     YIELD_ROWS,
@@ -353,7 +356,8 @@ class Folder:
         open segments, once there are more than MAX_SEGMENTS, the newest ones that together hold no
         more rows than the segment before them (or than BUSY_MERGE_ROWS): a merge then takes little
         longer than that segment's build did (the tail grows while it runs), and each row is rebuilt
-        about once per doubling of the segment it ends in."""
+        about once per doubling of the segment it ends in; failing that, the newest MERGE_TIER or more
+        of similar size (TIER_SPREAD), up to TIER_MERGE_ROWS, so equal folds merge too."""
         if quiet:
             end = len(segments)
             while end >= 2:
@@ -367,6 +371,10 @@ class Folder:
             return []
         for start in range(1, len(group) - 1):  # the longest such run first
             if sum(s[3] for s in group[start:]) <= max(group[start - 1][3], BUSY_MERGE_ROWS):
+                return group[start:]
+        for start in range(len(group) - MERGE_TIER + 1):  # a tier of similar sizes, the longest first
+            rows = [s[3] for s in group[start:]]
+            if sum(rows) <= TIER_MERGE_ROWS and max(rows) <= TIER_SPREAD * sum(rows) / len(rows):
                 return group[start:]
         return []  # the newest segments grew with the tail: they are few, and a merge would be long
 

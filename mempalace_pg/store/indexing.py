@@ -32,9 +32,10 @@ A pause does not rebuild a large segment for a few new rows, though: when the ne
 than 1/WORTH_REBUILD of the largest open one, they stay (at most MAX_SEGMENTS of them) until they are
 worth it, and where pgvector can insert beside VACUUM safely a small quiet tail is inserted into the
 newest segment instead. Under sustained writes, once there are more than MAX_SEGMENTS, the newest
-segments that hold no more rows than the one before them (or than BUSY_MERGE_ROWS) are merged: no
-merge then holds the tail up for long, and each row is rebuilt a bounded number of times however
-large the collection grows. What the folder builds while writes go on is *young*: built with a
+segments that hold no more rows than the one before them (or than BUSY_MERGE_ROWS) are merged, or
+else the newest MERGE_TIER or more of similar size (up to TIER_MERGE_ROWS): no merge then holds the
+tail up for long, and each row is rebuilt a bounded number of times however large the collection
+grows. What the folder builds while writes go on is *young*: built with a
 narrower construction search (YOUNG_HNSW_OPTIONS), faster to build, so the folder keeps up with a
 writer; once writes pause, each young segment is rebuilt with HNSW_OPTIONS, in a merge or alone
 (``vector_segments.young``); such a full build yields to a writer that comes back (YIELD_ROWS).
@@ -100,6 +101,14 @@ MAX_SEGMENTS = 3
 #: Under sustained writes a merge of the newest segments may hold this many rows even when the segment
 #: before them is smaller (a few seconds' build here, while the tail grows).
 BUSY_MERGE_ROWS = 10 * FOLD_ROWS
+#: Under sustained writes the newest MERGE_TIER or more segments of similar size (none more than
+#: TIER_SPREAD times their mean) are merged, up to TIER_MERGE_ROWS: quick young folds come out of a
+#: similar size, which the rule above never merges, and a 1M palace written at once ended with 45 of
+#: them ("A big palace on the real write path" in benchmarks/RESULTS.md). The cap bounds how long the
+#: tail grows while such a merge runs (a young build of 100,000 rows takes about 20 s here).
+MERGE_TIER = 4
+TIER_SPREAD = 2.0
+TIER_MERGE_ROWS = 50 * FOLD_ROWS
 #: The smallest HNSW search breadth (hnsw.ef_search) a query over several segments uses: each segment
 #: holds a share of the rows and of the nearest ones, so a narrower walk finds its share (see
 #: search_breadth; measured in benchmarks/RESULTS.md, "Search breadth over segments").
@@ -415,6 +424,9 @@ __all__ = [
     "WORTH_REBUILD",
     "ABSORB_ROWS",
     "MAX_SEGMENTS",
+    "MERGE_TIER",
+    "TIER_MERGE_ROWS",
+    "TIER_SPREAD",
     "YIELD_ROWS",
     "YIELD_POLL_S",
     "BUSY_MERGE_ROWS",

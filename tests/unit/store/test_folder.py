@@ -32,6 +32,23 @@ def test_merges_leave_full_segments_as_they_are():
     assert Folder.merge_plan(doubling, False, CAPACITY) == []
 
 
+def test_under_writes_folds_of_similar_size_are_merged_in_tiers():
+    # quick young folds come out of a similar size: the rule above never merges them
+    equal = [segment(20_000, 10**5 * i) for i in range(5)]
+    assert Folder.merge_plan(equal, False, CAPACITY) == equal
+    assert Folder.merge_plan(equal[: indexing.MAX_SEGMENTS], False, CAPACITY) == []
+    # uneven ones too, while none is more than TIER_SPREAD times their mean; a larger older one stays
+    uneven = [segment(80_000, 0)] + [
+        segment(rows, 10**5 * (i + 1)) for i, rows in enumerate((4_000, 20_000, 30_000, 10_000))
+    ]
+    assert Folder.merge_plan(uneven, False, CAPACITY) == uneven[1:]
+    # never more rows than TIER_MERGE_ROWS at once: the tail grows while a merge runs
+    large = [segment(indexing.TIER_MERGE_ROWS // 3, 10**6 * i) for i in range(5)]
+    assert Folder.merge_plan(large, False, CAPACITY) == []
+    quarters = [segment(indexing.TIER_MERGE_ROWS // 4, 10**6 * i) for i in range(5)]
+    assert Folder.merge_plan(quarters, False, CAPACITY) == quarters[1:]
+
+
 def test_a_quiet_palace_converges_to_as_few_segments_as_memory_allows():
     # 300k rows in five segments, as sustained writes leave them: a pause merges all five (no row cap)
     sizes = (120_000, 80_000, 50_000, 30_000, 20_000)
