@@ -231,7 +231,6 @@ class Folder:
                 with self._guard:
                     self._running = False
         except BaseException as exc:
-            done.set()
             # an interrupted concurrent build leaves an invalid index behind
             self.conn.execute(
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, name))
@@ -276,8 +275,8 @@ class Folder:
                     "SELECT count(*) FROM (SELECT 1 FROM {} WHERE collection_pk = %s AND vector_seq > %s "
                     "LIMIT %s) AS t"
                 ).format(sql.Identifier(self.schema, "vector_tail"))
-                start = w.execute(sql.SQL("SELECT COALESCE(max(vector_seq), -1) FROM {}").format(self.table))
-                start = start.fetchone()[0]
+                newest = sql.SQL("SELECT COALESCE(max(vector_seq), -1) FROM {}").format(self.table)
+                start = w.execute(newest).fetchone()[0]
                 while not done.wait(YIELD_POLL_S):
                     if w.execute(count, (self.pk, start, YIELD_ROWS)).fetchone()[0] >= YIELD_ROWS:
                         with self._guard:  # never another statement than the build
