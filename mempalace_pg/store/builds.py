@@ -24,7 +24,7 @@ from mempalace_pg.store.indexing import (
     segment_ddl,
     segment_name,
 )
-from mempalace_pg.store.warm import warm
+from mempalace_pg.store.warm import warm, warm_segments
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,8 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
             forget_tail(conn, schema, pk, lo)
         for stale in orphan_indexes(conn, schema, pk):  # the replaced segments, and any interrupted build's
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, stale)))
+        if len(built) > 1:  # each segment's prewarm may have evicted blocks of the one before
+            warm_segments(conn, schema, pk)
         return built
     finally:
         locks.release(conn, changes)

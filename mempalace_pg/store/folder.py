@@ -55,7 +55,7 @@ from mempalace_pg.store.indexing import (
     segment_name,
 )
 from mempalace_pg.store.search import LEXICAL_RECOUNT_GROWTH, remember_common_words
-from mempalace_pg.store.warm import warm
+from mempalace_pg.store.warm import warm, warm_segments
 
 
 class Folder:
@@ -400,6 +400,8 @@ class Folder:
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, name))
             )
         self.retired = [(when, name) for when, name in self.retired if name not in due]
+        # their buffers are free now: the segments that stay get back what the last prewarm evicted
+        warm_segments(self.conn, self.schema, self.pk)
 
 
 def connect_folder(dsn: str, schema: str) -> psycopg.Connection:

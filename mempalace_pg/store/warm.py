@@ -16,6 +16,11 @@ from psycopg import sql
 
 #: The largest share of shared_buffers one segment may take when it is warmed.
 WARM_SHARE = 0.5
+#: Once the segments a merge replaced are dropped, a collection's segments are all read in again when
+#: together they take at most this share of shared_buffers: the newest one's prewarm came while the
+#: replaced ones still held buffers, and evicted blocks of the others (1M palace at 1.5GB: a quarter of
+#: a query's index blocks read from outside ten minutes later; benchmarks/RESULTS.md, bench_scale).
+WARM_ALL_SHARE = 0.9
 
 
 def prewarm_function(conn: psycopg.Connection) -> Optional[sql.Composable]:
@@ -50,4 +55,34 @@ def warm(conn: psycopg.Connection, schema: str, index: str) -> int:
     return int(conn.execute(sql.SQL("SELECT {}(%s::regclass)").format(function), (name,)).fetchone()[0])
 
 
-__all__ = ["WARM_SHARE", "prewarm_function", "shared_buffers_bytes", "warm"]
+def warm_segments(conn: psycopg.Connection, schema: str, pk: int) -> int:
+    """Read every vector index segment of collection ``pk`` into shared buffers, when pg_prewarm is there
+    and together they take at most WARM_ALL_SHARE of them; the blocks read (0 when none was). Blocks
+    already in buffers cost a lookup each."""
+    function = prewarm_function(conn)
+    if function is None:
+        return 0
+    segments = conn.execute(
+        sql.SQL(
+            "SELECT index_name, pg_relation_size(format('%%I.%%I', %s::text, index_name)::regclass) "
+            "FROM {} WHERE collection_pk = %s ORDER BY lo"
+        ).format(sql.Identifier(schema, "vector_segments")),
+        (schema, pk),
+    ).fetchall()
+    if not segments or sum(size for _, size in segments) > WARM_ALL_SHARE * shared_buffers_bytes(conn):
+        return 0
+    prewarm = sql.SQL("SELECT {}(%s::regclass)").format(function)
+    return sum(
+        int(conn.execute(prewarm, (sql.Identifier(schema, index).as_string(conn),)).fetchone()[0])
+        for index, _ in segments
+    )
+
+
+__all__ = [
+    "WARM_ALL_SHARE",
+    "WARM_SHARE",
+    "prewarm_function",
+    "shared_buffers_bytes",
+    "warm",
+    "warm_segments",
+]

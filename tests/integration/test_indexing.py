@@ -552,6 +552,32 @@ def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
         assert warm.warm(conn, pg_schema, index) == blocks
         assert buffered(index) == (blocks, blocks)
 
+        # every segment of the collection at once (what the folder does once replaced ones are dropped)
+        random_drawers(col, 300, 16, seed=6)
+        layout = indexing.read_layout(conn, pg_schema, pk)
+        folder.Folder(conn, pg_schema, pk).fold(layout, 16, 10**6)
+        names = [
+            n
+            for (n,) in conn.execute(
+                sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
+                    sql.Identifier(pg_schema, "vector_segments")
+                ),
+                (pk,),
+            )
+        ]
+        assert len(names) == 2
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+            for name in names:
+                admin.execute(
+                    "SELECT pg_buffercache_evict(bufferid) FROM pg_buffercache "
+                    "WHERE relfilenode = pg_relation_filenode(%s)",
+                    (f"{pg_schema}.{name}",),
+                )
+        assert [buffered(name)[0] for name in names] == [0, 0]
+        sizes = [buffered(name)[1] for name in names]
+        assert warm.warm_segments(conn, pg_schema, pk) == sum(sizes)
+        assert [buffered(name) for name in names] == [(size, size) for size in sizes]
+
 
 def test_a_rebuild_drops_the_segments_it_replaced_only_after_readers_saw_the_switch(
     pg_dsn, pg_schema, make_collection, monkeypatch
