@@ -76,6 +76,13 @@ def waiting(conn, schema: str, pk: int) -> tuple[int, int]:
     return tail, segments
 
 
+def session(pg_dsn: str) -> str:
+    """Where a test runs what needs a session of its own (a build's advisory locks): behind a pooler (the
+    PgBouncer tier) the server itself, as the plugin does; a lock taken through transaction pooling can
+    be released on another server connection and outlive the test."""
+    return os.environ.get("MEMPALACE_PG_TEST_SESSION_DSN", "").strip() or pg_dsn
+
+
 def random_drawers(col, n: int, dim: int, *, seed: int):
     """``n`` drawers d0.. in wing w with random ``dim``-dimension vectors, upserted; the vectors."""
     import numpy as np
@@ -183,7 +190,7 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
     col = make_collection()
     rng = np.random.default_rng(5)
     vecs = rng.normal(size=(1500, 32)).astype("float32")
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
         builds.build_session(conn)
         for start, stop in ((0, 600), (600, 1100), (1100, 1500)):  # three segments
             col.upsert(
@@ -257,7 +264,7 @@ def test_a_fold_after_a_merge_leaves_the_replaced_segments_their_grace(
             )
         }
 
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk)
         for start, stop in ((0, 300), (300, 600)):
@@ -297,7 +304,7 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
             (pk,),
         ).fetchall()
 
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk)
         assert f.step(16)  # rows just written: not quiet, a tail of FOLD_ROWS or more
@@ -383,7 +390,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
     for where in (None, {"wing": "a"}):
         plan = col.explain_query(query_embedding=centres[7].tolist(), n_results=10, where=where)
         assert first_pass_rows(plan["Plan"]) > search.TAIL_CANDIDATES  # the first pass ran
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk)
         f.fold(indexing.read_layout(conn, pg_schema, pk), 384, 10**6)
@@ -432,7 +439,7 @@ def test_a_full_build_yields_to_a_writer(pg_dsn, pg_schema, make_collection, mon
                 embeddings=more[start : start + 100].tolist(),
             )
 
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk, dsn=pg_dsn)
         top = indexing.read_layout(conn, pg_schema, pk).newest
@@ -467,7 +474,7 @@ def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, m
             embeddings=vecs[start : start + 1000].tolist(),
         )
     pk = col.partition.pk
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
         builds.build_session(conn)
         assert len(builds.rebuild(conn, pg_schema, pk, 32)) == 1  # the default memory holds them all
         conn.execute("SET maintenance_work_mem = '1MB'")
@@ -531,7 +538,7 @@ def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
                 {"i": f"{pg_schema}.{index}"},
             ).fetchone()
 
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
         builds.build_session(conn)
         folder.Folder(conn, pg_schema, pk).fold(indexing.read_layout(conn, pg_schema, pk), 16, 10**6)
         assert calls == ["warm", "register"]
@@ -594,7 +601,7 @@ def test_a_rebuild_drops_the_segments_it_replaced_only_after_readers_saw_the_swi
     segments = sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
         sql.Identifier(pg_schema, "vector_segments")
     )
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
         builds.build_session(conn)
         builds.rebuild(conn, pg_schema, pk, 8)
         (old,) = [n for (n,) in conn.execute(segments, (pk,))]
@@ -616,7 +623,7 @@ def test_a_rebuild_drops_the_segments_it_replaced_only_after_readers_saw_the_swi
     watcher.start()
     # more rows, so the new segment has another name than the old one
     col.upsert(ids=["x"], documents=["one more"], metadatas=[{"wing": "w"}], embeddings=[vecs[0].tolist()])
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
         builds.build_session(conn)
         (new,) = builds.rebuild(conn, pg_schema, pk, 8)
     watcher.join()
