@@ -103,9 +103,9 @@ MAX_SEGMENTS = 3
 BUSY_MERGE_ROWS = 10 * FOLD_ROWS
 #: Under sustained writes the newest MERGE_TIER or more segments of similar size (none more than
 #: TIER_SPREAD times their mean) are merged, up to TIER_MERGE_ROWS: quick young folds come out of a
-#: similar size, which the rule above never merges, and a 1M palace written at once ended with 45 of
-#: them ("A big palace on the real write path" in benchmarks/RESULTS.md). The cap bounds how long the
-#: tail grows while such a merge runs (a young build of 100,000 rows takes about 20 s here).
+#: similar size, which the rule above never merges, so a palace written at once kept dozens of them
+#: ("A big palace on the real write path" in benchmarks/RESULTS.md). The cap bounds how long the
+#: tail grows while such a merge runs.
 MERGE_TIER = 4
 TIER_SPREAD = 2.0
 TIER_MERGE_ROWS = 50 * FOLD_ROWS

@@ -18,8 +18,8 @@ from psycopg import sql
 WARM_SHARE = 0.5
 #: Once the segments a merge replaced are dropped, a collection's segments are all read in again when
 #: together they take at most this share of shared_buffers: the newest one's prewarm came while the
-#: replaced ones still held buffers, and evicted blocks of the others (1M palace at 1.5GB: a quarter of
-#: a query's index blocks read from outside ten minutes later; benchmarks/RESULTS.md, bench_scale).
+#: replaced ones still held buffers, and evicted blocks of the others (benchmarks/RESULTS.md,
+#: bench_scale).
 WARM_ALL_SHARE = 0.9
 
 
