@@ -52,6 +52,11 @@ def warm(conn: psycopg.Connection, schema: str, index: str) -> int:
     size = conn.execute("SELECT pg_relation_size(%s::regclass)", (name,)).fetchone()[0]
     if size > WARM_SHARE * shared_buffers_bytes(conn):
         return 0
+    return prewarm(conn, function, name)
+
+
+def prewarm(conn: psycopg.Connection, function: sql.Composable, name: str) -> int:
+    """``function`` (:func:`prewarm_function`) over the relation ``name`` (quoted, qualified); its blocks."""
     return int(conn.execute(sql.SQL("SELECT {}(%s::regclass)").format(function), (name,)).fetchone()[0])
 
 
@@ -71,16 +76,15 @@ def warm_segments(conn: psycopg.Connection, schema: str, pk: int) -> int:
     ).fetchall()
     if not segments or sum(size for _, size in segments) > WARM_ALL_SHARE * shared_buffers_bytes(conn):
         return 0
-    prewarm = sql.SQL("SELECT {}(%s::regclass)").format(function)
     return sum(
-        int(conn.execute(prewarm, (sql.Identifier(schema, index).as_string(conn),)).fetchone()[0])
-        for index, _ in segments
+        prewarm(conn, function, sql.Identifier(schema, index).as_string(conn)) for index, _ in segments
     )
 
 
 __all__ = [
     "WARM_ALL_SHARE",
     "WARM_SHARE",
+    "prewarm",
     "prewarm_function",
     "shared_buffers_bytes",
     "warm",
