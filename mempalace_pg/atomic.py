@@ -32,7 +32,7 @@ from psycopg import sql
 
 from mempalace_pg.config import Settings
 from mempalace_pg.graph.kg import AgeKnowledgeGraph
-from mempalace_pg.store import indexing
+from mempalace_pg.store import backlog
 from mempalace_pg.store.collection import DRAWERS_COLLECTION, PostgresCollection
 from mempalace_pg.store.records import clean_batch
 from mempalace_pg.text import storable
@@ -170,7 +170,7 @@ def unit_of_work(
         uow = UnitOfWork(drawers, kg.bound_to(conn), conn)
         yield uow
     if uow.drawers_written:
-        indexing.after_write(drawers.partition)
+        backlog.after_write(drawers.partition, uow.drawers_written)
 
 
 __all__ = ["UnitOfWork", "unit_of_work", "open_drawers"]

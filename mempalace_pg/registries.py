@@ -14,6 +14,8 @@ for the process, in the module that uses it:
   ``_CHECKED`` and ``_NO_SESSION``, when a folder was last looked for and which partitions were told
   none can run; until ``forget_all()``. ``_FOLDERS``: the folder processes this process started, until
   each exits.
+- ``store/backlog.py``: ``_UNCOUNTED``, rows this process wrote to each collection since it last
+  counted the rows waiting for the index, until ``forget_all()``.
 - ``graph/kg.py``: ``_PALACE_PKS``, palace identity -> palace_pk, until ``forget_palaces()``.
 - ``graph/values.py``: ``_MEMPALACE``, MemPalace's helpers imported once, for the process.
 - ``graph/routing.py``: ``_SQLITE_CLASS``, MemPalace's own SQLite ``KnowledgeGraph``, for the process.
@@ -32,7 +34,7 @@ from mempalace_pg.db import pool
 from mempalace_pg.graph import kg
 from mempalace_pg.graph.statements import statements
 from mempalace_pg.mcp_tools import in_mempalace
-from mempalace_pg.store import indexing
+from mempalace_pg.store import backlog, indexing
 
 
 def reset() -> None:
@@ -42,6 +44,7 @@ def reset() -> None:
     the patches and running folders stay (they do not depend on a database)."""
     pool.close_all()
     indexing.forget_all()
+    backlog.forget_all()
     kg.forget_palaces()
     statements.cache_clear()
     in_mempalace.forget()

@@ -32,7 +32,7 @@ from psycopg.types.json import Jsonb
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count
-from mempalace_pg.store import chroma_lexical, indexing, search
+from mempalace_pg.store import backlog, chroma_lexical, search
 from mempalace_pg.store.filters import INDEX_PREFIX, wing_room_equalities
 from mempalace_pg.store.partition import COPY_THRESHOLD, DRAWERS_COLLECTION, Partition
 from mempalace_pg.store.records import (
@@ -153,7 +153,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
                 f"ids already exist in collection {self.name!r}: {existing[:10]}; "
                 "nothing in this batch was written"
             ) from None
-        indexing.after_write(self.partition)
+        backlog.after_write(self.partition, len(ids))
 
     def add(self, *, documents, ids, metadatas=None, embeddings=None) -> None:
         """Insert new records; if any id already exists, nothing is written and ValueError is raised."""
@@ -213,7 +213,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         }
         updated = db.run(lambda conn: conn.execute(query, params).rowcount)
         if updated:
-            indexing.after_write(self.partition)
+            backlog.after_write(self.partition, updated)
 
     def delete(self, *, ids=None, where=None) -> None:
         """Delete the given ids and/or the records matching ``where`` (both: the intersection)."""

@@ -113,10 +113,16 @@ TIER_MERGE_ROWS = 50 * FOLD_ROWS
 #: holds a share of the rows and of the nearest ones, so a narrower walk finds its share (see
 #: search_breadth; measured in benchmarks/RESULTS.md, "Search breadth over segments").
 MIN_SEARCH_BREADTH = 60
+#: A writer whose collection has more rows than this waiting for the index waits for the folder before
+#: it writes on (:mod:`mempalace_pg.store.backlog`): every query scans those rows, so a palace searched
+#: right after a bulk write (an MCP server that files, then searches) stays quick. MEMPALACE_PG_BACKLOG_ROWS
+#: sets another number (0: writers never wait).
+BACKLOG_ROWS = int(os.environ.get("MEMPALACE_PG_BACKLOG_ROWS", str(2 * FOLD_ROWS)))
 #: A full (quiet) build is cancelled once this many rows have been written since it started: writes
 #: came back, and the young folds that keep the tail short go first (the rebuild waits for the next
-#: pause). A trickle of writes (an MCP server filing now and then) lets it finish.
-YIELD_ROWS = 5 * FOLD_ROWS
+#: pause). A trickle of writes (an MCP server filing now and then) lets it finish. Never more than
+#: BACKLOG_ROWS: a writer waiting for the tail to shrink would otherwise wait for the whole build.
+YIELD_ROWS = min(5 * FOLD_ROWS, BACKLOG_ROWS or 5 * FOLD_ROWS)
 #: How often a full build's watcher counts the rows written since it started.
 YIELD_POLL_S = 1.0
 #: A folder with nothing to do for this long exits (the next write starts another).
@@ -287,12 +293,6 @@ def layout(part: "Partition", *, fresh: bool = False) -> Layout:
     return current
 
 
-def after_write(part: "Partition") -> None:
-    """Rows of the partition were written (their vector_seq is above every segment): see that they get
-    folded."""
-    ensure_folder(part)
-
-
 def forget(part: "Partition") -> None:
     """Drop this process's copy of the collection's layout (after this process changed it)."""
     with _LOCK:
@@ -306,6 +306,14 @@ def forget_all() -> None:
         _LAYOUTS.clear()
         _CHECKED.clear()
         _NO_SESSION.clear()
+
+
+def folder_may_run(part: "Partition") -> bool:
+    """Whether this process may start a folder for the partition: it may write, folders are not switched
+    off (MEMPALACE_PG_FOLDER=off), and the palace has a session address for one (see ensure_folder)."""
+    if part.read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off":
+        return False
+    return part.db.session_dsn is not None
 
 
 def ensure_folder(part: "Partition") -> None:
@@ -427,6 +435,7 @@ __all__ = [
     "MERGE_TIER",
     "TIER_MERGE_ROWS",
     "TIER_SPREAD",
+    "BACKLOG_ROWS",
     "YIELD_ROWS",
     "YIELD_POLL_S",
     "BUSY_MERGE_ROWS",
@@ -453,9 +462,9 @@ __all__ = [
     "lock_keys",
     "read_layout",
     "layout",
-    "after_write",
     "forget",
     "forget_all",
+    "folder_may_run",
     "ensure_folder",
     "Pause",
     "pause",
