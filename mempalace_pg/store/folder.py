@@ -30,6 +30,7 @@ from mempalace_pg.store.builds import (
 )
 from mempalace_pg.store.indexing import (
     ABSORB_ROWS,
+    BACKLOG_ROWS,
     BUSY_MERGE_ROWS,
     DSN_VARIABLE,
     FOLD_ROWS,
@@ -150,8 +151,11 @@ class Folder:
         now = time.monotonic()
         if current.newest != self.last_newest:
             self.last_newest, self.last_change = current.newest, now
-        quiet = now - self.last_change >= QUIET_S
         tail = self.count_above(current.top) if current.has_tail else 0
+        # More rows waiting than a writer may leave: it waits for this folder (mempalace_pg.store.backlog),
+        # it has not stopped. A full build now would hold it up; a young fold lets it write on.
+        backlogged = 0 < BACKLOG_ROWS < tail
+        quiet = now - self.last_change >= QUIET_S and not backlogged
         if dim not in self.capacity:  # a server round trip: once per dimension, not every poll
             self.capacity[dim] = build_capacity(self.conn, dim)
         capacity = self.capacity[dim]
@@ -170,7 +174,7 @@ class Folder:
             return self.locked(
                 lambda: self.merge(plan, dim, young=not quiet), f"merging {len(plan)} segments"
             )
-        if tail >= FOLD_ROWS:
+        if tail >= FOLD_ROWS or backlogged:
             return self.locked(
                 lambda: self.fold(current, dim, capacity, young=True), f"folding {tail} rows (young)"
             )

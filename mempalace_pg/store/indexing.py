@@ -77,7 +77,7 @@ HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 256")
 #: builds faster ("Index parameters" in benchmarks/RESULTS.md), so
 #: the folder keeps up with a writer and few rows wait in the tail, each of which every query scans;
 #: queries re-rank by the exact distance either way. m stays: fewer links is what leaves rows unreachable.
-YOUNG_HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 32")
+YOUNG_HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 64")
 #: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
 HNSW_MAX_DIM = 4000
 #: A tail this long is folded into a segment without waiting for writes to pause.
