@@ -76,7 +76,8 @@ HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 256")
 #: merges or rebuilds with HNSW_OPTIONS anyway (vector_segments.young). A narrower construction search
 #: builds faster ("Index parameters" in benchmarks/RESULTS.md), so
 #: the folder keeps up with a writer and few rows wait in the tail, each of which every query scans;
-#: queries re-rank by the exact distance either way. m stays: fewer links is what leaves rows unreachable.
+#: queries re-rank by the exact distance either way. m stays: fewer links is what leaves rows unreachable;
+#: so did ef_construction 32 on clustered vectors (recall under 0.85 whatever the search breadth).
 YOUNG_HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 64")
 #: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
 HNSW_MAX_DIM = 4000

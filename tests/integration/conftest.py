@@ -121,14 +121,21 @@ def builtin_pgvector_dsn(pg_dsn):
         conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
+@pytest.fixture(scope="session")
+def pg_session_dsn(pg_dsn) -> str:
+    """Where work that needs a session of its own goes (a build's advisory locks, a folder): behind a
+    pooler (the PgBouncer tier of scripts/test.sh) the server itself, MEMPALACE_PG_TEST_SESSION_DSN, as
+    the plugin does; a lock taken through transaction pooling can be released on another server
+    connection and outlive the test. Elsewhere pg_dsn."""
+    return os.environ.get("MEMPALACE_PG_TEST_SESSION_DSN", "").strip() or pg_dsn
+
+
 @pytest.fixture(autouse=True)
-def pg_env(pg_dsn, pg_schema, monkeypatch, tmp_path_factory):
+def pg_env(pg_dsn, pg_session_dsn, pg_schema, monkeypatch, tmp_path_factory):
     """Point the plugin (and MemPalace) at the test database and a private config directory."""
     monkeypatch.setenv("MEMPALACE_PG_DSN", pg_dsn)
-    # Behind a pooler (the PgBouncer tier of scripts/test.sh) the work that needs a session goes direct.
-    session_dsn = os.environ.get("MEMPALACE_PG_TEST_SESSION_DSN", "").strip()
-    if session_dsn:
-        monkeypatch.setenv("MEMPALACE_PG_SESSION_DSN", session_dsn)
+    if pg_session_dsn != pg_dsn:
+        monkeypatch.setenv("MEMPALACE_PG_SESSION_DSN", pg_session_dsn)
     else:
         monkeypatch.delenv("MEMPALACE_PG_SESSION_DSN", raising=False)
     monkeypatch.setenv("MEMPALACE_PG_SCHEMA", pg_schema)

@@ -76,13 +76,6 @@ def waiting(conn, schema: str, pk: int) -> tuple[int, int]:
     return tail, segments
 
 
-def session(pg_dsn: str) -> str:
-    """Where a test runs what needs a session of its own (a build's advisory locks): behind a pooler (the
-    PgBouncer tier) the server itself, as the plugin does; a lock taken through transaction pooling can
-    be released on another server connection and outlive the test."""
-    return os.environ.get("MEMPALACE_PG_TEST_SESSION_DSN", "").strip() or pg_dsn
-
-
 def random_drawers(col, n: int, dim: int, *, seed: int):
     """``n`` drawers d0.. in wing w with random ``dim``-dimension vectors, upserted; the vectors."""
     import numpy as np
@@ -180,7 +173,7 @@ def test_two_writers_at_once_get_disjoint_segments(pg_dsn, pg_schema, tmp_path, 
 
 
 def test_a_query_over_several_segments_finds_the_exact_nearest(
-    pg_dsn, pg_schema, make_collection, monkeypatch
+    pg_session_dsn, pg_schema, make_collection, monkeypatch
 ):
     import numpy as np
 
@@ -190,7 +183,7 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
     col = make_collection()
     rng = np.random.default_rng(5)
     vecs = rng.normal(size=(1500, 32)).astype("float32")
-    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         for start, stop in ((0, 600), (600, 1100), (1100, 1500)):  # three segments
             col.upsert(
@@ -237,7 +230,7 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
 
 
 def test_a_fold_after_a_merge_leaves_the_replaced_segments_their_grace(
-    pg_dsn, pg_schema, make_collection, monkeypatch
+    pg_session_dsn, pg_schema, make_collection, monkeypatch
 ):
     """The segments a merge replaced outlive the readers' layout cache (GRACE_S): the fold that follows
     does not sweep them as orphans; drop_retired drops them when their grace is over."""
@@ -264,7 +257,7 @@ def test_a_fold_after_a_merge_leaves_the_replaced_segments_their_grace(
             )
         }
 
-    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk)
         for start, stop in ((0, 300), (300, 600)):
@@ -287,7 +280,7 @@ def test_a_fold_after_a_merge_leaves_the_replaced_segments_their_grace(
 
 
 def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
-    pg_dsn, pg_schema, make_collection, monkeypatch
+    pg_session_dsn, pg_schema, make_collection, monkeypatch
 ):
     """While writes go on the folder builds with YOUNG_HNSW_OPTIONS (quick, coarser); once they pause it
     rebuilds that segment with the full options, and the young one goes after its grace."""
@@ -304,7 +297,7 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
             (pk,),
         ).fetchall()
 
-    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk)
         assert f.step(16)  # rows just written: not quiet, a tail of FOLD_ROWS or more
@@ -323,7 +316,7 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
 
 
 def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
-    pg_dsn, pg_schema, make_collection, monkeypatch
+    pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch
 ):
     """The tail's first pass (Hamming distance over vector_tail's sign bits, then the exact re-rank of
     the best TAIL_CANDIDATES) returns what an exact scan of the tail returns; vector_tail holds one entry
@@ -390,7 +383,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
     for where in (None, {"wing": "a"}):
         plan = col.explain_query(query_embedding=centres[7].tolist(), n_results=10, where=where)
         assert first_pass_rows(plan["Plan"]) > search.TAIL_CANDIDATES  # the first pass ran
-    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk)
         f.fold(indexing.read_layout(conn, pg_schema, pk), 384, 10**6)
@@ -416,7 +409,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
     assert col.query(query_embeddings=[vecs[2500].tolist()], n_results=1).ids == [["d2500"]]
 
 
-def test_a_full_build_yields_to_a_writer(pg_dsn, pg_schema, make_collection, monkeypatch):
+def test_a_full_build_yields_to_a_writer(pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch):
     """A quiet pass's full build that a writer comes back during is cancelled once YIELD_ROWS rows are
     written: nothing registered, no index left behind, and the folder goes on folding."""
     import numpy as np
@@ -439,7 +432,7 @@ def test_a_full_build_yields_to_a_writer(pg_dsn, pg_schema, make_collection, mon
                 embeddings=more[start : start + 100].tolist(),
             )
 
-    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk, dsn=pg_dsn)
         top = indexing.read_layout(conn, pg_schema, pk).newest
@@ -456,7 +449,9 @@ def test_a_full_build_yields_to_a_writer(pg_dsn, pg_schema, make_collection, mon
         ).fetchone()[0]
 
 
-def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, make_collection, monkeypatch):
+def test_a_rebuild_makes_as_few_segments_as_one_build_holds(
+    pg_session_dsn, pg_schema, make_collection, monkeypatch
+):
     """A bulk load's or reindex's rebuild never builds a graph past maintenance_work_mem (it would spill to
     disk, several times slower): it splits the rows into equal segments that each fit, and the query
     still finds the exact nearest over them."""
@@ -474,7 +469,7 @@ def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, m
             embeddings=vecs[start : start + 1000].tolist(),
         )
     pk = col.partition.pk
-    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         assert len(builds.rebuild(conn, pg_schema, pk, 32)) == 1  # the default memory holds them all
         conn.execute("SET maintenance_work_mem = '1MB'")
@@ -506,7 +501,7 @@ def test_a_rebuild_makes_as_few_segments_as_one_build_holds(pg_dsn, pg_schema, m
 
 
 def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
-    pg_dsn, pg_admin_dsn, pg_schema, make_collection, monkeypatch
+    pg_session_dsn, pg_admin_dsn, pg_schema, make_collection, monkeypatch
 ):
     """warm() reads a segment's every block into shared buffers (pg_prewarm), and the folder does it
     before it registers the segment, so no search is planned over a cold one."""
@@ -538,7 +533,7 @@ def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
                 {"i": f"{pg_schema}.{index}"},
             ).fetchone()
 
-    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         folder.Folder(conn, pg_schema, pk).fold(indexing.read_layout(conn, pg_schema, pk), 16, 10**6)
         assert calls == ["warm", "register"]
@@ -587,7 +582,7 @@ def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
 
 
 def test_a_rebuild_drops_the_segments_it_replaced_only_after_readers_saw_the_switch(
-    pg_dsn, pg_schema, make_collection, monkeypatch
+    pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch
 ):
     """A bulk load's or reindex's rebuild leaves the segments it replaced in place for REBUILD_GRACE_S
     after the switch (readers cache the layout for LAYOUT_TTL_S and may plan over them meanwhile), then
@@ -601,7 +596,7 @@ def test_a_rebuild_drops_the_segments_it_replaced_only_after_readers_saw_the_swi
     segments = sql.SQL("SELECT index_name FROM {} WHERE collection_pk = %s").format(
         sql.Identifier(pg_schema, "vector_segments")
     )
-    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         builds.rebuild(conn, pg_schema, pk, 8)
         (old,) = [n for (n,) in conn.execute(segments, (pk,))]
@@ -623,7 +618,7 @@ def test_a_rebuild_drops_the_segments_it_replaced_only_after_readers_saw_the_swi
     watcher.start()
     # more rows, so the new segment has another name than the old one
     col.upsert(ids=["x"], documents=["one more"], metadatas=[{"wing": "w"}], embeddings=[vecs[0].tolist()])
-    with psycopg.connect(session(pg_dsn), autocommit=True) as conn:
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         (new,) = builds.rebuild(conn, pg_schema, pk, 8)
     watcher.join()
