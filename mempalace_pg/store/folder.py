@@ -31,7 +31,6 @@ from mempalace_pg.store.builds import (
 from mempalace_pg.store.indexing import (
     ABSORB_ROWS,
     BACKLOG_ROWS,
-    BUSY_MERGE_ROWS,
     DSN_VARIABLE,
     FOLD_ROWS,
     GRACE_S,
@@ -355,12 +354,14 @@ class Folder:
         Once writes pause, the newest run of segments that one build fits (``capacity`` rows) and whose
         rows outside the largest are worth its rebuild (at least 1/WORTH_REBUILD of it); where the
         newest segment is full, the newest such run before it, and so on, so a quiet collection ends
-        with about one segment per ``capacity`` rows. Otherwise (and under sustained writes), among the
-        open segments, once there are more than MAX_SEGMENTS, the newest ones that together hold no
-        more rows than the segment before them (or than BUSY_MERGE_ROWS): a merge then takes little
-        longer than that segment's build did (the tail grows while it runs), and each row is rebuilt
-        about once per doubling of the segment it ends in; failing that, the newest MERGE_TIER or more
-        of similar size (TIER_SPREAD), up to TIER_MERGE_ROWS, so equal folds merge too."""
+        with about one segment per ``capacity`` rows; more than MAX_SEGMENTS segments too small to be
+        worth it are merged among themselves. Under sustained writes, among the open segments, once
+        there are more than MAX_SEGMENTS, the newest MERGE_TIER or more of similar
+        size (none over TIER_SPREAD times their mean), up to TIER_MERGE_ROWS: size tiers, so each row
+        is rebuilt about once per tier. (Merging the newest ones into the size of the one before them,
+        the rule before this one, rebuilt a row once per fold when folds are small, as they are while
+        writers wait for the folder: 5.7 builds a row and 25 segments after 1M rows in folds of
+        4,500, against 3.6 and 13 in tiers.)"""
         if quiet:
             end = len(segments)
             while end >= 2:
@@ -372,9 +373,10 @@ class Folder:
         group = Folder.open_segments(segments, capacity)
         if len(group) <= MAX_SEGMENTS:
             return []
-        for start in range(1, len(group) - 1):  # the longest such run first
-            if sum(s[3] for s in group[start:]) <= max(group[start - 1][3], BUSY_MERGE_ROWS):
-                return group[start:]
+        if quiet:  # small segments not worth a rebuild of a large one, too many: merged among themselves
+            for start in range(1, len(group) - 1):
+                if sum(s[3] for s in group[start:]) <= group[start - 1][3]:
+                    return group[start:]
         for start in range(len(group) - MERGE_TIER + 1):  # a tier of similar sizes, the longest first
             rows = [s[3] for s in group[start:]]
             if sum(rows) <= TIER_MERGE_ROWS and max(rows) <= TIER_SPREAD * sum(rows) / len(rows):

@@ -32,13 +32,13 @@ A pause does not rebuild a large segment for a few new rows, though: when the ne
 than 1/WORTH_REBUILD of the largest open one, they stay (at most MAX_SEGMENTS of them) until they are
 worth it, and where pgvector can insert beside VACUUM safely a small quiet tail is inserted into the
 newest segment instead. Under sustained writes, once there are more than MAX_SEGMENTS, the newest
-segments that hold no more rows than the one before them (or than BUSY_MERGE_ROWS) are merged, or
-else the newest MERGE_TIER or more of similar size (up to TIER_MERGE_ROWS): no merge then holds the
-tail up for long, and each row is rebuilt a bounded number of times however large the collection
-grows. What the folder builds while writes go on is *young*: built with a
-narrower construction search (YOUNG_HNSW_OPTIONS), faster to build, so the folder keeps up with a
-writer; once writes pause, each young segment is rebuilt with HNSW_OPTIONS, in a merge or alone
-(``vector_segments.young``); such a full build yields to a writer that comes back (YIELD_ROWS).
+MERGE_TIER or more of similar size are merged, up to TIER_MERGE_ROWS (size tiers): no merge then
+holds the tail up for long, and each row is rebuilt about once per tier. A writer that outruns the
+folder waits for it once more than BACKLOG_ROWS rows wait (:mod:`mempalace_pg.store.backlog`). What the
+folder builds while writes go on is *young*: built with a narrower construction search
+(YOUNG_HNSW_OPTIONS), faster to build, so the folder keeps up with a writer; once writes pause,
+each young segment is rebuilt with HNSW_OPTIONS, in a merge or alone (``vector_segments.young``);
+such a full build yields to a writer that comes back (YIELD_ROWS).
 A query over several segments walks each with a narrower breadth (:func:`search_breadth`). Bulk loads
 and ``reindex`` build every row at once, in as few segments of equal size as the capacity allows
 (``builds.rebuild``).
@@ -99,14 +99,10 @@ WORTH_REBUILD = 16
 ABSORB_ROWS = 2000
 #: More segments than this under sustained writes and the newer ones are merged.
 MAX_SEGMENTS = 3
-#: Under sustained writes a merge of the newest segments may hold this many rows even when the segment
-#: before them is smaller (a few seconds' build here, while the tail grows).
-BUSY_MERGE_ROWS = 10 * FOLD_ROWS
 #: Under sustained writes the newest MERGE_TIER or more segments of similar size (none more than
-#: TIER_SPREAD times their mean) are merged, up to TIER_MERGE_ROWS: quick young folds come out of a
-#: similar size, which the rule above never merges, so a palace written at once kept dozens of them
-#: ("A big palace on the real write path" in benchmarks/RESULTS.md). The cap bounds how long the
-#: tail grows while such a merge runs.
+#: TIER_SPREAD times their mean) are merged, up to TIER_MERGE_ROWS: size tiers, so a row is rebuilt
+#: about once per tier (Folder.merge_plan). The cap bounds how long a merge holds up the folds, and
+#: so the writers waiting for them.
 MERGE_TIER = 4
 TIER_SPREAD = 2.0
 TIER_MERGE_ROWS = 50 * FOLD_ROWS
@@ -439,7 +435,6 @@ __all__ = [
     "BACKLOG_ROWS",
     "YIELD_ROWS",
     "YIELD_POLL_S",
-    "BUSY_MERGE_ROWS",
     "MIN_SEARCH_BREADTH",
     "LINGER_S",
     "POLL_S",

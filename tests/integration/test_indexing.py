@@ -302,7 +302,7 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
         f = folder.Folder(conn, pg_schema, pk)
         assert f.step(16)  # rows just written: not quiet, a tail of FOLD_ROWS or more
         [(young_name, young, options)] = segments(conn)
-        assert young and "ef_construction=32" in options
+        assert young and "ef_construction=64" in options
         assert waiting(conn, pg_schema, pk) == (0, 1)
         assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
         f.last_change -= 2 * indexing.QUIET_S  # writes paused

@@ -20,16 +20,33 @@ def test_merges_leave_full_segments_as_they_are():
     # a pause merges the open segments only: a merge with the full one would not fit one build
     assert Folder.open_segments([big, *newer], CAPACITY) == newer
     assert Folder.merge_plan([big, *newer], True, CAPACITY) == newer
-    # under sustained writes, only once the open ones are too many: then the newest ones that hold no
-    # more rows than the segment before them
+    # under sustained writes, only once the open ones are too many, and then in tiers of similar size:
+    # three small folds beside a larger one wait for a fourth
     assert Folder.merge_plan([big, *newer[:3]], False, CAPACITY) == []
-    assert Folder.merge_plan([big, *newer], False, CAPACITY) == newer[1:]
-    # folds that grow with the tail (a folder behind the writer): merged only up to BUSY_MERGE_ROWS
+    assert Folder.merge_plan([big, *newer], False, CAPACITY) == []
+    fourth = segment(900, CAPACITY + 20_000)
+    assert Folder.merge_plan([big, *newer, fourth], False, CAPACITY) == [*newer[1:], fourth]
+    # folds that grow with the tail (a folder behind the writer) are of similar size
     slow = [segment(3000 + 500 * i, 10**5 * i) for i in range(8)]
-    assert Folder.merge_plan(slow, False, CAPACITY) == slow[-3:]
-    assert sum(s[3] for s in slow[-3:]) <= indexing.BUSY_MERGE_ROWS < sum(s[3] for s in slow[-4:])
+    assert Folder.merge_plan(slow, False, CAPACITY) == slow
     doubling = [segment(4000 * 2**i, 10**6 * i) for i in range(5)]
     assert Folder.merge_plan(doubling, False, CAPACITY) == []
+
+
+def test_under_writes_each_row_is_rebuilt_about_once_per_tier():
+    # a writer held to the folder's pace (mempalace_pg.store.backlog) leaves folds of a few thousand rows
+    segments, hi, built = [], 0, 0
+    while hi < 1_000_000:
+        segments.append(segment(4_500, hi))
+        hi += 4_500
+        built += 4_500
+        while plan := Folder.merge_plan(segments, False, CAPACITY):
+            first = segments.index(plan[0])
+            rows = sum(s[3] for s in plan)
+            built += rows
+            segments[first : first + len(plan)] = [(f"m{plan[0][1]}", plan[0][1], plan[-1][2], rows)]
+    assert built / hi < 4  # a fold, then tiers
+    assert len(segments) <= 1_000_000 // (indexing.TIER_MERGE_ROWS // 2)
 
 
 def test_under_writes_folds_of_similar_size_are_merged_in_tiers():
