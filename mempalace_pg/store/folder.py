@@ -360,8 +360,7 @@ class Folder:
         size (none over TIER_SPREAD times their mean), up to TIER_MERGE_ROWS: size tiers, so each row
         is rebuilt about once per tier. (Merging the newest ones into the size of the one before them,
         the rule before this one, rebuilt a row once per fold when folds are small, as they are while
-        writers wait for the folder: 5.7 builds a row and 25 segments after 1M rows in folds of
-        4,500, against 3.6 and 13 in tiers.)"""
+        writers wait for the folder: "A big palace on the real write path" in benchmarks/RESULTS.md.)"""
         if quiet:
             end = len(segments)
             while end >= 2:

@@ -77,7 +77,8 @@ HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 256")
 #: builds faster ("Index parameters" in benchmarks/RESULTS.md), so
 #: the folder keeps up with a writer and few rows wait in the tail, each of which every query scans;
 #: queries re-rank by the exact distance either way. m stays: fewer links is what leaves rows unreachable;
-#: so did ef_construction 32 on clustered vectors (recall under 0.85 whatever the search breadth).
+#: so did ef_construction 32 on clustered vectors, whatever the search breadth ("A big palace on the
+#: real write path" in benchmarks/RESULTS.md).
 YOUNG_HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 64")
 #: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
 HNSW_MAX_DIM = 4000
