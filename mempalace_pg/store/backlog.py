@@ -46,20 +46,20 @@ def after_write(part: "Partition", rows: int) -> None:
     see that a folder folds them, and wait for it while more than BACKLOG_ROWS rows wait."""
     indexing.ensure_folder(part)
     limit = indexing.BACKLOG_ROWS
-    if limit <= 0 or rows <= 0 or not indexing.folder_may_run(part):
+    if limit <= 0 or rows <= 0:
         return
     if part.dimension is None or part.dimension > indexing.HNSW_MAX_DIM:
         return  # searched exactly: no folder builds segments for it
-    key = (part.db.settings.dsn, part.db.schema, part.pk)
+    key = indexing.partition_key(part)
     uncounted = _UNCOUNTED.get(key, 0) + rows
     if uncounted < CHECK_ROWS:
         _UNCOUNTED[key] = uncounted
         return
     _UNCOUNTED[key] = 0
-    waiting = rows_waiting(part, limit + 1)
-    if waiting <= limit:
+    if not indexing.folder_may_run(part):
         return
     t0 = time.monotonic()
+    waiting = rows_waiting(part, limit + 1)
     while waiting > limit:
         if time.monotonic() - t0 > MAX_WAIT_S:
             log.warning(

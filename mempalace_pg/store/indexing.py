@@ -249,7 +249,8 @@ _NO_SESSION: set[tuple] = set()  # partitions told once that no folder can run (
 _LOCK = threading.Lock()
 
 
-def _key(part: "Partition") -> tuple:
+def partition_key(part: "Partition") -> tuple:
+    """What this process's per-collection state is kept under: (DSN, schema, collection pk)."""
     return (part.db.settings.dsn, part.db.schema, part.pk)
 
 
@@ -276,7 +277,7 @@ def layout(part: "Partition", *, fresh: bool = False) -> Layout:
     """The collection's layout as this process last read it (at most LAYOUT_TTL_S old, unless ``fresh``).
 
     A collection with a tail and no folder gets one (unless this process may not write)."""
-    key = _key(part)
+    key = partition_key(part)
     now = time.monotonic()
     with _LOCK:
         cached = _LAYOUTS.get(key)
@@ -294,7 +295,7 @@ def layout(part: "Partition", *, fresh: bool = False) -> Layout:
 def forget(part: "Partition") -> None:
     """Drop this process's copy of the collection's layout (after this process changed it)."""
     with _LOCK:
-        _LAYOUTS.pop(_key(part), None)
+        _LAYOUTS.pop(partition_key(part), None)
 
 
 def forget_all() -> None:
@@ -318,7 +319,7 @@ def ensure_folder(part: "Partition") -> None:
     """Start a folder for the partition unless one runs (checked at most every SPAWN_CHECK_S)."""
     if part.read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off":
         return
-    key = _key(part)
+    key = partition_key(part)
     now = time.monotonic()
     with _LOCK:
         child = _FOLDERS.get(key)
@@ -457,6 +458,7 @@ __all__ = [
     "segment_ddl",
     "segment_name",
     "lock_keys",
+    "partition_key",
     "read_layout",
     "layout",
     "forget",
