@@ -19,7 +19,15 @@ For each size, in one run on one machine:
 
 ``postgres`` (this package) runs at every size. MemPalace's ``chroma`` and built-in ``pgvector`` run at
 the sizes given by ``--others-at`` (they do no work after the writer exits, so their probes differ by
-noise only). ``--batch 50`` writes in batches of 50 instead. Figures go to ``out/scale_<when>.json``,
+noise only). ``--batch 50`` writes in batches of 50 instead. A run that would take over 30 minutes (a 1M
+palace written at the folder's pace, then probed 10 minutes later) is split in two; the palace, its
+folder and the clock go on between them::
+
+    python benchmarks/bench_scale.py --sizes 1000000 --others-at "" --sustain 0 --probes 10,60,600 \
+        --leave /var/tmp/scale-1m.json --no-write          # write, probe at +10 s and +60 s, hand over
+    python benchmarks/bench_scale.py --resume /var/tmp/scale-1m.json --sizes 100000 --others-at "" \
+        --sustain 0                                          # the +10 min probe, then the 100k palace
+ Figures go to ``out/scale_<when>.json``,
 the chart to ``out/scale_curve.png`` (matplotlib, ``pip install -e .[bench]``).
 """
 
@@ -337,10 +345,14 @@ def stop_folder(dsn: str, tag: str) -> None:
 
 # ----------------------------------------------------------------------------- parent
 def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list, sustain: float) -> dict:
+    """Write a palace of ``n`` drawers, probe it after the writer exited and, with ``sustain``, search it
+    under writes; dropped afterwards, unless ``args.leave`` hands it, probes up to ``args.leave_after``
+    done, to a later ``--resume`` (see :func:`leave`)."""
     tag = f"scl_{store}_{uuid.uuid4().hex[:6]}"
     workdir = tempfile.mkdtemp(prefix="mpbench_scl_")
     script = str(Path(__file__).resolve())
     case: dict = {"store": store, "n": n, "batch": args.batch, "probes": []}
+    handed = args.leave and store == "postgres" and n == max(int(s) for s in args.sizes.split(","))
     try:
         case["write"] = common.child_json(
             script,
@@ -358,39 +370,105 @@ def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list
             ],
             dsn,
         )
-        exited = time.monotonic()
+        exited = time.time()
         print(f"  {store} {n:,}: written at {case['write']['rows_per_s']:.0f} rows/s", flush=True)
-        for i, at in enumerate(probes):
-            while time.monotonic() - exited < at:
-                if store == "postgres" and "quiet_s" not in case and folder_done(dsn, tag):
-                    case["quiet_s"] = time.monotonic() - exited
-                time.sleep(min(2.0, max(0.0, at - (time.monotonic() - exited))))
-            last = ["stats"] if i == len(probes) - 1 else []
-            got = common.child_json(
-                script, ["search", store, n, dsn, workdir, tag, queries_file, PROBE_BUDGET_S, *last], dsn
-            )
-            got.update(after_s=at, ended_s=time.monotonic() - exited, **server_state(dsn, store, tag))
-            if store == "chroma":
-                got["table_mb"] = chroma_size_mb(workdir)
-            case["probes"].append(got)
-            print(f"  {store} {n:,} +{at:.0f}s: {brief(got)}", flush=True)
-        if store == "postgres" and "quiet_s" not in case and folder_done(dsn, tag):
-            case["quiet_s"] = time.monotonic() - exited
-        if sustain:
-            case["sustained"] = sustained(store, n, dsn, workdir, tag, queries_file, sustain, args.batch)
-            print(f"  {store} {n:,} under writes: {brief(case['sustained']['search'])}", flush=True)
+        if handed:
+            now = [p for p in probes if p <= args.leave_after]
+            follow(case, store, n, dsn, workdir, tag, queries_file, exited, now, 0.0, args.batch)
+            leave(Path(args.leave), case, tag, workdir, queries_file, exited, probes[len(now) :], sustain)
+            return case
+        follow(case, store, n, dsn, workdir, tag, queries_file, exited, probes, sustain, args.batch)
+    except BaseException:
+        handed = False
+        raise
     finally:
-        stop_folder(dsn, tag)
-        if store == "pgvector":
-            import psycopg
-
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                for table, _ in pgvector_tables(conn, tag):
-                    conn.execute(f"DROP TABLE IF EXISTS {table}")  # a regclass name, quoted as needed
-        else:
-            common.cleanup(store, dsn, tag, None)
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not handed:
+            drop_case(store, dsn, tag, workdir)
     return case
+
+
+def follow(case, store, n, dsn, workdir, tag, queries_file, exited, probes, sustain, batch) -> None:
+    """The probes at ``probes`` seconds after ``exited`` (wall clock, so that a resumed run goes on with
+    the same clock), the time until the folder ended (``quiet_s``), then ``sustain`` seconds of writes
+    searched meanwhile."""
+    script = str(Path(__file__).resolve())
+    for i, at in enumerate(probes):
+        while time.time() - exited < at:
+            if store == "postgres" and "quiet_s" not in case and folder_done(dsn, tag):
+                case["quiet_s"] = time.time() - exited
+            time.sleep(min(2.0, max(0.0, at - (time.time() - exited))))
+        last = ["stats"] if i == len(probes) - 1 else []
+        got = common.child_json(
+            script, ["search", store, n, dsn, workdir, tag, queries_file, PROBE_BUDGET_S, *last], dsn
+        )
+        got.update(after_s=at, ended_s=time.time() - exited, **server_state(dsn, store, tag))
+        if store == "chroma":
+            got["table_mb"] = chroma_size_mb(workdir)
+        case["probes"].append(got)
+        print(f"  {store} {n:,} +{at:.0f}s: {brief(got)}", flush=True)
+    if store == "postgres" and "quiet_s" not in case and folder_done(dsn, tag):
+        case["quiet_s"] = time.time() - exited
+    if sustain:
+        case["sustained"] = sustained(store, n, dsn, workdir, tag, queries_file, sustain, batch)
+        print(f"  {store} {n:,} under writes: {brief(case['sustained']['search'])}", flush=True)
+
+
+def leave(path: Path, case, tag, workdir, queries_file, exited, probes, sustain) -> None:
+    """Hand a palace still settling to a later run: a 1M palace written at the folder's pace takes over
+    20 minutes, so its write and its probe 10 minutes later do not fit one run of under 30. The palace,
+    its folder and the clock (the writer's exit, wall clock) go on between the runs; ``--resume`` takes
+    the rest of the probes from here."""
+    kept = path.with_suffix(".queries.json")
+    shutil.copyfile(queries_file, kept)
+    state = {
+        "case": case,
+        "tag": tag,
+        "workdir": workdir,
+        "queries_file": str(kept),
+        "exited": exited,
+        "probes": probes,
+        "sustain": sustain,
+        "left_at": time.time(),
+    }
+    path.write_text(json.dumps(state, indent=1))
+    print(f"  left to --resume {path}: probes {probes} to come, folder running", flush=True)
+
+
+def resume(path: Path, dsn: str, batch: int) -> dict:
+    """The rest of a case left by :func:`leave`; the palace is dropped afterwards."""
+    state = json.loads(path.read_text())
+    case, tag, workdir = state["case"], state["tag"], state["workdir"]
+    case["resumed_after_s"] = time.time() - state["left_at"]
+    try:
+        follow(
+            case,
+            case["store"],
+            case["n"],
+            dsn,
+            workdir,
+            tag,
+            state["queries_file"],
+            state["exited"],
+            state["probes"],
+            state["sustain"],
+            batch,
+        )
+    finally:
+        drop_case(case["store"], dsn, tag, workdir)
+    return case
+
+
+def drop_case(store: str, dsn: str, tag: str, workdir: str) -> None:
+    stop_folder(dsn, tag)
+    if store == "pgvector":
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for table, _ in pgvector_tables(conn, tag):
+                conn.execute(f"DROP TABLE IF EXISTS {table}")  # a regclass name, quoted as needed
+    else:
+        common.cleanup(store, dsn, tag, None)
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def sustained(store: str, n: int, dsn: str, workdir: str, tag: str, queries_file: str, seconds: float, batch):
@@ -627,12 +705,19 @@ def main() -> int:
         default=100_000,
         help="at sizes up to this, the writer searches the palace itself right after its last write",
     )
+    ap.add_argument(
+        "--leave",
+        default="",
+        help="hand the largest postgres palace, still settling, to a later --resume through this file",
+    )
+    ap.add_argument("--leave-after", type=float, default=60.0, help="the probes done before --leave")
+    ap.add_argument("--resume", default="", help="first finish the case a --leave run handed over")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = ap.parse_args()
     long_probes = [float(p) for p in args.probes.split(",")]
     short_probes = [float(p) for p in args.short_probes.split(",")]
     dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
     others_at = {int(s) for s in args.others_at.split(",") if s}
     tmp = tempfile.mkdtemp(prefix="mpbench_scl_q_")
     cases: list[dict] = []
@@ -643,16 +728,27 @@ def main() -> int:
     # a trial run (--no-write) keeps its figures out of the repository
     out = (Path(tempfile.gettempdir()) if args.no_write else HERE / "out") / f"scale_{stamp}.json"
     try:
+        if args.resume:
+            left = Path(args.resume)
+            first = json.loads(left.with_suffix(".meta.json").read_text())
+            meta["argv"] = f"{first['argv']} | {meta['argv']}"
+            cases.append(resume(left, dsn, args.batch))
+            out.write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))
         for n in sizes:
             queries = bf.truth_file(n, tmp, QUERIES)
             stores = ["postgres"] + ([s for s in args.others.split(",") if s] if n in others_at else [])
             for store in stores:
                 sustain = args.sustain if (n == max(sizes) and store == "postgres") else 0.0
                 probes = long_probes if store == "postgres" and n >= args.short_below else short_probes
+                if args.leave:
+                    Path(args.leave).with_suffix(".meta.json").write_text(json.dumps(meta))
                 cases.append(run_case(store, n, dsn, queries, args, probes, sustain))
                 out.write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))  # a partial run is kept
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.leave:
+        print(f"figures so far: {out}; the report comes with --resume {args.leave}")
+        return 0
     if not args.no_write:
         chart(cases, HERE / "out" / "scale_curve.png")
     report = render(cases, meta)
