@@ -125,8 +125,8 @@ def layout_now(col) -> dict:
 
 def run_queries(col, queries: list, budget: float, stats=None, slowest: int = 0) -> dict:
     """k=10 queries of each filter (within ``budget`` seconds each): p50/p95, recall@10 against exact
-    cosine; ``stats()``, when given, returns (index blocks hit, read) so far; the plans of the
-    ``slowest`` queries of each filter (postgres)."""
+    cosine; ``stats()``, when given, returns the index blocks counted so far (:func:`index_blocks`);
+    the plans of the ``slowest`` queries of each filter (postgres)."""
     out = {}
     for label in FILTERS:
         times, recalls, returned = [], [], []
@@ -150,8 +150,7 @@ def run_queries(col, queries: list, budget: float, stats=None, slowest: int = 0)
             # index blocks the queries found in shared buffers and read from outside them, per query
             # (a session reports its counts once idle for PGSTAT_IDLE_INTERVAL, 10 s: taken after that)
             time.sleep(11.0)
-            hit, read = (after - before for after, before in zip(stats(), blocks))
-            out[label].update(index_hits=hit / len(times), index_reads=read / len(times))
+            out[label].update(blocks_between(blocks, stats(), len(times)))
         if slowest:
             # the slowest queries again, under EXPLAIN (ANALYZE, BUFFERS): where their time goes
             worst = sorted(range(len(times)), key=lambda i: -times[i])[:slowest]
@@ -228,18 +227,53 @@ def child_search(
 
 
 # ----------------------------------------------------------------------------- the server's side
-def index_blocks(dsn: str, tag: str) -> tuple[int, int]:
-    """(blocks hit, blocks read) of the palace's indexes, as pg_statio counts them so far."""
+def index_blocks(dsn: str, tag: str) -> dict:
+    """Blocks hit and read of each of the palace's indexes, as pg_statio counts them so far, and what
+    else the server was doing on the palace then (autovacuum, the folder, its ANALYZE): the reads
+    counted in a probe's window may be theirs, not the queries'."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_stat_clear_snapshot()")
-        hit, read = conn.execute(
-            "SELECT COALESCE(sum(idx_blks_hit), 0), COALESCE(sum(idx_blks_read), 0) "
-            "FROM pg_statio_user_indexes WHERE schemaname = %s",
+        rows = conn.execute(
+            "SELECT indexrelname, idx_blks_hit, idx_blks_read FROM pg_statio_user_indexes "
+            "WHERE schemaname = %s",
+            (f"bench_{tag}",),
+        ).fetchall()
+        others = conn.execute(
+            "SELECT backend_type, left(query, 60) FROM pg_stat_activity WHERE state = 'active' "
+            "AND pid <> pg_backend_pid() AND position(%s in query) > 0",
+            (f"bench_{tag}",),
+        ).fetchall()
+        vacuums = conn.execute(
+            "SELECT COALESCE(sum(autovacuum_count + vacuum_count), 0), COALESCE(sum(autoanalyze_count), 0) "
+            "FROM pg_stat_user_tables WHERE schemaname = %s",
             (f"bench_{tag}",),
         ).fetchone()
-    return int(hit), int(read)
+    return {
+        "indexes": {name: (int(hit or 0), int(read or 0)) for name, hit, read in rows},
+        "others": [" ".join(str(x) for x in row) for row in others],
+        "vacuums": int(vacuums[0]),
+        "analyzes": int(vacuums[1]),
+    }
+
+
+def blocks_between(before: dict, after: dict, queries: int) -> dict:
+    """Index blocks hit and read a query between two :func:`index_blocks`, the indexes read most, and
+    what else ran meanwhile."""
+    delta = {
+        name: (hit - before["indexes"].get(name, (0, 0))[0], read - before["indexes"].get(name, (0, 0))[1])
+        for name, (hit, read) in after["indexes"].items()
+    }
+    most = sorted(delta.items(), key=lambda kv: -kv[1][1])[:3]
+    return {
+        "index_hits": sum(h for h, _ in delta.values()) / queries,
+        "index_reads": sum(r for _, r in delta.values()) / queries,
+        "reads_by_index": {name: read for name, (_, read) in most if read},
+        "others_active": sorted(set(before["others"]) | set(after["others"])),
+        "vacuums_meanwhile": after["vacuums"] - before["vacuums"],
+        "analyzes_meanwhile": after["analyzes"] - before["analyzes"],
+    }
 
 
 def server_state(dsn: str, store: str, tag: str) -> dict:
@@ -510,6 +544,7 @@ def brief(probe: dict) -> str:
         ", ".join(
             f"{k} {v['p50']:.1f}/{v['p95']:.1f} ms r{v['recall_at_10']:.3f}"
             + (f" idx hit/read {v['index_hits']:.0f}/{v['index_reads']:.0f}" if "index_hits" in v else "")
+            + (f" read {v['reads_by_index']} beside {v['others_active']}" if v.get("reads_by_index") else "")
             for k, v in q.items()
         )
         + extra
