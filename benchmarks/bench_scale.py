@@ -617,6 +617,7 @@ def render(cases: list[dict], meta: dict) -> str:
             f"| {c['n']:,} | {c['store']} | {c['write']['rows_per_s']:.0f} | {c['write']['peak_rss_mb']:.0f} "
             f"| {quiet} | {index} | {table} | {build} | {during} |"
         )
+    lines += reads_table(cases)
     base = next((c for c in cases if c["store"] == "postgres" and c["n"] == min(x["n"] for x in cases)), None)
     if base is not None:
         lines += [
@@ -679,6 +680,34 @@ def plans(cases: list[dict]) -> list[str]:
                 if text:
                     lines.append(f"| {c['n']:,} | {when} | {f} | {text} |")
     return lines
+
+
+def reads_table(cases: list[dict]) -> list[str]:
+    """Where the index blocks a probe's window read from outside shared buffers went, and what else ran on
+    the palace meanwhile (pg_statio counts every backend's reads, not only the queries')."""
+    rows = []
+    for c in cases:
+        for p in c["probes"]:
+            for f in FILTERS:
+                q = p["query"][f]
+                if q.get("reads_by_index"):
+                    most = ", ".join(f"{name} {read:,}" for name, read in q["reads_by_index"].items())
+                    beside = "; ".join(q["others_active"]) or "nothing"
+                    rows.append(
+                        f"| {c['n']:,} | +{p['after_s']:.0f} s | {f} | {q['index_reads']:.0f} | {most} "
+                        f"| {beside} |"
+                    )
+    if not rows:
+        return []
+    return [
+        "",
+        "Index blocks read from outside shared buffers in a probe's window (a query's share; the indexes "
+        "read most, blocks in all), and what else was active on the palace then:",
+        "",
+        "| palace | after | filter | read a query | read most | active beside the queries |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 def chart(cases: list[dict], path: Path) -> None:
