@@ -307,17 +307,21 @@ def forget_all() -> None:
         _NO_SESSION.clear()
 
 
+def folders_off(part: "Partition") -> bool:
+    """Whether this process starts no folder for the partition: it may not write, or folders are switched
+    off (MEMPALACE_PG_FOLDER=off)."""
+    return part.read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off"
+
+
 def folder_may_run(part: "Partition") -> bool:
-    """Whether this process may start a folder for the partition: it may write, folders are not switched
-    off (MEMPALACE_PG_FOLDER=off), and the palace has a session address for one (see ensure_folder)."""
-    if part.read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off":
-        return False
-    return part.db.session_dsn is not None
+    """Whether this process may start a folder for the partition: folders are not off for it
+    (:func:`folders_off`) and the palace has a session address for one (see ensure_folder)."""
+    return not folders_off(part) and part.db.session_dsn is not None
 
 
 def ensure_folder(part: "Partition") -> None:
     """Start a folder for the partition unless one runs (checked at most every SPAWN_CHECK_S)."""
-    if part.read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off":
+    if folders_off(part):
         return
     key = partition_key(part)
     now = time.monotonic()
