@@ -27,8 +27,9 @@ folder and the clock go on between them::
         --leave /var/tmp/scale-1m.json --no-write          # write, probe at +10 s and +60 s, hand over
     python benchmarks/bench_scale.py --resume /var/tmp/scale-1m.json --sizes 100000 --others-at "" \
         --sustain 0                                          # the +10 min probe, then the 100k palace
- Figures go to ``out/scale_<when>.json``,
-the chart to ``out/scale_curve.png`` (matplotlib, ``pip install -e .[bench]``).
+
+Figures go to ``out/scale_<when>.json``, the chart to ``out/scale_curve.png`` (matplotlib,
+``pip install -e .[bench]``).
 """
 
 from __future__ import annotations
