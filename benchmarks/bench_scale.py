@@ -379,15 +379,17 @@ def stop_folder(dsn: str, tag: str) -> None:
 
 
 # ----------------------------------------------------------------------------- parent
-def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list, sustain: float) -> dict:
+def run_case(
+    store: str, n: int, dsn: str, queries_file: str, args, probes: list, sustain: float, leave_to=None
+) -> dict:
     """Write a palace of ``n`` drawers, probe it after the writer exited and, with ``sustain``, search it
-    under writes; dropped afterwards, unless ``args.leave`` hands it, probes up to ``args.leave_after``
-    done, to a later ``--resume`` (see :func:`leave`)."""
+    under writes; dropped afterwards, unless ``leave_to`` (a path) hands it, probes up to
+    ``args.leave_after`` done, to a later ``--resume`` (see :func:`leave`)."""
     tag = f"scl_{store}_{uuid.uuid4().hex[:6]}"
     workdir = tempfile.mkdtemp(prefix="mpbench_scl_")
     script = str(Path(__file__).resolve())
     case: dict = {"store": store, "n": n, "batch": args.batch, "probes": []}
-    handed = args.leave and store == "postgres" and n == max(int(s) for s in args.sizes.split(","))
+    handed = False
     try:
         case["write"] = common.child_json(
             script,
@@ -407,15 +409,13 @@ def run_case(store: str, n: int, dsn: str, queries_file: str, args, probes: list
         )
         exited = time.time()
         print(f"  {store} {n:,}: written at {case['write']['rows_per_s']:.0f} rows/s", flush=True)
-        if handed:
+        if leave_to is not None:
             now = [p for p in probes if p <= args.leave_after]
             follow(case, store, n, dsn, workdir, tag, queries_file, exited, now, 0.0, args.batch)
-            leave(Path(args.leave), case, tag, workdir, queries_file, exited, probes[len(now) :], sustain)
+            leave(leave_to, case, tag, workdir, queries_file, exited, probes[len(now) :], sustain)
+            handed = True
             return case
         follow(case, store, n, dsn, workdir, tag, queries_file, exited, probes, sustain, args.batch)
-    except BaseException:
-        handed = False
-        raise
     finally:
         if not handed:
             drop_case(store, dsn, tag, workdir)
@@ -456,6 +456,7 @@ def leave(path: Path, case, tag, workdir, queries_file, exited, probes, sustain)
     kept = path.with_suffix(".queries.json")
     shutil.copyfile(queries_file, kept)
     state = {
+        "argv": " ".join(sys.argv[1:]),  # the command, as run_meta records it
         "case": case,
         "tag": tag,
         "workdir": workdir,
@@ -469,9 +470,8 @@ def leave(path: Path, case, tag, workdir, queries_file, exited, probes, sustain)
     print(f"  left to --resume {path}: probes {probes} to come, folder running", flush=True)
 
 
-def resume(path: Path, dsn: str, batch: int) -> dict:
-    """The rest of a case left by :func:`leave`; the palace is dropped afterwards."""
-    state = json.loads(path.read_text())
+def resume(state: dict, dsn: str, batch: int) -> dict:
+    """The rest of a case :func:`leave` wrote ``state`` of; the palace is dropped afterwards."""
     case, tag, workdir = state["case"], state["tag"], state["workdir"]
     case["resumed_after_s"] = time.time() - state["left_at"]
     try:
@@ -794,10 +794,9 @@ def main() -> int:
     out = (Path(tempfile.gettempdir()) if args.no_write else HERE / "out") / f"scale_{stamp}.json"
     try:
         if args.resume:
-            left = Path(args.resume)
-            first = json.loads(left.with_suffix(".meta.json").read_text())
-            meta["argv"] = f"{first['argv']} | {meta['argv']}"
-            cases.append(resume(left, dsn, args.batch))
+            state = json.loads(Path(args.resume).read_text())
+            meta["argv"] = f"{state['argv']} | {meta['argv']}"
+            cases.append(resume(state, dsn, args.batch))
             out.write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))
         for n in sizes:
             queries = bf.truth_file(n, tmp, QUERIES)
@@ -805,9 +804,9 @@ def main() -> int:
             for store in stores:
                 sustain = args.sustain if (n == max(sizes) and store == "postgres") else 0.0
                 probes = long_probes if store == "postgres" and n >= args.short_below else short_probes
-                if args.leave:
-                    Path(args.leave).with_suffix(".meta.json").write_text(json.dumps(meta))
-                cases.append(run_case(store, n, dsn, queries, args, probes, sustain))
+                hand = args.leave and store == "postgres" and n == max(sizes)
+                leave_to = Path(args.leave) if hand else None
+                cases.append(run_case(store, n, dsn, queries, args, probes, sustain, leave_to))
                 out.write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))  # a partial run is kept
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
