@@ -33,28 +33,356 @@ NAME_MAX = 48
 #: How lexical_search may rank: SQLite FTS5's BM25, or as MemPalace's Chroma backend does.
 LEXICAL_MODES = ("bm25", "chroma")
 
-# setting name -> (environment variable, config.json key, default, parser)
-_SETTINGS: dict[str, tuple[str, str, Any, type]] = {
-    "dsn": ("MEMPALACE_PG_DSN", "postgres_dsn", DEFAULT_DSN, str),
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: where it is read, its default, what values it takes. docs/reference-settings.md is
+    rendered from :data:`SETTINGS` (scripts/reference.py), and a unit test fails when the two drift."""
+
+    name: str
+    env: str
+    #: the key in MemPalace's config.json, or "" where only the environment is read
+    key: str
+    default: Any
+    #: str, int, bool, or "size" (a PostgreSQL memory size such as 512MB)
+    kind: Any
+    about: str
+    #: who reads it: "plugin" (every process, :class:`Settings`), "process" (the index engine and the
+    #: hooks, read once when the module loads), "command" (one mempalace-pg command), "image" (the Docker
+    #: image's entrypoint, which checks it)
+    scope: str = "plugin"
+    low: Optional[int] = None
+    high: Optional[int] = None
+    choices: tuple = ()
+
+    def allowed(self) -> str:
+        """The values it takes, in words (the reference's "allowed" column)."""
+        if self.choices:
+            return " or ".join(f"`{c}`" for c in self.choices)
+        if self.kind is bool:
+            return "true or false (also 1/0, yes/no, on/off)"
+        if self.kind == "size":
+            return "a PostgreSQL size: a number and kB, MB, GB or TB, at least 1MB"
+        if self.kind is int:
+            if self.high is not None:
+                return f"a whole number from {self.low or 0} to {self.high}"
+            return f"a whole number, {self.low or 0} or more"
+        return "text"
+
+    def parse(self, raw: Any, source: str) -> Any:
+        """``raw`` as this setting's value, or :class:`ConfigError` naming the setting and ``source``."""
+        if source == f"${self.env}":
+            label = self.env
+        elif source.startswith("config.json"):
+            label = f"{source} ({self.env})"
+        else:
+            label = f"{self.name} ({source})"
+        if self.kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ConfigError(f"{label} must be true or false, not {raw!r}")
+        if self.kind is int:
+            try:
+                value = int(str(raw).strip())
+            except ValueError:
+                raise ConfigError(f"{label} must be {self.allowed()}, not {raw!r}") from None
+            if value < (self.low or 0) or (self.high is not None and value > self.high):
+                raise ConfigError(f"{label} must be {self.allowed()}, not {value}")
+            return value
+        value = str(raw).strip()
+        if self.kind == "size" and not SIZE_RE.fullmatch(value):
+            raise ConfigError(f"{label} must be {self.allowed()} (e.g. 512MB), not {raw!r}")
+        if self.choices and value not in self.choices:
+            raise ConfigError(f"{label} must be {self.allowed()}, not {raw!r}")
+        return value
+
+
+#: A PostgreSQL memory size as maintenance_work_mem takes it, from 1MB up.
+SIZE_RE = re.compile(r"(?:[1-9][0-9]{3,}kB|[1-9][0-9]*(?:MB|GB|TB))")
+
+#: Every setting the plugin, its commands and its Docker image read: the one table.
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "dsn",
+        "MEMPALACE_PG_DSN",
+        "postgres_dsn",
+        DEFAULT_DSN,
+        str,
+        "the PostgreSQL DSN (URL or `key=value` form); never printed with its password",
+    ),
     # Where work that needs a session of its own goes (the vector index folder, bulk loads, maintenance)
     # when MEMPALACE_PG_DSN goes through a connection pooler: PostgreSQL itself, or a session-mode pool.
-    "session_dsn": ("MEMPALACE_PG_SESSION_DSN", "postgres_session_dsn", "", str),
-    "schema": ("MEMPALACE_PG_SCHEMA", "postgres_schema", DEFAULT_SCHEMA, str),
-    "namespace": ("MEMPALACE_PG_NAMESPACE", "postgres_namespace", "", str),
-    "pool_min_size": ("MEMPALACE_PG_POOL_MIN_SIZE", "postgres_pool_min_size", 1, int),
-    "pool_max_size": ("MEMPALACE_PG_POOL_MAX_SIZE", "postgres_pool_max_size", 8, int),
-    "statement_timeout_ms": (
+    Setting(
+        "session_dsn",
+        "MEMPALACE_PG_SESSION_DSN",
+        "postgres_session_dsn",
+        "",
+        str,
+        "DSN for work that needs a session (the folder, bulk loads) when the DSN goes through a "
+        "pooler; empty: the DSN itself",
+    ),
+    Setting(
+        "schema",
+        "MEMPALACE_PG_SCHEMA",
+        "postgres_schema",
+        DEFAULT_SCHEMA,
+        str,
+        f"schema holding the tables (1-{NAME_MAX} characters a-z, 0-9, _, starting with a letter); "
+        "the graph is `<schema>_kg`",
+    ),
+    Setting(
+        "namespace",
+        "MEMPALACE_PG_NAMESPACE",
+        "postgres_namespace",
+        "",
+        str,
+        "tenant namespace: palaces in two namespaces never see each other (1-64 characters "
+        "A-Z, a-z, 0-9, _, . or -)",
+    ),
+    Setting(
+        "pool_min_size",
+        "MEMPALACE_PG_POOL_MIN_SIZE",
+        "postgres_pool_min_size",
+        1,
+        int,
+        "connections a process keeps open",
+        low=0,
+        high=1000,
+    ),
+    Setting(
+        "pool_max_size",
+        "MEMPALACE_PG_POOL_MAX_SIZE",
+        "postgres_pool_max_size",
+        8,
+        int,
+        "connections a process opens at most (count these against a role's connection limit)",
+        low=1,
+        high=1000,
+    ),
+    Setting(
+        "statement_timeout_ms",
         "MEMPALACE_PG_STATEMENT_TIMEOUT_MS",
         "postgres_statement_timeout_ms",
         60_000,
         int,
+        "statement timeout in milliseconds (0: none)",
+        low=0,
     ),
-    "connect_timeout_s": ("MEMPALACE_PG_CONNECT_TIMEOUT_S", "postgres_connect_timeout_s", 10, int),
-    "auto_upgrade": ("MEMPALACE_PG_AUTO_UPGRADE", "postgres_auto_upgrade", True, bool),
-    "ef_search": ("MEMPALACE_PG_EF_SEARCH", "postgres_ef_search", 150, int),
-    # how lexical_search ranks: "bm25" (SQLite FTS5's BM25) or "chroma" (MemPalace's Chroma backend)
-    "lexical": ("MEMPALACE_PG_LEXICAL", "postgres_lexical", "bm25", str),
-}
+    Setting(
+        "connect_timeout_s",
+        "MEMPALACE_PG_CONNECT_TIMEOUT_S",
+        "postgres_connect_timeout_s",
+        10,
+        int,
+        "how long to wait for a connection, in seconds",
+        low=1,
+        high=3600,
+    ),
+    Setting(
+        "auto_upgrade",
+        "MEMPALACE_PG_AUTO_UPGRADE",
+        "postgres_auto_upgrade",
+        True,
+        bool,
+        "upgrade an older schema on first use (false: `mempalace-pg db upgrade` does it)",
+    ),
+    Setting(
+        "ef_search",
+        "MEMPALACE_PG_EF_SEARCH",
+        "postgres_ef_search",
+        150,
+        int,
+        "HNSW `ef_search` for queries (pgvector's limit is 1000)",
+        low=1,
+        high=1000,
+    ),
+    Setting(
+        "lexical",
+        "MEMPALACE_PG_LEXICAL",
+        "postgres_lexical",
+        "bm25",
+        str,
+        "how `lexical_search` ranks (MemPalace's union search and closet boosts use it): `bm25`, "
+        "SQLite FTS5's BM25 over the whole collection; `chroma`, as MemPalace's Chroma backend ranks, "
+        "for the same answers as a Chroma palace (scans every drawer: for palaces of Chroma's size)",
+        choices=LEXICAL_MODES,
+    ),
+    Setting(
+        "folder",
+        "MEMPALACE_PG_FOLDER",
+        "",
+        "on",
+        str,
+        "start folder processes that build the vector index (`off`: never; rows are then searched "
+        "exactly until `mempalace-pg db reindex`)",
+        scope="process",
+        choices=("on", "off"),
+    ),
+    Setting(
+        "build_memory",
+        "MEMPALACE_PG_BUILD_MEMORY",
+        "",
+        "1GB",
+        "size",
+        "memory for building a vector index segment (`maintenance_work_mem`); it also bounds a "
+        "segment's rows (about 650,000 of 384 dimensions at 1GB)",
+        scope="process",
+    ),
+    Setting(
+        "backlog_rows",
+        "MEMPALACE_PG_BACKLOG_ROWS",
+        "",
+        4000,
+        int,
+        "rows waiting for the vector index past which a writer waits for the folder (0: never)",
+        scope="process",
+        low=0,
+    ),
+    Setting(
+        "build_workers",
+        "MEMPALACE_PG_BUILD_WORKERS",
+        "",
+        1,
+        int,
+        "parallel workers of a segment build (0 where pgvector is older than 0.8.2, whatever this says)",
+        scope="process",
+        low=0,
+        high=64,
+    ),
+    Setting(
+        "mcp_tools",
+        "MEMPALACE_PG_MCP_TOOLS",
+        "",
+        False,
+        bool,
+        "MemPalace's own MCP server (`mempalace serve`, `python -m mempalace.mcp_server`) offers the "
+        "`pg_*` tools too",
+        scope="process",
+    ),
+    Setting(
+        "app_password",
+        "MEMPALACE_APP_PASSWORD",
+        "",
+        "",
+        str,
+        "`mempalace-pg db bootstrap --app-role R`: the role's password (`--app-password-env` names "
+        "another variable)",
+        scope="command",
+    ),
+    Setting(
+        "pgvector_dsn",
+        "MEMPALACE_PGVECTOR_DSN",
+        "",
+        "",
+        str,
+        "`mempalace-pg migrate` from a built-in `pgvector` palace: that palace's database, as "
+        "MemPalace reads it",
+        scope="command",
+    ),
+    Setting(
+        "image_postgres_password",
+        "POSTGRES_PASSWORD",
+        "",
+        "",
+        str,
+        "the superuser's password, on the first start (an empty volume); or POSTGRES_PASSWORD_FILE, "
+        "a file holding it (Docker secrets)",
+        scope="image",
+    ),
+    Setting(
+        "image_app_password",
+        "MEMPALACE_APP_PASSWORD",
+        "",
+        "",
+        str,
+        "the application role's password, on the first start; or MEMPALACE_APP_PASSWORD_FILE",
+        scope="image",
+    ),
+    Setting(
+        "image_db",
+        "POSTGRES_DB",
+        "",
+        "mempalace",
+        str,
+        "the database created on the first start",
+        scope="image",
+    ),
+    Setting(
+        "image_app_user",
+        "MEMPALACE_APP_USER",
+        "",
+        "mempalace",
+        str,
+        "the application role (no superuser) created on the first start",
+        scope="image",
+    ),
+    Setting(
+        "image_app_connection_limit",
+        "MEMPALACE_APP_CONNECTION_LIMIT",
+        "",
+        64,
+        int,
+        "the application role's connection limit",
+        scope="image",
+        low=1,
+    ),
+    Setting(
+        "image_shared_buffers",
+        "MEMPALACE_PG_SHARED_BUFFERS",
+        "",
+        "",
+        "size",
+        "`shared_buffers`; empty: a quarter of the container's memory, from 128MB to 8GB",
+        scope="image",
+    ),
+    Setting(
+        "image_tls_source",
+        "MEMPALACE_PG_TLS_SOURCE",
+        "",
+        "/etc/mempalace-pg/tls",
+        str,
+        "a directory holding your `server.crt` and `server.key`; without them the image makes a CA "
+        "and a certificate of its own",
+        scope="image",
+    ),
+    Setting(
+        "image_tls_hostnames",
+        "MEMPALACE_PG_TLS_HOSTNAMES",
+        "",
+        "",
+        str,
+        "more names for the image's own certificate (space-separated), e.g. the host's LAN name",
+        scope="image",
+    ),
+    Setting(
+        "image_stack",
+        "MEMPALACE_PG_IMAGE_STACK",
+        "",
+        "trixie",
+        str,
+        "which Debian the image is built from: `trixie` (PostgreSQL 17, AGE 1.5) or `sid` "
+        "(PostgreSQL 18, AGE 1.8)",
+        scope="image",
+        choices=("trixie", "sid"),
+    ),
+)
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def process_setting(name: str) -> Any:
+    """A setting only the environment gives (scope "process"), parsed and checked: a bad value raises
+    :class:`ConfigError` naming the variable and what it takes."""
+    setting = _BY_NAME[name]
+    raw = os.environ.get(setting.env)
+    if raw is None or raw.strip() == "":
+        return setting.default
+    return setting.parse(raw, f"${setting.env}")
 
 
 class ConfigError(ValueError):
@@ -136,27 +464,6 @@ def _read_config_json() -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _parse(name: str, raw: Any, kind: type, source: str) -> Any:
-    if kind is bool:
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(f"{name} from {source} must be true or false, not {raw!r}")
-    if kind is int:
-        try:
-            value = int(str(raw).strip())
-        except ValueError:
-            raise ConfigError(f"{name} from {source} must be a whole number, not {raw!r}") from None
-        if value < 0:
-            raise ConfigError(f"{name} from {source} must not be negative")
-        return value
-    return str(raw).strip()
-
-
 @dataclass(frozen=True)
 class Settings:
     """Resolved settings for one process. Cheap to build; build it when you need it."""
@@ -179,20 +486,23 @@ class Settings:
         overrides = dict(overrides or {})
         file_config: Optional[dict] = None
         values: dict[str, Any] = {}
-        for name, (env, key, default, kind) in _SETTINGS.items():
+        for setting in SETTINGS:
+            if setting.scope != "plugin":
+                continue
+            name, env, key = setting.name, setting.env, setting.key
             if overrides.get(name) is not None:
-                values[name] = _parse(name, overrides[name], kind, "options")
+                values[name] = setting.parse(overrides[name], "options")
                 continue
             raw = os.environ.get(env)
             if raw is not None and raw.strip() != "":
-                values[name] = _parse(name, raw, kind, f"${env}")
+                values[name] = setting.parse(raw, f"${env}")
                 continue
             if file_config is None:
                 file_config = _read_config_json()
             if file_config.get(key) not in (None, ""):
-                values[name] = _parse(name, file_config[key], kind, f"config.json key {key!r}")
+                values[name] = setting.parse(file_config[key], f"config.json key {key!r}")
                 continue
-            values[name] = default
+            values[name] = setting.default
         settings = cls(**values)
         settings.validate()
         return settings
@@ -235,6 +545,9 @@ __all__ = [
     "IDENTIFIER_RE",
     "NAME_MAX",
     "ConfigError",
+    "Setting",
+    "SETTINGS",
+    "process_setting",
     "validate_identifier",
     "redact_dsn",
     "dsn_target",

@@ -26,6 +26,8 @@ import os
 import threading
 from typing import Optional
 
+from mempalace_pg.config import process_setting
+
 ENABLE_VARIABLE = "MEMPALACE_PG_MCP_TOOLS"
 
 _tools = {}  # palace directory -> PalaceTools
@@ -39,7 +41,7 @@ def forget() -> None:
 
 
 def enabled() -> bool:
-    return os.environ.get(ENABLE_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
+    return process_setting("mcp_tools")
 
 
 def _palace_tools(palace: str):

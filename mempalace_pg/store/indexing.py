@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import psycopg
 from psycopg import sql
 
+from mempalace_pg.config import process_setting
 from mempalace_pg.db import locks
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ MIN_SEARCH_BREADTH = 60
 #: it writes on (:mod:`mempalace_pg.store.backlog`): every query scans those rows, so a palace searched
 #: right after a bulk write (an MCP server that files, then searches) stays quick. MEMPALACE_PG_BACKLOG_ROWS
 #: sets another number (0: writers never wait).
-BACKLOG_ROWS = int(os.environ.get("MEMPALACE_PG_BACKLOG_ROWS", str(2 * FOLD_ROWS)))
+BACKLOG_ROWS = process_setting("backlog_rows")
 #: A full (quiet) build is cancelled once this many rows have been written since it started: writes
 #: came back, and the young folds that keep the tail short go first (the rebuild waits for the next
 #: pause). A trickle of writes (an MCP server filing now and then) lets it finish. Never more than
@@ -144,13 +145,13 @@ REBUILD_GRACE_S = 2 * LAYOUT_TTL_S
 SPAWN_CHECK_S = 2.0
 #: Memory for building a segment; it also bounds a segment's rows (build_capacity), and so the number
 #: of segments a large quiet collection keeps.
-BUILD_MEMORY = os.environ.get("MEMPALACE_PG_BUILD_MEMORY", "1GB")
+BUILD_MEMORY = process_setting("build_memory")
 #: Parallel workers of a build, beside its own backend: both cores of a small server. (Queries beside a
 #: merge built this way were no slower than beside one without a worker: benchmarks/RESULTS.md, "Search
 #: breadth over segments".) Only where pgvector's parallel HNSW build is safe: elsewhere builds are serial
 #: (build_session, and mempalace_pg.db.defects). MEMPALACE_PG_BUILD_WORKERS sets another number (0: serial
 #: everywhere, e.g. to leave a busy server's cores to queries).
-BUILD_WORKERS = int(os.environ.get("MEMPALACE_PG_BUILD_WORKERS", "1"))
+BUILD_WORKERS = process_setting("build_workers")
 
 #: The environment variable that carries the DSN to a folder (never its command line, which `ps` shows).
 DSN_VARIABLE = "MEMPALACE_PG_FOLDER_DSN"
@@ -310,7 +311,7 @@ def forget_all() -> None:
 def folders_off(part: "Partition") -> bool:
     """Whether this process starts no folder for the partition: it may not write, or folders are switched
     off (MEMPALACE_PG_FOLDER=off)."""
-    return part.read_only or os.environ.get("MEMPALACE_PG_FOLDER") == "off"
+    return part.read_only or process_setting("folder") == "off"
 
 
 def folder_may_run(part: "Partition") -> bool:

@@ -121,7 +121,7 @@ def test_dsn_target_refuses_a_malformed_dsn_without_its_password(dsn):
         ("MEMPALACE_PG_SCHEMA", "Bad-Schema", "not a valid name"),
         ("MEMPALACE_PG_SCHEMA", 'x"; DROP SCHEMA public; --', "not a valid name"),
         ("MEMPALACE_PG_POOL_MAX_SIZE", "many", "whole number"),
-        ("MEMPALACE_PG_EF_SEARCH", "5000", "between 1 and 1000"),
+        ("MEMPALACE_PG_EF_SEARCH", "5000", "MEMPALACE_PG_EF_SEARCH must be a whole number from 1 to 1000"),
         ("MEMPALACE_PG_AUTO_UPGRADE", "perhaps", "true or false"),
         ("MEMPALACE_PG_DSN", "postgresql://u:pw@h:notaport/d", "cannot be parsed"),
     ],
@@ -184,7 +184,7 @@ def test_a_config_json_that_is_not_an_object_is_ignored(monkeypatch, tmp_path, c
 def test_bad_config_json_value_names_the_key(config_json):
     config_json(postgres_pool_min_size="lots")
     with pytest.raises(
-        ConfigError, match="pool_min_size from config.json key 'postgres_pool_min_size' must be"
+        ConfigError, match="config.json key 'postgres_pool_min_size' \\(MEMPALACE_PG_POOL_MIN_SIZE\\) must be"
     ):
         Settings.load()
 
@@ -216,10 +216,10 @@ def test_config_json_booleans_and_numbers_as_json_types(config_json):
 @pytest.mark.parametrize(
     "env, value, match",
     [
-        ("MEMPALACE_PG_POOL_MIN_SIZE", "-1", "must not be negative"),
+        ("MEMPALACE_PG_POOL_MIN_SIZE", "-1", "from 0 to 1000, not -1"),
         ("MEMPALACE_PG_POOL_MIN_SIZE", "9", "pool sizes must satisfy"),  # above the default max of 8
-        ("MEMPALACE_PG_POOL_MAX_SIZE", "0", "pool sizes must satisfy"),
-        ("MEMPALACE_PG_EF_SEARCH", "0", "between 1 and 1000"),
+        ("MEMPALACE_PG_POOL_MAX_SIZE", "0", "MEMPALACE_PG_POOL_MAX_SIZE must be a whole number from 1"),
+        ("MEMPALACE_PG_EF_SEARCH", "0", "from 1 to 1000, not 0"),
         ("MEMPALACE_PG_NAMESPACE", "has space", "namespace 'has space' must be 1-64 characters"),
         ("MEMPALACE_PG_NAMESPACE", "n" * 65, "must be 1-64 characters"),
     ],
