@@ -1,4 +1,5 @@
-"""Whole-palace jobs: ``export``, ``import``, ``migrate``, ``backup``, ``restore``."""
+"""Whole-palace jobs: ``export``, ``import``, ``migrate``, ``move-out``, ``switch``, ``backup``,
+``restore``."""
 
 from __future__ import annotations
 
@@ -97,6 +98,65 @@ def cmd_migrate(args) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_move_out(args) -> int:
+    from mempalace_pg.cli.common import palace_target
+    from mempalace_pg.tools.move_out import move_out
+    from mempalace_pg.tools.progress import print_collection_progress
+
+    show = print_collection_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
+    report = move_out(
+        palace_target(args),
+        args.target,
+        backend=args.backend,
+        graph_file=args.graph,
+        page=args.batch,
+        progress=show,
+    )
+    if args.json:
+        print(json.dumps(report.as_dict()))
+        return 0 if report.ok else 1
+    print(f"{report.source} (postgres) -> {report.target} ({report.backend})")
+    for name, c in report.collections.items():
+        print(f"  {name}: {c['source']} records copied, {c['target']} in the new palace")
+    g = report.graph
+    print(
+        f"  knowledge graph: {g['entities']['target']} entities, {g['triples']['target']} facts "
+        f"in {report.graph_file}"
+    )
+    print(
+        f"read back {report.sampled} sampled records: "
+        + (
+            "identical"
+            if not report.mismatches
+            else f"{len(report.mismatches)} differences: {report.mismatches[:3]}"
+        )
+    )
+    if report.ok:
+        print(
+            f"done in {report.seconds:.0f} s. Use it: `mempalace --palace {report.target} status`; "
+            f"the postgres palace is unchanged."
+        )
+    return 0 if report.ok else 1
+
+
+def cmd_switch(args) -> int:
+    from mempalace_pg.tools.switch import switch
+
+    result = switch(args.palace_dir)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    before = result["before"]
+    print(
+        f"MemPalace now opens {result['palace_path']} ({result['backend']}) by default "
+        f"({result['config_file']}); before: {before['palace_path'] or 'its default palace'} "
+        f"({before['backend'] or 'chroma'})."
+    )
+    if result["backend"] == "postgres":
+        print("Every process that opens it needs MEMPALACE_PG_DSN (or postgres_dsn in that file).")
+    return 0
+
+
 def cmd_backup(args) -> int:
     from mempalace_pg.tools.backup import backup
 
@@ -145,6 +205,28 @@ def register(sub) -> None:
     mig.add_argument("--json", action="store_true", help="machine-readable output")
     mig.set_defaults(func=cmd_migrate)
 
+    out = sub.add_parser(
+        "move-out", help="the way back: copy a postgres palace to a new Chroma palace and SQLite graph"
+    )
+    out.add_argument("--to", dest="target", required=True, help="the new palace directory (empty or new)")
+    out.add_argument(
+        "--backend", default="chroma", choices=("chroma", "sqlite_exact"), help="the new palace's backend"
+    )
+    out.add_argument(
+        "--graph", help="the new SQLite knowledge graph file (default: knowledge_graph.sqlite3 in --to)"
+    )
+    out.add_argument("--batch", type=int, default=500, help="records per batch (default 500)")
+    out.add_argument("--progress", action="store_true", help="show progress even when not on a terminal")
+    palace_args(out)
+    out.set_defaults(func=cmd_move_out)
+
+    sw = sub.add_parser(
+        "switch", help="make a palace MemPalace's default (palace_path and backend in its config.json)"
+    )
+    sw.add_argument("palace_dir", help="the palace directory: a postgres palace, or a Chroma one to go back")
+    sw.add_argument("--json", action="store_true", help="machine-readable output")
+    sw.set_defaults(func=cmd_switch)
+
     bak = sub.add_parser("backup", help="pg_dump of the schema and its AGE graph (restorable with `restore`)")
     bak.add_argument("file")
     bak.add_argument(
@@ -161,4 +243,13 @@ def register(sub) -> None:
     res.set_defaults(func=cmd_restore)
 
 
-__all__ = ["register", "cmd_export", "cmd_import", "cmd_migrate", "cmd_backup", "cmd_restore"]
+__all__ = [
+    "register",
+    "cmd_export",
+    "cmd_import",
+    "cmd_migrate",
+    "cmd_move_out",
+    "cmd_switch",
+    "cmd_backup",
+    "cmd_restore",
+]
