@@ -20,7 +20,12 @@ reference = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(reference)
 
 #: Variables read that are not settings: MemPalace's own, and the DSN a process hands its folder.
-NOT_SETTINGS = {"MEMPALACE_BACKEND_EXPLICIT", "MEMPALACE_MCP_READ_ONLY", "MEMPALACE_PG_FOLDER_DSN"}
+NOT_SETTINGS = {
+    "MEMPALACE_BACKEND_EXPLICIT",
+    "MEMPALACE_CONFIG_DIR",
+    "MEMPALACE_MCP_READ_ONLY",
+    "MEMPALACE_PG_FOLDER_DSN",
+}
 
 
 def test_the_reference_pages_are_what_the_code_renders():
