@@ -5,7 +5,7 @@
 On the server MEMPALACE_PG_TEST_DSN names (a superuser, e.g. scripts/provision-postgres.sh's):
   1. create a database ``mp_app_<random>`` and run ``mempalace-pg db bootstrap --app-role mp_app_<random>``
      in it as the superuser: the extensions and a login role with no superuser, CREATEDB or CREATEROLE,
-     which gets AGE through session_preload_libraries (docs/homelab.md, "db bootstrap");
+     which gets AGE through session_preload_libraries (docs/install.md, "db bootstrap");
   2. run COMMAND with MEMPALACE_PG_TEST_DSN set to that role in that database and MEMPALACE_PG_TEST_ADMIN_DSN
      to the superuser in that database (tests/integration/conftest.py: the code under test connects with
      the first, set-up that needs a superuser with the second);

@@ -32,7 +32,7 @@
 #   7. the PgBouncer service (compose profile `pooler`, transaction pooling, port 6432): up, healthy, and the
 #      same smoke check and doctor through it, with MEMPALACE_PG_SESSION_DSN at the server's own port.
 # Networking: compose's own network (a bridge docker-compose creates; --bridge=none only removes docker0)
-# with the port published on 127.0.0.1:5432 by docker-proxy, so docs/homelab.md's compose file runs unchanged.
+# with the port published on 127.0.0.1:5432 by docker-proxy, so docs/docker.md's compose file runs unchanged.
 #
 # Settings (environment): MEMPALACE_PG_IMAGE_STACK=trixie|sid (the image's Debian stack, default trixie),
 # MEMPALACE_PG_DOCKER_STATE, MEMPALACE_PG_MIRROR (Debian mirror for debootstrap; default the host's).

@@ -232,8 +232,9 @@ def _check_restorable(conn: psycopg.Connection, schema: str, graph: str) -> None
         ).fetchone()
     ):
         raise ConfigError(
-            f"schema(s) {', '.join(taken) or graph} already exist in this database: restore "
-            "into a database without them (or another MEMPALACE_PG_SCHEMA)"
+            f"schema(s) {', '.join(taken) or graph} already exist in this database: to restore in "
+            "place, drop them first (`mempalace-pg db drop --yes`, every palace in the schema); or restore "
+            "into a database without them, or under another MEMPALACE_PG_SCHEMA"
         )
 
 

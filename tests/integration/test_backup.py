@@ -152,7 +152,7 @@ def test_restore_into_an_empty_database(seeded, pg_dsn, pg_admin_dsn, tmp_path):
             ).fetchone()
         if superuser:
             assert cli("db", "bootstrap", env=admin).returncode == 0
-        else:  # as docs/homelab.md says for the application role: the bootstrap grants it the new database
+        else:  # as docs/backup.md says for the application role: the bootstrap grants it the new database
             let_in = {**admin, "MEMPALACE_APP_PASSWORD": password_of(pg_dsn)}
             proc = cli("db", "bootstrap", "--app-role", role, env=let_in)
             assert proc.returncode == 0, proc.stderr

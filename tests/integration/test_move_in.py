@@ -25,14 +25,16 @@ from tests.mcp_client import stdio_session, text_of
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "move-in.md"
-PAGE_DSN = "postgresql://mempalace:secret@db.lan:5432/mempalace"
+README = ROOT / "README.md"
+#: The example server of the pages, with or without a password: replaced by this test's database.
+PAGE_DSN = re.compile(r"postgresql://[^\s\"']*@db\.lan[^\s\"']*")
 BIN = Path(sys.executable).parent
 QUESTIONS = ("how do I get my data back after the disk dies", "when should basil be planted")
 
 
-def section_blocks(heading: str, language: str) -> list[str]:
-    """The ``language`` code blocks of the page's section ``## heading``, in order."""
-    text = PAGE.read_text(encoding="utf-8")
+def section_blocks(heading: str, language: str, page: Path = PAGE) -> list[str]:
+    """The ``language`` code blocks of ``page``'s section ``## heading``, in order."""
+    text = page.read_text(encoding="utf-8")
     start = text.index(f"\n## {heading}\n")
     end = text.find("\n## ", start + 1)
     section = text[start : end if end > 0 else len(text)]
@@ -65,7 +67,7 @@ def user(tmp_path, pg_admin_dsn, embedding_url):
 
 def bash(script: str, user: dict, **extra) -> str:
     run = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script.replace(PAGE_DSN, user["dsn"])],
+        ["bash", "-euo", "pipefail", "-c", PAGE_DSN.sub(user["dsn"], script)],
         env={**user["env"], **extra},
         cwd=user["home"],
         stdin=subprocess.DEVNULL,
@@ -105,7 +107,12 @@ def graph_facts(user: dict, **extra) -> list:
     return [kind, json.loads(facts)]
 
 
-def test_the_move_in_page_moves_a_palace_in_and_back_out(user):
+@pytest.mark.parametrize(
+    "page, heading",
+    [(PAGE, "Move in"), (README, "Your palace moved in, in four commands")],
+    ids=["docs/move-in.md", "README.md"],
+)
+def test_the_move_in_page_moves_a_palace_in_and_back_out(user, page, heading):
     home = user["home"]
     # -- before: a palace and a graph as MemPalace makes them ------------------------------------------
     bash("mempalace init --yes --no-llm ~/notes && mempalace mine ~/notes", user)
@@ -121,7 +128,7 @@ def test_the_move_in_page_moves_a_palace_in_and_back_out(user):
     assert sum(map(int, counts.values())) == 8 and len(facts[1]) == 2
 
     # -- the page's move in ------------------------------------------------------------------------------
-    (move_in,) = section_blocks("Move in", "bash")
+    (move_in,) = section_blocks(heading, "bash", page)
     bash(move_in, user)
     config = json.loads((home / ".config" / "mempalace" / "config.json").read_text())
     palace_pg = home / ".config" / "mempalace" / "palace-pg"
@@ -141,7 +148,7 @@ def test_the_move_in_page_moves_a_palace_in_and_back_out(user):
 
     # -- an MCP client configured as the page says ------------------------------------------------------
     (client,) = section_blocks("Your AI clients", "json")
-    server = json.loads(client.replace(PAGE_DSN, user["dsn"]))["mcpServers"]["mempalace"]
+    server = json.loads(PAGE_DSN.sub(user["dsn"], client))["mcpServers"]["mempalace"]
     asyncio.run(_client_answers_from_postgres(server, user, hits))
 
     # -- the page's way back -------------------------------------------------------------------------------
@@ -171,3 +178,19 @@ async def _client_answers_from_postgres(server: dict, user: dict, hits: list) ->
     with psycopg.connect(user["dsn"]) as conn:
         stored = conn.execute("SELECT count(*) FROM mempalace.kg_facts").fetchone()[0]
     assert stored == 2
+
+
+@pytest.mark.parametrize(
+    "page, heading",
+    [(PAGE, "A new palace instead"), (README, "A new palace, in four commands")],
+    ids=["docs/move-in.md", "README.md"],
+)
+def test_a_new_palace_as_the_pages_make_it(user, page, heading):
+    """The pages' new palace: MemPalace mines into PostgreSQL, becomes the default, and finds it."""
+    (commands,) = section_blocks(heading, "bash", page)
+    out = bash(commands, user)
+    assert "decisions.md" in out  # the search the block ends with
+    config = json.loads((user["home"] / ".config" / "mempalace" / "config.json").read_text())
+    assert config["palace_path"] == str(user["home"] / "palace-pg") and config["backend"] == "postgres"
+    with psycopg.connect(user["dsn"]) as conn:
+        assert conn.execute("SELECT count(*) FROM mempalace.drawers").fetchone()[0] == 8
