@@ -279,8 +279,60 @@ def ratio(slow: float, fast: float) -> str:
 
 RESULTS_HEADER = (
     "# Benchmark results\n\nThe current result of each benchmark, produced by the script named with "
-    "it, on the machine and versions stated with it.\n"
+    "it, on the machine and versions stated with it, grouped by the question it answers.\n"
 )
+
+#: RESULTS.md's questions, in order: each a level-1 heading opening with the current answer, then the
+#: sections of the benchmarks that answer it (level 2). A benchmark's first section goes into its group.
+QUESTIONS = {
+    "Search: how fast does a palace answer?": (
+        "commands",
+        "filtered",
+        "real_path",
+        "bench_backends",
+        "bench_segments",
+        "bench_index_params",
+        "bench_pooler",
+    ),
+    "Writes: how fast does a palace fill, and when is a write searchable?": (
+        "mine",
+        "bench_write_cost",
+        "bench_build_workers",
+        "bench_migrate",
+        "commands_bulk",
+    ),
+    "Big palaces: 300,000 to 1,000,000 drawers": ("bench_scale", "scale"),
+    "The graph: facts, and the graph joined with the drawers": (
+        "bench_retrieval_1m",
+        "bench_retrieval",
+        "bench_kg",
+        "bench_kg_concurrency",
+        "bench_kg_indexes",
+        "bench_walk",
+    ),
+    "Ranking: are the right drawers found?": (
+        "graph_recall",
+        "longmemeval",
+        "mcp_recall",
+        "bench_lexical",
+        "bench_bm25_index",
+    ),
+    "Reliability: a team, many writers, changes to the code": (
+        "bench_team",
+        "bench_team_backlog_control",
+        "before_after",
+    ),
+}
+
+
+def question_of(name: str) -> str:
+    """The RESULTS.md question benchmark ``name`` answers (the last one for a benchmark not listed)."""
+    return next((q for q, names in QUESTIONS.items() if name in names), list(QUESTIONS)[-1])
+
+
+def anchor_line(name: str) -> str:
+    """The anchor a section carries under its heading, so pages can link to it whatever its title says."""
+    return f'<a id="{name.replace("_", "-")}"></a>'
 
 
 def run_meta(dsn: str, **fields) -> dict:
@@ -312,30 +364,57 @@ def keep_run(path: Path, name: str, document: dict, report: str, *, write: bool)
 def record_report(out: Path, name: str, report: str) -> None:
     """Make ``report`` (a section starting with '## ') benchmark ``name``'s section of RESULTS.md: it replaces
     that benchmark's earlier section, which moves to ``out/history/<name>.md`` (newest first); a benchmark
-    without a section yet gets one at the top."""
+    without a section yet gets one at the top of its question's group (:data:`QUESTIONS`). The section
+    carries the benchmark's anchor (:func:`anchor_line`) under its heading."""
     marker = f"<!-- benchmark: {name} -->"
     text = out.read_text() if out.exists() else RESULTS_HEADER
-    head, *sections = text.split("\n## ")
-    sections = ["## " + s.rstrip("\n") + "\n" for s in sections]
-    earlier = [s for s in sections if marker in s]
+    head, groups = split_results(text)
+    earlier = [sec for _, sections in groups for sec in sections if marker in sec]
     if earlier:
         history = out.parent / "out" / "history" / f"{name}.md"
         history.parent.mkdir(parents=True, exist_ok=True)
         past = history.read_text() if history.exists() else f"# {name}: earlier results, newest first\n"
         past_head, _, past_rest = past.partition("\n## ")
+        kept = "".join(earlier).replace(marker, "").replace(anchor_line(name) + "\n\n", "")
         history.write_text(
             past_head.rstrip("\n")
             + "\n\n"
-            + "".join(earlier).replace(marker, "").rstrip("\n")
+            + kept.rstrip("\n")
             + "\n"
             + (f"\n## {past_rest}" if past_rest else "")
         )
-    section = report.rstrip("\n") + f"\n\n{marker}\n"
+    title, _, body = report.strip("\n").partition("\n")
+    section = f"{title}\n\n{anchor_line(name)}\n\n{body.strip()}\n\n{marker}\n"
     if earlier:
-        first = sections.index(earlier[0])
-        sections = [
-            section if i == first else s for i, s in enumerate(sections) if i == first or marker not in s
+        first = earlier[0]
+        groups = [
+            (intro, [section if s is first else s for s in sections if s is first or marker not in s])
+            for intro, sections in groups
         ]
     else:
-        sections.insert(0, section)
-    out.write_text(head.rstrip("\n") + "\n\n" + "\n".join(sections))
+        question = question_of(name)
+        at = next((i for i, (intro, _) in enumerate(groups) if intro.startswith(f"# {question}\n")), None)
+        if at is None:
+            groups.append((f"# {question}\n", []))
+            at = len(groups) - 1
+        groups[at][1].insert(0, section)
+    out.write_text(join_results(head, groups))
+
+
+def split_results(text: str) -> tuple[str, list]:
+    """RESULTS.md as (its head, [(a question's heading and answer, [its sections])])."""
+    parts = text.split("\n# ")
+    head, groups = parts[0], []
+    for part in parts[1:]:
+        intro, *sections = ("# " + part).split("\n## ")
+        groups.append((intro.rstrip("\n") + "\n", ["## " + s.rstrip("\n") + "\n" for s in sections]))
+    return head, groups
+
+
+def join_results(head: str, groups: list) -> str:
+    """RESULTS.md from :func:`split_results`'s parts."""
+    blocks = [head.rstrip("\n") + "\n"]
+    for intro, sections in groups:
+        blocks.append(intro.rstrip("\n") + "\n")
+        blocks += sections
+    return "\n".join(blocks)

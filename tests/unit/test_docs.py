@@ -38,9 +38,11 @@ def slug(heading: str) -> str:
 
 
 def anchors(page: Path) -> set[str]:
-    return {
-        slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", _without_code(page.read_text("utf-8")), re.M)
-    }
+    """The headings' anchors, and the ids of ``<a id="...">`` anchors (RESULTS.md's sections carry one)."""
+    text = _without_code(page.read_text("utf-8"))
+    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, re.M)} | set(
+        re.findall(r'<a id="([^"]+)"></a>', text)
+    )
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_ids(PAGES))
