@@ -96,7 +96,8 @@ SCOPES = (
         "Every process",
         "Read by every process that opens a postgres palace (MemPalace's CLI and MCP server, "
         "`mempalace-pg`): the environment variable wins, then the key in MemPalace's `config.json` "
-        "(in `$MEMPALACE_CONFIG_DIR`, else `~/.mempalace`), then the default. `mempalace-pg --dsn` and "
+        "(in `$MEMPALACE_CONFIG_DIR`, else `~/.config/mempalace/`, or `~/.mempalace/` on older installs), "
+        "then the default. `mempalace-pg --dsn` and "
         "`--schema` override both.",
     ),
     (

@@ -110,3 +110,32 @@ def test_every_tracked_benchmark_output_is_cited():
             continue
         stray.append(name)
     assert stray == []
+
+
+USER_PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+#: What a lab notebook leaves in a page: a run's time of day, an issue number, a machine's scratch path.
+#: Dated runs belong in benchmarks/RESULTS.md, the state of an issue in its tracker.
+LAB_NOTES = re.compile(
+    r"\b\d{1,2}:\d{2}(?:-\d{1,2}:\d{2})? UTC\b|\bruns? of \d|\bissues? #?\d+\b|/var/tmp/(?!mempalace-pg/)"
+    r"|/work/|/root/",
+    re.I,
+)
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=_ids(USER_PAGES))
+def test_user_pages_carry_no_lab_notes(page):
+    found = [m.group(0) for m in LAB_NOTES.finditer(page.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+def test_the_pages_count_mempalaces_mcp_tools_as_mempalace_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # MemPalace's server module reads its configuration
+    from mempalace import mcp_server
+
+    counted = set()
+    for page in USER_PAGES:
+        text = page.read_text(encoding="utf-8")
+        counted |= {
+            int(n) for n in re.findall(r"\b(\d+) (?:tools )?of MemPalace's (?:own )?(?:MCP )?server", text)
+        }
+    assert counted == {len(mcp_server.TOOLS)}
