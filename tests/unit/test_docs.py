@@ -1,8 +1,10 @@
 """The documentation holds together: every relative link in the README, CONTRIBUTING, docs/ and the
 benchmark results names a file that exists (and, with ``#anchor``, a heading in it), and every code block
-that can be checked without a server is: bash blocks parse (``bash -n``), Python blocks compile. The SQL
-blocks are run against a real palace by tests/integration/test_cookbook.py; the demo's output blocks are
-compared with the demo's output by tests/integration/test_demo.py."""
+that can be checked without a server is: bash blocks parse (``bash -n``), Python blocks compile. Against a
+real server: the SQL blocks run in tests/integration/test_cookbook.py, every Python block runs in
+tests/integration/test_doc_python.py, the move-in page's and the README's commands run in
+tests/integration/test_move_in.py, and the demo's output blocks are compared with the demo's output by
+tests/integration/test_demo.py."""
 
 from __future__ import annotations
 
