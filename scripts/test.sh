@@ -19,6 +19,9 @@
 #   6. the pooler tier, per stack: PgBouncer in transaction pooling mode in front of that server
 #      (scripts/provision-pgbouncer.sh), and the contract, graph, retrieval, unit-of-work and index
 #      tests again through it (what needs a session goes to the server: MEMPALACE_PG_SESSION_DSN).
+#   6b. the release tier, once: `python -m build`, the sdist's contents, the wheel installed into a clean venv
+#      outside the repository beside MemPalace from PyPI, and the demo's smoke run there against the first
+#      stack's server (scripts/release-check.sh);
 #   7. the docker tier: build and boot the homelab image (docker/, Debian 13 stack) and run the contract,
 #      graph and backup tests against it as its application role (no superuser), over TCP with a password
 #      and TLS verify-full, after `mempalace-pg doctor` says ok (scripts/docker-stack.sh test); then remove
@@ -187,6 +190,16 @@ for stack in $stacks; do
         run_stack "$stack" "$@" || status=1
     fi
 done
+if [[ $tiers -eq 1 ]]; then
+    # Once, not per stack: the wheel and sdist a user installs, in a clean venv outside the repository.
+    echo "[test] release tier: python -m build, the wheel in a clean venv, the demo's smoke (scripts/release-check.sh)"
+    if [[ "$first" == given ]]; then
+        release_dsn="$MEMPALACE_PG_TEST_DSN"
+    else
+        release_dsn=$(MEMPALACE_PG_STACK="$first" bash scripts/provision-postgres.sh 2>/dev/null | tail -n 1) || release_dsn=""
+    fi
+    MEMPALACE_PG_PYTHON="$py" bash scripts/release-check.sh "$release_dsn" || status=1
+fi
 if [[ "$docker_tier" == on ]]; then
     prepared docker docker-build.log
     echo "[test] docker tier: the homelab image (trixie) as its application role (scripts/docker-stack.sh)"
