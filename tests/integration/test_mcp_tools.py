@@ -676,7 +676,7 @@ def test_a_client_configured_from_the_docs(mined, pg_dsn):
 
     servers = _documented_servers()
     assert set(servers) == {"mempalace", "mempalace-pg"}
-    placeholder = "/home/you/.mempalace/palace"
+    placeholder = "/home/you/.config/mempalace/palace-pg"
 
     async def session():
         names, answers = set(), {}
