@@ -38,7 +38,7 @@ def test_the_reference_pages_are_what_the_code_renders():
 def test_every_variable_read_is_in_the_settings_table():
     code = "".join(p.read_text("utf-8") for p in (ROOT / "mempalace_pg").rglob("*.py"))
     code += "".join(p.read_text("utf-8") for p in (ROOT / "docker").iterdir() if p.is_file())
-    read = set(re.findall(r"\b(MEMPALACE_[A-Z_]*[A-Z])\b", code)) - NOT_SETTINGS
+    read = set(re.findall(r"\b((?:MEMPALACE|PGBOUNCER)_[A-Z_]*[A-Z])\b", code)) - NOT_SETTINGS
     listed = {s.env for s in SETTINGS} | {f"{s.env}_FILE" for s in SETTINGS if "_FILE" in s.about}
     assert read - listed == set()
 
