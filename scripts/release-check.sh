@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 dsn=${1:?usage: scripts/release-check.sh DSN (a superuser of a server with pgvector and AGE)}
 py="${MEMPALACE_PG_PYTHON:-$repo/.venv/bin/python}"
+py=$(realpath -s "$py")   # absolute: the smoke runs from a directory outside the repository
 work=$(mktemp -d /tmp/mempalace-pg-release-XXXXXX)
 database="release_$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
 server=""
@@ -67,7 +68,7 @@ log "the demo's smoke: mine, search, a fact, doctor"
 "$py" "$repo/scripts/embedding_server.py" --model hash --port 0 --port-file "$work/port" --quiet \
     >/dev/null 2>"$work/embedding.log" &
 server=$!
-for _ in $(seq 1 300); do [[ -s "$work/port" ]] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [[ -s "$work/port" ]] && break; kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
 [[ -s "$work/port" ]] || { cat "$work/embedding.log" >&2; die "the embedding server did not start"; }
 admin create
 export MEMPALACE_EMBEDDING_MODEL=openai-compat MEMPALACE_EMBEDDING_API_MODEL=all-MiniLM-L6-v2
