@@ -17,6 +17,7 @@ from mempalace_pg.store.indexing import (
     BUILD_MEMORY,
     BUILD_ROW_OVERHEAD,
     BUILD_WORKERS,
+    CONNECTION_CHECK_MS,
     FOLD_ROWS,
     HNSW_MAX_DIM,
     REBUILD_GRACE_S,
@@ -38,12 +39,15 @@ def build_workers(conn: psycopg.Connection, wanted: int = BUILD_WORKERS) -> int:
 def build_session(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> None:
     """Session settings of a connection that builds segments (a folder's, or a pooled one for a while).
 
-    The workers are always set: PostgreSQL's own default (2) would run a parallel build too."""
+    The workers are always set: PostgreSQL's own default (2) would run a parallel build too. The server
+    checks every CONNECTION_CHECK_MS that the client is still there, so a build whose process died stops
+    within about a second instead of running to its end."""
     conn.execute(
         "SELECT set_config('maintenance_work_mem', %s, false), "
         "set_config('max_parallel_maintenance_workers', %s, false), "
-        "set_config('statement_timeout', '0', false)",
-        (BUILD_MEMORY, str(build_workers(conn, workers))),
+        "set_config('statement_timeout', '0', false), "
+        "set_config('client_connection_check_interval', %s, false)",
+        (BUILD_MEMORY, str(build_workers(conn, workers)), str(CONNECTION_CHECK_MS)),
     )
 
 

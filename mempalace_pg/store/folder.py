@@ -36,6 +36,8 @@ from mempalace_pg.store.indexing import (
     GRACE_S,
     HNSW_MAX_DIM,
     IDLE_POLL_S,
+    KEEPALIVE_IDLE_S,
+    KEEPALIVE_INTERVAL_S,
     LINGER_S,
     MAX_SEGMENTS,
     MERGE_TIER,
@@ -410,7 +412,15 @@ class Folder:
 
 
 def connect_folder(dsn: str, schema: str) -> psycopg.Connection:
-    conn = psycopg.connect(dsn, autocommit=True, application_name=folder_application_name(schema))
+    conn = psycopg.connect(
+        dsn,
+        autocommit=True,
+        application_name=folder_application_name(schema),
+        keepalives=1,
+        keepalives_idle=KEEPALIVE_IDLE_S,
+        keepalives_interval=KEEPALIVE_INTERVAL_S,
+        keepalives_count=3,
+    )
     conn.execute(
         "SELECT set_config('search_path', concat_ws(', ', quote_ident(%s), "
         "(SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "

@@ -149,6 +149,7 @@ class Partition:
         finally:
             conn.execute("RESET maintenance_work_mem")
             conn.execute("RESET max_parallel_maintenance_workers")
+            conn.execute("RESET client_connection_check_interval")
             conn.execute(
                 "SELECT set_config('statement_timeout', %s, false)",
                 (str(self.db.settings.statement_timeout_ms),),
