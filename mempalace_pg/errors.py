@@ -37,6 +37,12 @@ class BusyError(BackendError, TimeoutError):
     Also a ``TimeoutError``: trying again later succeeds."""
 
 
+class StatementTimeoutError(BackendError, TimeoutError):
+    """PostgreSQL cancelled a statement: it ran past the statement timeout
+    (MEMPALACE_PG_STATEMENT_TIMEOUT_MS), or an administrator cancelled it. Nothing of it was written.
+    Also a ``TimeoutError``."""
+
+
 class KnownDefectError(BackendError):
     """Refused: the server has a known defect that lets one palace role reach another's palace (pgvector
     < 0.8.2), and what was asked would make a second palace role there."""
@@ -49,5 +55,6 @@ __all__ = [
     "ReadOnlyDatabaseError",
     "InvalidRecordError",
     "BusyError",
+    "StatementTimeoutError",
     "KnownDefectError",
 ]

@@ -42,7 +42,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from mempalace_pg.config import ConfigError, Settings, redact_dsn
 from mempalace_pg.db.connect import connect, describe_connect_error
 from mempalace_pg.db.schema import ensure_schema
-from mempalace_pg.errors import DatabaseUnavailableError, ReadOnlyDatabaseError
+from mempalace_pg.errors import DatabaseUnavailableError, ReadOnlyDatabaseError, StatementTimeoutError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -213,6 +213,8 @@ class Database:
                     return work(held)
             except psycopg.errors.ReadOnlySqlTransaction as exc:
                 raise read_only_error(self.settings, exc) from None
+            except psycopg.errors.QueryCanceled as exc:
+                raise statement_timeout_error(self.settings, exc) from None
         attempts = 2 if retry else 1
         pool = self.pool
         for attempt in range(attempts):
@@ -225,9 +227,11 @@ class Database:
                     return work(conn)
             except psycopg.errors.ReadOnlySqlTransaction as exc:
                 raise read_only_error(self.settings, exc) from None
+            except psycopg.errors.QueryCanceled as exc:  # never retried: it would run as long again
+                raise statement_timeout_error(self.settings, exc) from None
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 broken = conn.broken or conn.closed
-                if isinstance(exc, psycopg.errors.QueryCanceled) or not broken:
+                if not broken:
                     raise
                 if attempt + 1 >= attempts:
                     raise describe_connect_error(self.settings, exc) from None
@@ -272,6 +276,16 @@ def holds_palace(settings: Settings, recorded: dict) -> bool:
             )
     except (DatabaseUnavailableError, psycopg.Error):
         return False
+
+
+def statement_timeout_error(settings: Settings, exc: Exception) -> StatementTimeoutError:
+    """The error for a statement PostgreSQL cancelled (``exc``: its own QueryCanceled)."""
+    return StatementTimeoutError(
+        f"PostgreSQL cancelled the statement ({str(exc).splitlines()[0]}): it ran past the statement "
+        f"timeout, MEMPALACE_PG_STATEMENT_TIMEOUT_MS = {settings.statement_timeout_ms} ms, or was cancelled "
+        "by an administrator. Nothing of it was written. Narrow what was asked (a shorter query, a wing or "
+        "room filter, fewer results), or raise MEMPALACE_PG_STATEMENT_TIMEOUT_MS"
+    )
 
 
 def read_only_error(settings: Settings, exc: Exception) -> ReadOnlyDatabaseError:

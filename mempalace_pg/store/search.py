@@ -42,6 +42,11 @@ TAIL_CANDIDATES = 400
 #: lexical section of benchmarks/RESULTS.md); tests/integration/test_contract.py checks the agreement.
 LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
+#: Lexical search reads at most this many distinct words of a query, the first ones in the query's
+#: order: each word costs a count of its documents, so a pasted page (thousands of words) would run
+#: past the statement timeout where a sentence takes milliseconds. MemPalace's own MCP search keeps
+#: at most 250 characters of a query (query_sanitizer.MAX_QUERY_LENGTH), about 40 words.
+LEXICAL_QUERY_WORDS = 64
 #: A word that lexical_common_words (sql/0012) lists at LEXICAL_KNOWN_COMMON x LEXICAL_DF_CAP documents
 #: or more takes its listed share of the collection without being counted: the margin keeps a word
 #: near the cap, whose listed share may be a little stale, counted as before.
@@ -369,9 +374,10 @@ def lexical_sql(
         "    WHEN counted.n < %(df_cap)s THEN counted.n"
         "    ELSE GREATEST(%(df_cap)s, COALESCE(kept.df, (SELECT c.freq * total.n FROM common_words AS c"
         "     WHERE c.word = words.word), 0)) END AS df"
+        # the query's first LEXICAL_QUERY_WORDS distinct words, in the order it gives them
         "   FROM (SELECT w AS word, quote_literal(w)::tsquery AS q"
-        "    FROM unnest(tsvector_to_array(to_tsvector('simple', {lexical_text}(%(text)s::text)))) AS w"
-        "    WHERE length(w) >= 2) AS words"
+        "    FROM unnest(to_tsvector('simple', {lexical_text}(%(text)s::text))) AS v(w, positions, weights)"
+        "    WHERE length(w) >= 2 ORDER BY positions[1] LIMIT {query_words}) AS words"
         "   CROSS JOIN total"
         # a word kept as common (lexical_common_words, sql/0012) far above the cap is not counted
         "   CROSS JOIN LATERAL (SELECT k.share * total.n AS df,"
@@ -430,6 +436,7 @@ def lexical_sql(
         heap_arm=heap_arm,
         cond=condition,
         pair_words=sql.Literal(LEXICAL_PAIR_WORDS),
+        query_words=sql.Literal(LEXICAL_QUERY_WORDS),
         pair_n=sql.Literal(LEXICAL_PAIR_CANDIDATES),
         lexical_text=db.ident("lexical_text"),
         sampled=sampled,

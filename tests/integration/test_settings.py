@@ -10,10 +10,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from mempalace.backends import PalaceRef
-from psycopg import errors
 
 from mempalace_pg.atomic import open_drawers
 from mempalace_pg.config import Settings
+from mempalace_pg.errors import StatementTimeoutError
 from mempalace_pg.store.backend import PostgresBackend
 from mempalace_pg.store.partition import DRAWERS_COLLECTION
 
@@ -62,6 +62,7 @@ def test_a_callers_settings_reach_the_drawers_and_the_graph(tmp_path):
     assert _in_effect(drawers) == ("77", "12345ms")
     assert drawers2.count() == 5
 
-    # the statement timeout is the caller's in earnest: a statement longer than it is cancelled
-    with pytest.raises(errors.QueryCanceled):
+    # the statement timeout is the caller's in earnest: a statement longer than it is cancelled, and the
+    # caller is told so by the plugin, with the setting to change (never the driver's QueryCanceled)
+    with pytest.raises(StatementTimeoutError, match="MEMPALACE_PG_STATEMENT_TIMEOUT_MS = 200 ms"):
         drawers2.database().run(lambda conn: conn.execute("SELECT pg_sleep(1)"))
