@@ -106,13 +106,20 @@ class Folder:
             return  # another folder has this collection
         try:
             self.report("started")
-            idle_since = time.monotonic()
+            idle_since = started = time.monotonic()
+            swept = False
             while True:
                 dim = self.dimension()
                 if dim is None or dim > HNSW_MAX_DIM:
                     return  # nothing written yet, or searched exactly
                 worked = self.step(dim)
                 now = time.monotonic()
+                # What a folder that died left behind goes, whether or not rows wait: once GRACE_S have
+                # passed since this folder started, no reader plans with a segment it replaced at its
+                # death (processes read the layout again every LAYOUT_TTL_S).
+                if not swept and now - started >= GRACE_S:
+                    self.sweep_orphans()
+                    swept = True
                 self.drop_retired(now)
                 self.forget(now)
                 if worked:
@@ -292,12 +299,12 @@ class Folder:
         except psycopg.Error:
             return  # no watcher: the build runs to its end
 
-    def fold(self, current: Layout, dim: int, capacity: int, *, young: bool = False) -> None:
-        """The tail becomes a segment (rows written during the build stay in the tail), of at most
-        ``capacity`` rows: the rest of a larger tail (a folder that started late) is the next fold's.
-        ``young``: built with YOUNG_HNSW_OPTIONS."""
-        # A segment this folder replaced is not an orphan until its grace has run out: readers that
-        # planned over it in the last GRACE_S still use it (drop_retired drops it then).
+    def sweep_orphans(self) -> None:
+        """Drop the collection's segment indexes that no segment lists: an interrupted build's (its
+        process killed, its server restarted: an INVALID index) or a dead folder's replaced segments.
+
+        A segment this folder replaced is not an orphan until its grace has run out: readers that planned
+        over it in the last GRACE_S still use it (drop_retired drops it then)."""
         retired = {name for _, name in self.retired}
         for orphan in orphan_indexes(self.conn, self.schema, self.pk):
             if orphan in retired:
@@ -305,6 +312,12 @@ class Folder:
             self.conn.execute(
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, orphan))
             )
+
+    def fold(self, current: Layout, dim: int, capacity: int, *, young: bool = False) -> None:
+        """The tail becomes a segment (rows written during the build stay in the tail), of at most
+        ``capacity`` rows: the rest of a larger tail (a folder that started late) is the next fold's.
+        ``young``: built with YOUNG_HNSW_OPTIONS."""
+        self.sweep_orphans()
         newest = self.conn.execute(
             sql.SQL(
                 "SELECT max(vector_seq) FROM (SELECT vector_seq FROM {} WHERE vector_seq > %s "
