@@ -46,6 +46,14 @@ def cmd_import(args) -> int:
     return 0 if report.ok else 1
 
 
+def _read_back(report) -> str:
+    """The line a copy (migrate, move-out) ends with: how its sampled records compared."""
+    found = report.mismatches
+    return f"read back {report.sampled} sampled records: " + (
+        "identical" if not found else f"{len(found)} differences: {found[:3]}"
+    )
+
+
 def cmd_migrate(args) -> int:
     from mempalace_pg.tools.migrate import migrate
     from mempalace_pg.tools.progress import print_collection_progress
@@ -80,14 +88,7 @@ def cmd_migrate(args) -> int:
     if report.dry_run:
         print("dry run: nothing was written")
         return 0
-    print(
-        f"read back {report.sampled} sampled records: "
-        + (
-            "identical"
-            if not report.mismatches
-            else f"{len(report.mismatches)} differences: {report.mismatches[:3]}"
-        )
-    )
+    print(_read_back(report))
     if report.ok:
         print(
             f"done in {report.seconds:.0f} s. Switch MemPalace over: `mempalace --palace {report.target} "
@@ -123,14 +124,7 @@ def cmd_move_out(args) -> int:
         f"  knowledge graph: {g['entities']['target']} entities, {g['triples']['target']} facts "
         f"in {report.graph_file}"
     )
-    print(
-        f"read back {report.sampled} sampled records: "
-        + (
-            "identical"
-            if not report.mismatches
-            else f"{len(report.mismatches)} differences: {report.mismatches[:3]}"
-        )
-    )
+    print(_read_back(report))
     if report.ok:
         print(
             f"done in {report.seconds:.0f} s. Use it: `mempalace --palace {report.target} status`; "

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import sqlite3
 import tempfile
@@ -36,11 +35,11 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from mempalace_pg.config import ConfigError, Settings
+from mempalace_pg.tools import readback
 
 #: Backends whose palace is a directory of files: read from a snapshot copy (temporary; needs the space).
 FILE_BACKENDS = ("chroma", "sqlite_exact")
 PAGE = 1000
-SAMPLE = 25
 #: The SQLite knowledge graph's file in a palace directory.
 GRAPH_FILE = "knowledge_graph.sqlite3"
 
@@ -206,7 +205,7 @@ class _SourceReader:
             if self.why_not_files
             else self.backend_name
         )
-        return _pages_through_backend(src_col, page), how
+        return readback.pages_through_backend(src_col, page), how
 
     def close(self) -> None:
         if self.files is not None:
@@ -243,17 +242,6 @@ def _open_chroma_files(palace_dir: str):
         if files is not None:
             files.close()
         return None, None, str(exc)
-
-
-def _pages_through_backend(src_col, page: int):
-    """The pages of a collection read through its MemPalace backend."""
-    offset = 0
-    while True:
-        got = src_col.get(limit=page, offset=offset, include=["documents", "metadatas", "embeddings"])
-        if not got.ids:
-            return
-        offset += len(got.ids)
-        yield list(got.ids), got.documents, got.metadatas, got.embeddings
 
 
 def _count_source(report: MigrationReport, reader: _SourceReader, snapshot: _Snapshot) -> None:
@@ -357,7 +345,7 @@ def _copy_collection(
     col = _target_collection(palace, name, src_col, reader.backend_name)
     stats = report.collections[name]
     stats.update(skipped=0, written=0)
-    sample = _Reservoir(SAMPLE)
+    sample = readback.Reservoir()
     t0 = time.perf_counter()
     pages, report.reader[name] = reader.pages(src_col, page)
     with col.bulk_load() as load:
@@ -412,25 +400,6 @@ def _load_missing(col, load, stats: dict, *, ids: list, documents: list, metadat
         stats["written"] += len(keep)
 
 
-class _Reservoir:
-    """A uniform sample of ``size`` ids from a stream of them (reservoir sampling), the same sample
-    for the same stream (a fixed seed)."""
-
-    def __init__(self, size: int, seed: int = 7):
-        self.size = size
-        self.items: list = []
-        self._seen = 0
-        self._rng = random.Random(seed)
-
-    def offer(self, ids: list) -> None:
-        for rid in ids:
-            self._seen += 1
-            if len(self.items) < self.size:
-                self.items.append(rid)
-            elif self._rng.random() < self.size / self._seen:
-                self.items[self._rng.randrange(self.size)] = rid
-
-
 def _copy_graph(report: MigrationReport, graph_file: str, palace: _TargetPalace) -> None:
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
     from mempalace_pg.graph.kg_import import import_sqlite
@@ -449,23 +418,10 @@ def _compare(report: MigrationReport, name: str, src_col, col, sample: list) -> 
     if hasattr(src_col, "records"):  # Chroma's files
         got = src_col.records(sample)
     else:
-        page = src_col.get(ids=sample, include=["documents", "metadatas", "embeddings"])
+        page = src_col.get(ids=sample, include=readback.INCLUDE)
         got = (page.ids, page.documents, page.metadatas, page.embeddings)
-    theirs = {rid: (d, m, e) for rid, d, m, e in zip(*got)}
-    b = col.get(ids=sample, include=["documents", "metadatas", "embeddings"])
-    ours = {rid: (d, m, e) for rid, d, m, e in zip(b.ids, b.documents, b.metadatas, b.embeddings)}
-    for rid in sample:
-        report.sampled += 1
-        if rid not in ours:
-            report.mismatches.append(f"{name}/{rid}: missing in the target")
-            continue
-        (d1, m1, e1), (d2, m2, e2) = theirs[rid], ours[rid]
-        if (d1 or "") != d2:
-            report.mismatches.append(f"{name}/{rid}: document differs")
-        if (m1 or {}) != m2:
-            report.mismatches.append(f"{name}/{rid}: metadata differs")
-        if not np.allclose(np.asarray(e1, dtype=np.float32), np.asarray(e2, dtype=np.float32), atol=1e-6):
-            report.mismatches.append(f"{name}/{rid}: embedding differs")
+    report.sampled += len(sample)
+    report.mismatches += readback.differences(name, got, col, sample)
 
 
 __all__ = ["migrate", "MigrationReport"]

@@ -8,24 +8,21 @@ validity and provenance as they are). What it writes is what MemPalace itself wo
 postgres palace is only read, and stays as it is.
 
 * Refuses a target directory that holds anything, so nothing of an existing palace is overwritten.
-* Checked: counts per collection and per graph table, and a sample of records read back from the new
-  palace and compared with the source (embeddings to float32 precision).
+* Checked: counts per collection and per graph table, and a uniform sample of the records copied read
+  back from both sides and compared field by field (:mod:`mempalace_pg.tools.readback`, as ``migrate``).
 """
 
 from __future__ import annotations
 
 import os
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-import numpy as np
-
 from mempalace_pg.config import ConfigError, Settings
+from mempalace_pg.tools import readback
 
 PAGE = 500
-SAMPLE = 25
 #: Where MemPalace looks for a palace's graph when it is given ``--palace``.
 GRAPH_FILE = "knowledge_graph.sqlite3"
 TARGET_BACKENDS = ("chroma", "sqlite_exact")
@@ -119,7 +116,6 @@ def move_out(
             if identity is not None:
                 dst.set_embedder_identity(identity)
             _copy(report, name, src, dst, page, progress)
-            _check_sample(report, name, src, dst)
         kg = AgeKnowledgeGraph(**source)
         os.makedirs(os.path.dirname(graph_file), exist_ok=True)
         sqlite_kg = sqlite_class()(graph_file)
@@ -145,45 +141,27 @@ def move_out(
 
 
 def _copy(report: MoveOutReport, name: str, src, dst, page: int, progress: Optional[Progress]) -> None:
+    """Copy one collection a page at a time, then read a uniform sample of it back from both sides."""
     total, done, started = src.count(), 0, time.perf_counter()
-    offset = 0
-    while True:
-        got = src.get(limit=page, offset=offset, include=["documents", "metadatas", "embeddings"])
-        if not got.ids:
-            break
-        offset += len(got.ids)
+    sample = readback.Reservoir()
+    for ids, documents, metadatas, embeddings in readback.pages_through_backend(src, page):
         dst.upsert(
-            ids=list(got.ids),
-            documents=list(got.documents),
-            metadatas=[dict(m or {}) for m in got.metadatas],
-            embeddings=[list(map(float, e)) for e in got.embeddings],
+            ids=ids,
+            documents=list(documents),
+            metadatas=[dict(m or {}) for m in metadatas],
+            embeddings=[list(map(float, e)) for e in embeddings],
         )
-        done += len(got.ids)
+        sample.offer(ids)
+        done += len(ids)
         if progress is not None:
             progress(name, done, total, time.perf_counter() - started)
     report.collections[name] = {"source": total, "target": dst.count()}
-
-
-def _check_sample(report: MoveOutReport, name: str, src, dst) -> None:
-    """A sample of records read back from both sides, compared field by field."""
-    ids = list(src.get(include=[]).ids)
-    sample = random.Random(0).sample(ids, min(SAMPLE, len(ids)))
-    if not sample:
-        return
-    include = ["documents", "metadatas", "embeddings"]
-    a, b = src.get(ids=sample, include=include), dst.get(ids=sample, include=include)
-    theirs = {i: (d, m, e) for i, d, m, e in zip(b.ids, b.documents, b.metadatas, b.embeddings)}
-    for i, doc, meta, emb in zip(a.ids, a.documents, a.metadatas, a.embeddings):
-        report.sampled += 1
-        got = theirs.get(i)
-        if got is None:
-            report.mismatches.append(f"{name}/{i}: missing")
-        elif got[0] != doc:
-            report.mismatches.append(f"{name}/{i}: document differs")
-        elif dict(got[1] or {}) != dict(meta or {}):
-            report.mismatches.append(f"{name}/{i}: metadata differs")
-        elif not np.allclose(np.asarray(got[2], np.float32), np.asarray(emb, np.float32), atol=1e-6):
-            report.mismatches.append(f"{name}/{i}: embedding differs")
+    if sample.items:
+        got = src.get(ids=sample.items, include=readback.INCLUDE)
+        report.sampled += len(sample.items)
+        report.mismatches += readback.differences(
+            name, (got.ids, got.documents, got.metadatas, got.embeddings), dst, sample.items
+        )
 
 
 __all__ = ["MoveOutReport", "move_out", "TARGET_BACKENDS"]
