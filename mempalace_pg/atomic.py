@@ -17,6 +17,13 @@ that exists in this transaction (added earlier in the unit, or already stored); 
 ``ValueError`` (and, if you let it propagate, the unit rolls back). Deleting a drawer keeps the facts
 drawn from it and stamps them ``source_drawer_deleted_at`` (sql/0003_graph_and_drawers.sql).
 
+Writers of one palace never deadlock on the graph (docs/architecture.md, "Lock order"): a unit takes
+its graph's locks first, as it opens. By default that is the palace's whole graph, so concurrent units
+that write facts queue for it one after the other (their drawers' rows aside). A unit that knows the
+entities its facts will name says so, ``unit_of_work(..., entities=["Alice", "Lisbon"])``, and then
+locks only those: units on other entities run side by side. A fact naming an entity left out of that
+list is refused (``ValueError``), since taking its lock late could deadlock.
+
 A unit is not retried when the connection drops (your code between the writes cannot be replayed):
 the error propagates and nothing is committed.
 """
@@ -24,7 +31,7 @@ the error propagates and nothing is committed.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 import psycopg
 from mempalace.backends import PalaceRef
@@ -32,6 +39,7 @@ from psycopg import sql
 
 from mempalace_pg.config import Settings
 from mempalace_pg.graph.kg import AgeKnowledgeGraph
+from mempalace_pg.graph.values import entity_id_of
 from mempalace_pg.store import backlog
 from mempalace_pg.store.collection import DRAWERS_COLLECTION, PostgresCollection
 from mempalace_pg.store.records import clean_batch
@@ -44,11 +52,18 @@ class UnitOfWork:
     Obtain it from :func:`unit_of_work`; it is valid only inside that ``with`` block.
     """
 
-    def __init__(self, drawers: PostgresCollection, kg: AgeKnowledgeGraph, conn: psycopg.Connection):
+    def __init__(
+        self,
+        drawers: PostgresCollection,
+        kg: AgeKnowledgeGraph,
+        conn: psycopg.Connection,
+        entities: Optional[frozenset] = None,
+    ):
         self.drawers = drawers
         self.kg = kg
         self.connection = conn
         self._written = 0
+        self._entities = entities  # the entity ids this unit locked; None: the whole graph
         self._exists = sql.SQL(
             "SELECT EXISTS (SELECT 1 FROM {} WHERE collection_pk = %(pk)s AND id = %(id)s)"
         ).format(drawers.partition.table)
@@ -101,6 +116,16 @@ class UnitOfWork:
             self.connection.execute(*statement)
 
     # -- facts -----------------------------------------------------------------------------------------
+    def _check_locked(self, *names: str) -> None:
+        if self._entities is None:
+            return
+        for name in names:
+            if isinstance(name, str) and entity_id_of(name) not in self._entities:
+                raise ValueError(
+                    f"entity {name!r} is not among the entities this unit of work locked; name it in "
+                    "unit_of_work(..., entities=[...]), or leave entities out to lock the palace's graph"
+                )
+
     def _check_source(self, source_drawer_id: Optional[str]) -> None:
         if source_drawer_id is None:
             return
@@ -115,18 +140,22 @@ class UnitOfWork:
     def add_triple(self, subject: str, predicate: str, obj: str, **kwargs) -> str:
         """MemPalace's ``KnowledgeGraph.add_triple`` in this transaction; ``source_drawer_id`` must
         name a drawer of the palace. Returns the triple id."""
+        self._check_locked(subject, obj)
         self._check_source(kwargs.get("source_drawer_id"))
         return self.kg.add_triple(subject, predicate, obj, **kwargs)
 
     def supersede(self, subject: str, predicate: str, old_obj: str, new_obj: str, **kwargs) -> str:
         """MemPalace's ``KnowledgeGraph.supersede`` in this transaction (same link rule)."""
+        self._check_locked(subject, old_obj, new_obj)
         self._check_source(kwargs.get("source_drawer_id"))
         return self.kg.supersede(subject, predicate, old_obj, new_obj, **kwargs)
 
     def invalidate(self, subject: str, predicate: str, obj: str, ended: Optional[str] = None) -> None:
+        self._check_locked(subject, obj)
         self.kg.invalidate(subject, predicate, obj, ended=ended)
 
     def add_entity(self, name: str, entity_type: str = "unknown", properties: Optional[dict] = None) -> str:
+        self._check_locked(name)
         return self.kg.add_entity(name, entity_type, properties)
 
 
@@ -159,15 +188,23 @@ def unit_of_work(
     palace_key: Optional[str] = None,
     namespace: Optional[str] = None,
     settings: Optional[Settings] = None,
+    entities: Optional[Iterable[str]] = None,
 ) -> Iterator[UnitOfWork]:
     """Open a unit of work on a postgres palace (by directory, or by ``palace_key``): one pooled
-    connection, one transaction, committed when the block ends and rolled back if it raises."""
+    connection, one transaction, committed when the block ends and rolled back if it raises.
+
+    ``entities``: the names of every entity the unit's facts will name, if known; the unit then locks
+    only those, not the palace's whole graph (see the module's docstring)."""
     drawers, kg = open_drawers(palace_path, palace_key=palace_key, namespace=namespace, settings=settings)
     drawers.partition.check_writable()
     kg.palace_pk()
     db = drawers.database()
+    names = None if entities is None else list(entities)
     with db.transaction() as conn:
-        uow = UnitOfWork(drawers, kg.bound_to(conn), conn)
+        bound = kg.bound_to(conn)
+        bound.lock(names)  # first, before any row: the lock order
+        locked = None if names is None else frozenset(entity_id_of(n) for n in names)
+        uow = UnitOfWork(drawers, bound, conn, locked)
         yield uow
     if uow.drawers_written:
         backlog.after_write(drawers.partition, uow.drawers_written)

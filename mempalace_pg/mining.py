@@ -61,6 +61,9 @@ class ItemTransactions:
             stack = ExitStack()
             stack.enter_context(self.kg.database().held())
             self._stack = stack
+            # An adapter adds an item's facts one by one, so the item cannot lock its entities up front:
+            # it takes the palace's graph, first, before any row (docs/architecture.md, "Lock order").
+            self.kg.lock()
         if self._item is None:
             self._item = source_file
 

@@ -132,6 +132,10 @@ class Database:
         held = _HELD.get()
         return held[1] if held is not None and held[0] is self._pool else None
 
+    def holding(self) -> bool:
+        """Whether this caller is inside :meth:`held` on this database (its writes not yet committed)."""
+        return self._held() is not None
+
     @contextmanager
     def held(self) -> Iterator[psycopg.Connection]:
         """Hold one pooled connection and one transaction until the block ends, and run everything this

@@ -28,7 +28,7 @@ import json
 import sqlite3
 import threading
 from datetime import date, datetime
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import psycopg
 
@@ -212,6 +212,24 @@ class AgeKnowledgeGraph(Replication):
         return entity_id_of(name)
 
     # -- writes -------------------------------------------------------------------------------
+    def lock_statement(self, entities: Optional[Iterable[str]] = None) -> tuple[str, dict]:
+        """The statement that locks, until the caller's transaction ends, the graph writes of that
+        transaction (sql/0015_lock_order.sql): the entities named by ``entities`` (names, as facts
+        name them), or with None this palace's whole graph. Taken first in a transaction, before its
+        drawers, it keeps concurrent writers from deadlocking on the entities they share. The
+        statement's ``%(palace)s`` is this palace's key (:meth:`palace_pk`)."""
+        if entities is None:
+            return self._sql.lock_graph, {}
+        keys = sorted({entity_id_of(checked_text(n, "entity", required=True)) for n in entities})
+        return self._sql.lock_entities, {"keys": keys}
+
+    def lock(self, entities: Optional[Iterable[str]] = None) -> None:
+        """Run :meth:`lock_statement` in the transaction this graph is in: a graph bound to a unit of
+        work, or any graph inside its database's ``held()`` block. (Outside a transaction the locks
+        would end with the statement.)"""
+        query, params = self.lock_statement(entities)
+        self.run(lambda conn, palace: conn.execute(query, {"palace": palace, **params}))
+
     def add_entity(self, name: str, entity_type: str = "unknown", properties: dict = None) -> str:
         """Add or replace an entity (MemPalace: INSERT OR REPLACE). Returns its id."""
         name = checked_text(name, "name", required=True)

@@ -7,7 +7,8 @@ Rows are read in SQLite's rowid order and written with the replication primitive
 * a row that differs is replaced, as MemPalace's ``apply_row`` would;
 * facts keep their ids, dates, confidence and provenance verbatim, and results keep SQLite's order.
 
-Each batch is one transaction. The source file is opened read-only and never changed.
+Each batch is one transaction, which takes the palace's graph lock first (sql/0015_lock_order.sql): a
+batch names its entities row by row. The source file is opened read-only and never changed.
 """
 
 from __future__ import annotations
@@ -153,8 +154,10 @@ def write_batch(kg: AgeKnowledgeGraph, table: str, rows: list[dict]) -> list[str
     equal to the stored one; each row's outcome (``inserted``, ``updated`` or ``unchanged``)."""
     statements = [kg.apply_statement(table, row, skip_unchanged=True) for row in rows]  # validate first
     palace = kg.palace_pk()
+    lock, lock_params = kg.lock_statement()  # a batch names entities row by row: it takes the whole graph
 
     def work(conn):
+        conn.execute(lock, {"palace": palace, **lock_params})
         with conn.cursor() as cur:
             cur.executemany(
                 statements[0][0], [{"palace": palace, **params} for _, params in statements], returning=True

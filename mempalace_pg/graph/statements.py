@@ -122,6 +122,9 @@ class Statements:
                 text_key=p.fn("text_key"),
             )
         )
+        # The lock order (sql/0015_lock_order.sql): a transaction's entities, or its palace's whole graph.
+        self.lock_entities = call("kg_lock_entities", "keys")
+        self.lock_graph = call("kg_lock_graph")
         # kg_apply_entity / kg_apply_triple take a row's columns in MemPalace's order, then the flag
         self.apply_entity = call("kg_apply_entity", *REPLICATION_COLUMNS["entities"], "skip_unchanged")
         self.apply_triple = call("kg_apply_triple", *REPLICATION_COLUMNS["triples"], "skip_unchanged")

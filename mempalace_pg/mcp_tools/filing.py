@@ -23,10 +23,10 @@ it had: each fact in the answer says where its evidence is (``source_drawer_id``
 stored it (``new``). So a lost connection, a deadlock or a serialization failure makes the whole filing
 run once more on a fresh connection.
 
-Concurrent callers are safe: of two callers filing the same content, the second waits for the first's
-drawer insert, then finds the drawer and its facts; identical open facts are serialised by the graph's
-per-fact lock into one; two callers creating the same new entities in opposite orders can deadlock,
-and the one PostgreSQL aborts files again.
+Concurrent callers are safe: a filing locks the entities its facts name before anything else, in the
+one order every graph writer uses (docs/architecture.md, "Lock order"), so callers sharing entities
+queue on them and never deadlock; of two callers filing the same content, the second waits, then finds
+the drawer and its facts; identical open facts are stored once.
 """
 
 from __future__ import annotations
@@ -231,7 +231,10 @@ def _file_once(memory, *, ids, documents, metadatas, embeddings, palace_path, se
 
     results = []
     created = set()
-    with unit_of_work(palace_path, settings=settings) as uow:
+    # The memory's entities are known up front: the unit locks just those, in the one order every
+    # writer uses, so filings that share entities queue on them instead of deadlocking.
+    names = {f.subject for f in memory.facts} | {f.object for f in memory.facts}
+    with unit_of_work(palace_path, settings=settings, entities=names) as uow:
         # All of a memory's drawers are written in one statement, so all exist or none does. A second
         # caller filing the same content waits here for the first's commit, then finds it.
         existed = not uow.add_drawers(

@@ -48,6 +48,10 @@ def after_write(part: "Partition", rows: int) -> None:
     limit = indexing.BACKLOG_ROWS
     if limit <= 0 or rows <= 0:
         return
+    if part.db.holding():
+        # Inside a held transaction (a mined item) the rows are not committed: no folder can fold them
+        # yet, and waiting would keep the transaction, and the locks it holds, open for nothing.
+        return
     if part.dimension is None or part.dimension > indexing.HNSW_MAX_DIM:
         return  # searched exactly: no folder builds segments for it
     key = indexing.partition_key(part)

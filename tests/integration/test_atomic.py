@@ -163,6 +163,58 @@ def test_concurrent_units_on_the_same_palace(palace):
     assert kg.stats()["triples"] == 7
 
 
+def test_units_lock_their_entities_or_the_whole_graph(palace):
+    """A unit that names its entities locks only those: a unit on other entities commits meanwhile, one
+    on the same entities (or one that names none, and so takes the palace's whole graph) waits for it.
+    A fact naming an entity the unit did not name is refused, and nothing of the unit is kept."""
+    started = threading.Event()
+    release = threading.Event()
+
+    def holder():
+        with unit_of_work(palace_key=palace, entities=["Alice", "Lisbon"]) as uow:
+            uow.add_triple("Alice", "lives_in", "Lisbon")
+            started.set()
+            release.wait(30)
+
+    def timed_unit(**kwargs):
+        """Run a unit adding one fact in a thread; return a function that says whether it committed."""
+        done = threading.Event()
+
+        def run():
+            with unit_of_work(palace_key=palace, **kwargs) as uow:
+                names = kwargs.get("entities") or ["Bob", "Porto"]
+                uow.add_triple(names[0], "visits", names[1])
+            done.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        return done
+
+    hold = threading.Thread(target=holder)
+    hold.start()
+    assert started.wait(30)
+    try:
+        assert timed_unit(entities=["Bob", "Porto"]).wait(10)  # other entities: side by side
+        same = timed_unit(entities=["Lisbon", "Alice"])  # the same ones, in the other order: waits
+        whole = timed_unit()  # the whole graph: waits
+        assert not same.wait(1.0) and not whole.is_set()
+    finally:
+        release.set()
+        hold.join()
+    assert same.wait(10) and whole.wait(10)
+
+    with pytest.raises(ValueError, match="'Carol' is not among the entities this unit of work locked"):
+        with unit_of_work(palace_key=palace, entities=["Alice"]) as uow:
+            uow.add_drawers(ids=["c1"], documents=["Carol"], embeddings=vectors(1))
+            uow.add_triple("Alice", "knows", "Carol")
+    drawers, kg = open_drawers(palace_key=palace)
+    assert drawers.get(ids=["c1"]).ids == [] and kg.query_entity("Carol", direction="both") == []
+    assert sorted((f["subject"], f["object"]) for f in kg.open_facts()) == [
+        ("Alice", "Lisbon"),
+        ("Bob", "Porto"),
+        ("Lisbon", "Alice"),
+    ]
+
+
 def test_deleting_a_drawer_stamps_its_facts(palace):
     with unit_of_work(palace_key=palace) as uow:
         uow.add_drawers(
