@@ -255,6 +255,47 @@ def test_bad_arguments_come_back_as_tool_errors(mined):
         assert needle in got[argument], (argument, got[argument])
 
 
+def test_huge_queries_over_mcp(mined):
+    """A query of 100,000 or 1,000,000 characters (a pasted log) in every tool that takes query text,
+    ours and MemPalace's ``mempalace_search``, over a real client: each answers, well within the
+    statement timeout, with results; none is a tool error."""
+    import random
+    import time
+
+    rng = random.Random(49)
+    corpus_words = " ".join(p.read_text(encoding="utf-8") for p in sorted(CORPUS.rglob("*.md"))).split()
+
+    def pasted(chars: int) -> str:
+        return " ".join(rng.choice(corpus_words) for _ in range(chars // 5))[:chars]
+
+    async def session():
+        answers = []
+        async with (
+            stdio_session(pg_server(mined.path), mined.env) as pg,
+            stdio_session(mempalace_server(mined.path), mined.env) as mp,
+        ):
+            for chars in (100_000, 1_000_000):
+                q = pasted(chars)
+                calls = [
+                    (pg, "pg_hybrid_search", {"query": q}),
+                    (pg, "pg_search_around_entity", {"entity": "Homelab NAS", "query": q}),
+                    (pg, "pg_entities_for_query", {"query": q}),
+                    (pg, "pg_entity_facts", {"entity": "Alice", "query": q}),
+                    (mp, "mempalace_search", {"query": q}),
+                ]
+                for client, tool, args in calls:
+                    t0 = time.monotonic()
+                    answer = await client.call(tool, **args)  # a tool error fails the test here
+                    answers.append((chars, tool, answer, time.monotonic() - t0))
+        return answers
+
+    for chars, tool, answer, seconds in anyio.run(session):
+        assert seconds < 20, f"{tool} took {seconds:.1f} s on a {chars}-character query"
+        assert isinstance(answer, dict) and answer.get("error") is None, (tool, str(answer)[:300])
+        found = answer.get("results") or answer.get("entities") or answer.get("facts")
+        assert found, f"{tool} found nothing for a {chars}-character query of the corpus's words"
+
+
 def _stored(palace_path: Path, drawer_ids: list, entity: str) -> tuple[list, list]:
     """(the drawer ids of ``drawer_ids`` the palace holds, the facts about ``entity``), read afresh."""
     from mempalace_pg.atomic import open_drawers
