@@ -129,12 +129,16 @@ class Folder:
                 else:
                     time.sleep(POLL_S if now - self.last_change < QUIET_S else IDLE_POLL_S)
         finally:
-            self.drop_retired(float("inf"))
-            self.forget(float("inf"))
-            try:
-                self.report("exited")
-            finally:
-                locks.release(conn, self.presence)
+            # A connection the server cut (a terminated backend, a restart) took this session's locks with
+            # it, and nothing can be tidied through it: exit at once, without waiting out the graces.
+            # What is left (replaced segments) the next folder sweeps.
+            if not (conn.broken or conn.closed):
+                self.drop_retired(float("inf"))
+                self.forget(float("inf"))
+                try:
+                    self.report("exited")
+                finally:
+                    locks.release(conn, self.presence)
 
     def dimension(self) -> Optional[int]:
         row = self.conn.execute(

@@ -284,10 +284,32 @@ def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
     )
 
 
+def leftover_indexes(conn: psycopg.Connection, schema: str, pk: int) -> int:
+    """How many segment indexes of the collection no segment lists: an interrupted build's (INVALID), a
+    dead folder's replaced segments, or a live folder's build and retired segments (one statement on
+    the catalog, by the partition's own indexes)."""
+    return int(
+        conn.execute(
+            sql.SQL(
+                "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE i.indrelid = to_regclass(%s) AND c.relname LIKE %s "
+                "AND c.relname NOT IN (SELECT index_name FROM {} WHERE collection_pk = %s)"
+            ).format(sql.Identifier(schema, "vector_segments")),
+            (
+                sql.Identifier(schema, f"records_c{int(pk)}").as_string(conn),
+                f"records\\_c{int(pk)}\\_vec\\_%",
+                pk,
+            ),
+        ).fetchone()[0]
+    )
+
+
 def layout(part: "Partition", *, fresh: bool = False) -> Layout:
     """The collection's layout as this process last read it (at most LAYOUT_TTL_S old, unless ``fresh``).
 
-    A collection with a tail and no folder gets one (unless this process may not write)."""
+    Reading it anew may start a folder (unless this process may not write): for a collection with a tail,
+    or with segment indexes no segment lists, which a folder that died left behind (the folder started
+    sweeps them, :meth:`~mempalace_pg.store.folder.Folder.sweep_orphans`)."""
     key = partition_key(part)
     now = time.monotonic()
     with _LOCK:
@@ -295,10 +317,16 @@ def layout(part: "Partition", *, fresh: bool = False) -> Layout:
     if cached is not None and not fresh and now - cached[0] < LAYOUT_TTL_S:
         return cached[1]
     db = part.db
-    current = db.run(lambda conn: read_layout(conn, db.schema, part.pk))
+
+    def read(conn: psycopg.Connection) -> tuple[Layout, int]:
+        current = read_layout(conn, db.schema, part.pk)
+        leftovers = 0 if current.has_tail or folders_off(part) else leftover_indexes(conn, db.schema, part.pk)
+        return current, leftovers
+
+    current, leftovers = db.run(read)
     with _LOCK:
         _LAYOUTS[key] = (now, current)
-    if current.has_tail:
+    if current.has_tail or leftovers:
         ensure_folder(part)
     return current
 
@@ -478,6 +506,7 @@ __all__ = [
     "lock_keys",
     "partition_key",
     "read_layout",
+    "leftover_indexes",
     "layout",
     "forget",
     "forget_all",

@@ -1,18 +1,23 @@
-"""A folder that dies mid-build stops its build: the server checks that the folder is still there while
-the CREATE INDEX runs (client_connection_check_interval), so a folder killed with SIGKILL does not leave
-its build running to the end, holding the collection's locks with nobody to register the index. The next
-search starts a folder that sweeps what the dead one left: no INVALID or unregistered index remains once
-the palace is quiet, and every drawer is found by its own vector."""
+"""The index folder under faults: killed with SIGKILL mid-build, its backend terminated mid-build, the
+server restarted mid-build, killed right after a merge's switch.
+
+A build whose folder is gone stops within seconds (the server checks the client while the CREATE INDEX
+runs: client_connection_check_interval) instead of running on holding the collection's locks; a folder
+whose connection was cut exits at once. Afterwards, with no new write, the next search (from another
+process) starts a folder that sweeps what the dead one left: once the palace is quiet no INVALID or
+unregistered index remains, and every drawer is found by its own vector."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 
 import psycopg
+import pytest
 
 from mempalace_pg.store import builds, indexing
 from tests.integration.test_indexing import random_drawers, waiting
@@ -27,23 +32,86 @@ def _building(conn, schema: str) -> tuple[int, float] | None:
     ).fetchone()
 
 
-def test_a_folder_killed_mid_build_stops_its_build_within_seconds(
-    pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch
-):
-    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test starts the folder itself
-    col = make_collection()
-    pk = col.partition.pk
-    vecs = random_drawers(
-        col, 20_000, 384, seed=11
-    )  # a quiet palace: the folder builds it whole, seconds long
+def _start_folder(pg_session_dsn: str, schema: str, pk: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "MEMPALACE_PG_FOLDER"}
     env[indexing.DSN_VARIABLE] = pg_session_dsn
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mempalace_pg.store.folder", pg_schema, str(pk)],
+    return subprocess.Popen(
+        [sys.executable, "-m", "mempalace_pg.store.folder", schema, str(pk)],
         env=env,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+def _invalid(conn, schema: str) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND NOT i.indisvalid",
+        (schema,),
+    ).fetchone()[0]
+
+
+SEARCH = """
+import sys
+from mempalace.backends import PalaceRef
+from mempalace_pg.store.backend import PostgresBackend
+path, vector = sys.argv[1], [float(x) for x in sys.argv[2].split(",")]
+ref = PalaceRef(id=path, local_path=path)
+col = PostgresBackend().get_collection(palace=ref, collection_name="mempalace_drawers", create=False)
+print(col.query(query_embeddings=[vector], n_results=1).ids[0][0])
+"""
+
+
+def _search_then_settle(pg_dsn: str, schema: str, pk: int, palace: str, vecs, fault: float) -> float:
+    """A search from a new process (which exits at once), then no write: seconds from ``fault`` until
+    nothing waits for the index and no INVALID or unregistered index remains. Then every drawer of a
+    sample is found by its own vector."""
+    env = {k: v for k, v in os.environ.items() if k != "MEMPALACE_PG_FOLDER"}
+    vector = ",".join(repr(float(x)) for x in vecs[1])
+    done = subprocess.run(
+        [sys.executable, "-c", SEARCH, palace, vector], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.split() == ["d1"], done.stderr[-3000:]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + 180
+        while True:
+            left = builds.orphan_indexes(conn, schema, pk)
+            invalid = _invalid(conn, schema)
+            if waiting(conn, schema, pk)[0] == 0 and not left and not invalid:
+                settled = time.monotonic() - fault
+                break
+            assert time.monotonic() < deadline, (waiting(conn, schema, pk), left, invalid)
+            time.sleep(0.25)
+        assert indexing.leftover_indexes(conn, schema, pk) == 0
+    return settled
+
+
+def _restart_or_cut(pg_dsn: str) -> None:
+    """Restart the server when the test runner says how (scripts/test.sh does for the servers it
+    provisions); otherwise end every session of this database that this role may end."""
+    restart = os.environ.get("MEMPALACE_PG_TEST_RESTART")
+    if restart:
+        subprocess.run(shlex.split(restart), check=True, capture_output=True, timeout=120)
+        return
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+            "AND datname = current_database() AND pg_has_role(usesysid, 'USAGE')"
+        )
+
+
+@pytest.mark.parametrize("fault", ["kill", "terminate", "restart"])
+def test_a_folder_that_dies_mid_build(
+    fault, pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch, tmp_path
+):
+    """``kill``: the folder gets SIGKILL; its build stops within seconds. ``terminate``: its backend is
+    terminated; ``restart``: the server restarts; the folder exits within seconds either way. Then the
+    next search settles the palace."""
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test starts the folder itself
+    col = make_collection()
+    pk = col.partition.pk
+    vecs = random_drawers(col, 12_000, 384, seed=11)  # a quiet palace: the folder builds it whole
+    proc = _start_folder(pg_session_dsn, pg_schema, pk)
     try:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             deadline = time.monotonic() + 120
@@ -55,34 +123,79 @@ def test_a_folder_killed_mid_build_stops_its_build_within_seconds(
                 assert proc.poll() is None, f"the folder ended (exit {proc.returncode}) before a long build"
                 time.sleep(0.05)
             assert seen and seen[1] >= 1.0, "no folder build ran for a second"
-            os.killpg(proc.pid, signal.SIGKILL)
-            killed = time.monotonic()
+            fault_at = time.monotonic()
+            if fault == "kill":
+                os.killpg(proc.pid, signal.SIGKILL)
+            elif fault == "terminate":
+                conn.execute("SELECT pg_terminate_backend(%s)", (seen[0],))
+        if fault == "restart":
+            _restart_or_cut(pg_dsn)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
             while conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (seen[0],)).fetchone():
-                assert time.monotonic() - killed < 10, "the killed folder's build still runs after 10 s"
+                assert time.monotonic() - fault_at < 10, "the dead folder's build still runs after 10 s"
                 time.sleep(0.05)
-            stopped = time.monotonic() - killed
+            stopped = time.monotonic() - fault_at
+        proc.wait(timeout=30)
+        exited = time.monotonic() - fault_at
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     # CONNECTION_CHECK_MS apart, plus the build's own interrupt checks
     assert stopped < 5, f"the build ran on {stopped:.1f} s after its folder was killed"
-
-    # -- afterwards: a search (from this process, folders on again) starts the next folder ------------
+    if fault != "kill":  # a folder whose connection was cut exits at once: it has nothing to tidy
+        assert exited < 3, f"the folder took {exited:.1f} s to exit after its connection was cut"
     monkeypatch.delenv("MEMPALACE_PG_FOLDER")
-    assert col.query(query_embeddings=[vecs[0].tolist()], n_results=1).ids == [["d0"]]
+    settled = _search_then_settle(pg_dsn, pg_schema, pk, str(tmp_path / "palace"), vecs, fault_at)
+    print(f"{fault}: build stopped {stopped:.1f} s, settled {settled:.1f} s after the fault")
+    for i in range(0, 12_000, 997):  # every drawer of a sample found by its own vector
+        assert col.query(query_embeddings=[vecs[i].tolist()], n_results=1).ids == [[f"d{i}"]]
+
+
+MERGE_THEN_DIE = """
+import os, signal, sys
+from mempalace_pg.store import folder
+schema, pk, dim = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+conn = folder.connect_folder(os.environ["MEMPALACE_PG_FOLDER_DSN"], schema)
+f = folder.Folder(conn, schema, pk)
+f.merge(f.segment_rows(), dim)  # registered: the replaced segments now wait out their grace
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_folder_killed_right_after_a_merge(
+    pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch, tmp_path
+):
+    """Killed right after a merge's switch, a folder leaves the segments it replaced (a whole second
+    copy of the index) with no folder running and no row waiting; the next search, from a new process,
+    starts a folder that sweeps them."""
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
+    col = make_collection()
+    pk = col.partition.pk
+    vecs = random_drawers(col, 3000, 16, seed=12)
+    from mempalace_pg.store import folder
+
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        f = folder.Folder(conn, pg_schema, pk)
+        for _ in range(2):  # two segments of 1,500 rows
+            f.fold(indexing.read_layout(conn, pg_schema, pk), 16, 1500)
+        assert len(f.segment_rows()) == 2
+    env = {k: v for k, v in os.environ.items() if k != "MEMPALACE_PG_FOLDER"}
+    env[indexing.DSN_VARIABLE] = pg_session_dsn
+    child = subprocess.run(
+        [sys.executable, "-c", MERGE_THEN_DIE, pg_schema, str(pk), "16"],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    fault_at = time.monotonic()
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-3000:]
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        deadline = time.monotonic() + 180
-        while True:
-            left = builds.orphan_indexes(conn, pg_schema, pk)
-            invalid = conn.execute(
-                "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND NOT i.indisvalid",
-                (pg_schema,),
-            ).fetchone()[0]
-            if waiting(conn, pg_schema, pk)[0] == 0 and not left and not invalid:
-                break
-            assert time.monotonic() < deadline, (waiting(conn, pg_schema, pk), left, invalid)
-            time.sleep(0.5)
-    for i in range(0, 20_000, 997):  # every drawer of a sample found by its own vector
+        assert indexing.leftover_indexes(conn, pg_schema, pk) == 2  # the replaced pair, unregistered
+        assert waiting(conn, pg_schema, pk)[0] == 0
+    monkeypatch.delenv("MEMPALACE_PG_FOLDER")
+    settled = _search_then_settle(pg_dsn, pg_schema, pk, str(tmp_path / "palace"), vecs, fault_at)
+    print(f"merge then kill: settled {settled:.1f} s after the fault")
+    for i in range(0, 3000, 101):
         assert col.query(query_embeddings=[vecs[i].tolist()], n_results=1).ids == [[f"d{i}"]]
