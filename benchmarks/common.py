@@ -318,6 +318,7 @@ QUESTIONS = {
         "bench_bm25_index",
     ),
     "Reliability: a team, many writers, changes to the code": (
+        "bench_folder_faults",
         "bench_team",
         "bench_team_backlog_control",
         "before_after",
