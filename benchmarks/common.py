@@ -319,6 +319,7 @@ QUESTIONS = {
     ),
     "Reliability: a team, many writers, changes to the code": (
         "bench_folder_faults",
+        "bench_long_queries",
         "bench_team",
         "bench_team_backlog_control",
         "before_after",
