@@ -46,6 +46,13 @@ def describe_connect_error(settings: Settings, exc: BaseException) -> DatabaseUn
     )
 
 
+#: TCP keepalives of every connection the plugin opens (libpq's keepalives_*): a process whose server
+#: went away or whose connection was cut (a restarted router, a dropped VPN) finds out within about
+#: idle + count x interval = 25 seconds, not the kernel's two hours; a folder or a bulk load's session
+#: then exits instead of waiting on a dead socket.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+
+
 def connect(settings: Settings, *, autocommit: bool = False) -> psycopg.Connection:
     """A plain (unpooled) connection, for schema work and tools. Raises DatabaseUnavailableError.
 
@@ -58,9 +65,10 @@ def connect(settings: Settings, *, autocommit: bool = False) -> psycopg.Connecti
             connect_timeout=settings.connect_timeout_s,
             application_name="mempalace-pg",
             prepare_threshold=None,
+            **KEEPALIVES,
         )
     except psycopg.OperationalError as exc:
         raise describe_connect_error(settings, exc) from None
 
 
-__all__ = ["connect", "describe_connect_error", "scrub_password"]
+__all__ = ["KEEPALIVES", "connect", "describe_connect_error", "scrub_password"]

@@ -40,7 +40,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mempalace_pg.config import ConfigError, Settings, redact_dsn
-from mempalace_pg.db.connect import connect, describe_connect_error
+from mempalace_pg.db.connect import KEEPALIVES, connect, describe_connect_error
 from mempalace_pg.db.schema import ensure_schema
 from mempalace_pg.errors import DatabaseUnavailableError, ReadOnlyDatabaseError, StatementTimeoutError
 
@@ -471,6 +471,7 @@ def _shared_pool(settings: Settings) -> ConnectionPool:
                 "connect_timeout": settings.connect_timeout_s,
                 "application_name": "mempalace-pg",
                 "autocommit": True,
+                **KEEPALIVES,
             },
             configure=_configure(settings),
             timeout=max(5.0, float(settings.connect_timeout_s)),

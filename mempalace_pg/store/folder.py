@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from mempalace_pg.db import defects, locks
+from mempalace_pg.db.connect import KEEPALIVES
 from mempalace_pg.store.builds import (
     build_capacity,
     build_session,
@@ -36,8 +37,6 @@ from mempalace_pg.store.indexing import (
     GRACE_S,
     HNSW_MAX_DIM,
     IDLE_POLL_S,
-    KEEPALIVE_IDLE_S,
-    KEEPALIVE_INTERVAL_S,
     LINGER_S,
     MAX_SEGMENTS,
     MERGE_TIER,
@@ -433,10 +432,7 @@ def connect_folder(dsn: str, schema: str) -> psycopg.Connection:
         dsn,
         autocommit=True,
         application_name=folder_application_name(schema),
-        keepalives=1,
-        keepalives_idle=KEEPALIVE_IDLE_S,
-        keepalives_interval=KEEPALIVE_INTERVAL_S,
-        keepalives_count=3,
+        **KEEPALIVES,
     )
     conn.execute(
         "SELECT set_config('search_path', concat_ws(', ', quote_ident(%s), "

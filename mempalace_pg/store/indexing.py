@@ -157,11 +157,6 @@ BUILD_WORKERS = process_setting("build_workers")
 #: still there (client_connection_check_interval): a folder killed mid-build would otherwise leave its
 #: CREATE INDEX running to the end, holding its locks, with nobody to register the index.
 CONNECTION_CHECK_MS = 1000
-#: TCP keepalives of a folder's connection (libpq's keepalives_*), so a folder whose server went away or
-#: whose connection was cut finds out within about KEEPALIVE_IDLE_S + 3 x KEEPALIVE_INTERVAL_S seconds,
-#: not the kernel's two hours.
-KEEPALIVE_IDLE_S = 10
-KEEPALIVE_INTERVAL_S = 5
 
 #: The environment variable that carries the DSN to a folder (never its command line, which `ps` shows).
 DSN_VARIABLE = "MEMPALACE_PG_FOLDER_DSN"
@@ -490,8 +485,6 @@ __all__ = [
     "SPAWN_CHECK_S",
     "BUILD_MEMORY",
     "CONNECTION_CHECK_MS",
-    "KEEPALIVE_IDLE_S",
-    "KEEPALIVE_INTERVAL_S",
     "BUILD_WORKERS",
     "DSN_VARIABLE",
     "folder_application_name",
