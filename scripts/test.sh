@@ -135,7 +135,8 @@ run_stack() {
         # another PID namespace is not ours to restart, and the test cuts its connections instead.
         restart=""
         if MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh status >/dev/null 2>&1; then
-            restart="env MEMPALACE_PG_STACK=$stack bash scripts/provision-postgres.sh restart"
+            # (without MEMPALACE_PG_TEST_DSN, which makes the script use that server and touch nothing)
+            restart="env -u MEMPALACE_PG_TEST_DSN MEMPALACE_PG_STACK=$stack bash scripts/provision-postgres.sh restart"
         fi
     fi
     local as_role=()   # as the role the DSN names; or as a fresh application role, in a database of its own

@@ -32,6 +32,38 @@ def _building(conn, schema: str) -> tuple[int, float] | None:
     ).fetchone()
 
 
+class Reader:
+    """A thread searching the collection every 50 ms until :meth:`stop`: how many searches answered
+    with the drawer itself, and every error that was not the plugin's (a driver's, raw)."""
+
+    def __init__(self, col, vecs):
+        import threading
+
+        from mempalace_pg.errors import BackendError
+
+        self.answers, self.raw, self._plugin_errors = 0, [], BackendError
+        self._stop = threading.Event()
+        self._col, self._vecs = col, vecs
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.wait(0.05):
+            i = (i + 7) % 1000
+            try:
+                got = self._col.query(query_embeddings=[self._vecs[i].tolist()], n_results=1).ids
+                self.answers += got == [[f"d{i}"]]
+            except self._plugin_errors:
+                pass  # the server restarting: said as the plugin's error, naming the server
+            except Exception as exc:  # what the test asserts there is none of
+                self.raw.append(f"{type(exc).__module__}.{type(exc).__name__}: {exc}")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
 def _start_folder(pg_session_dsn: str, schema: str, pk: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "MEMPALACE_PG_FOLDER"}
     env[indexing.DSN_VARIABLE] = pg_session_dsn
@@ -91,7 +123,12 @@ def _restart_or_cut(pg_dsn: str) -> None:
     provisions); otherwise end every session of this database that this role may end."""
     restart = os.environ.get("MEMPALACE_PG_TEST_RESTART")
     if restart:
+        started = "SELECT pg_postmaster_start_time()"
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            before = conn.execute(started).fetchone()[0]
         subprocess.run(shlex.split(restart), check=True, capture_output=True, timeout=120)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            assert conn.execute(started).fetchone()[0] > before, f"{restart!r} did not restart the server"
         return
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(
@@ -111,6 +148,7 @@ def test_a_folder_that_dies_mid_build(
     col = make_collection()
     pk = col.partition.pk
     vecs = random_drawers(col, 12_000, 384, seed=11)  # a quiet palace: the folder builds it whole
+    reader = Reader(col, vecs)
     proc = _start_folder(pg_session_dsn, pg_schema, pk)
     try:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -147,6 +185,9 @@ def test_a_folder_that_dies_mid_build(
         assert exited < 3, f"the folder took {exited:.1f} s to exit after its connection was cut"
     monkeypatch.delenv("MEMPALACE_PG_FOLDER")
     settled = _search_then_settle(pg_dsn, pg_schema, pk, str(tmp_path / "palace"), vecs, fault_at)
+    reader.stop()
+    # a reader searching all along saw answers, or (the server restarting) the plugin's own error
+    assert reader.raw == [] and reader.answers > 10, (reader.raw[:3], reader.answers)
     print(f"{fault}: build stopped {stopped:.1f} s, settled {settled:.1f} s after the fault")
     for i in range(0, 12_000, 997):  # every drawer of a sample found by its own vector
         assert col.query(query_embeddings=[vecs[i].tolist()], n_results=1).ids == [[f"d{i}"]]
