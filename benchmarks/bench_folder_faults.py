@@ -116,7 +116,8 @@ def building(conn) -> tuple | None:
 
     return conn.execute(
         "SELECT pid, extract(epoch FROM now() - query_start)::float FROM pg_stat_activity "
-        "WHERE application_name = %s AND state = 'active' AND query ILIKE 'CREATE INDEX%%'",
+        "WHERE application_name = %s AND state = 'active' AND backend_type = 'client backend' "
+        "AND query ILIKE 'CREATE INDEX%%'",
         (indexing.folder_application_name(SCHEMA),),
     ).fetchone()
 

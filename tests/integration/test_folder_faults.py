@@ -23,12 +23,15 @@ from mempalace_pg.store import builds, indexing
 from tests.integration.test_indexing import random_drawers, waiting
 
 
-def _building(conn, schema: str) -> tuple[int, float] | None:
-    """(pid, seconds it has run) of the schema's folder backend running a CREATE INDEX, if one is."""
+def _building(conn, schema: str, pk: int) -> tuple[int, float] | None:
+    """(pid, seconds it has run) of the folder backend running a CREATE INDEX on collection ``pk``, if
+    one is: its leader, not a parallel worker, and not the build of another test's collection (their
+    folders may still be rebuilding in the same schema)."""
     return conn.execute(
         "SELECT pid, extract(epoch FROM now() - query_start)::float FROM pg_stat_activity "
-        "WHERE application_name = %s AND state = 'active' AND query ILIKE 'CREATE INDEX%%'",
-        (indexing.folder_application_name(schema),),
+        "WHERE application_name = %s AND state = 'active' AND backend_type = 'client backend' "
+        "AND query ILIKE 'CREATE INDEX%%' AND query LIKE %s",
+        (indexing.folder_application_name(schema), f'%."records_c{int(pk)}" USING%'),
     ).fetchone()
 
 
@@ -75,11 +78,11 @@ def _start_folder(pg_session_dsn: str, schema: str, pk: int) -> subprocess.Popen
     )
 
 
-def _invalid(conn, schema: str) -> int:
+def _invalid(conn, schema: str, pk: int) -> int:
+    """INVALID indexes on collection ``pk``'s table."""
     return conn.execute(
-        "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND NOT i.indisvalid",
-        (schema,),
+        "SELECT count(*) FROM pg_index i WHERE i.indrelid = to_regclass(%s) AND NOT i.indisvalid",
+        (f'"{schema}".records_c{int(pk)}',),
     ).fetchone()[0]
 
 
@@ -108,7 +111,7 @@ def _search_then_settle(pg_dsn: str, schema: str, pk: int, palace: str, vecs, fa
         deadline = time.monotonic() + 180
         while True:
             left = builds.orphan_indexes(conn, schema, pk)
-            invalid = _invalid(conn, schema)
+            invalid = _invalid(conn, schema, pk)
             if waiting(conn, schema, pk)[0] == 0 and not left and not invalid:
                 settled = time.monotonic() - fault
                 break
@@ -155,7 +158,7 @@ def test_a_folder_that_dies_mid_build(
             deadline = time.monotonic() + 120
             seen = None
             while time.monotonic() < deadline:
-                seen = _building(conn, pg_schema)
+                seen = _building(conn, pg_schema, pk)
                 if seen and seen[1] >= 1.0:  # a build well under way
                     break
                 assert proc.poll() is None, f"the folder ended (exit {proc.returncode}) before a long build"
