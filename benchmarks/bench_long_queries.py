@@ -40,8 +40,8 @@ CHILD = r"""
 import json, random, sys, time
 store, palace, reps = sys.argv[1], sys.argv[2], int(sys.argv[4])
 lengths = [int(x) for x in sys.argv[3].split(",")]
-from mempalace.searcher.query import search_memories
-from skewed_palace import WORDS
+from skewed_palace import WORDS  # first: importing mempalace takes this folder off sys.path
+from mempalace.searcher import search_memories
 rng = random.Random(49)
 def text(n):
     return " ".join(rng.choice(WORDS) for _ in range(n // 5 + 1))[:n]
@@ -87,7 +87,7 @@ def cli_times(palace: Path, env: dict, reps: int) -> list[float]:
         )
         times.append((time.perf_counter() - t) * 1000)
         if proc.returncode:
-            raise common.ChildFailed(f"mempalace search: {proc.stderr[-2000:]}")
+            raise RuntimeError(f"mempalace search: {proc.stderr[-2000:]}")
     return times
 
 
@@ -164,7 +164,7 @@ def main() -> int:
                         text=True,
                     )
                     if proc.returncode:
-                        raise common.ChildFailed(f"{store}: {proc.stderr[-3000:]}")
+                        raise RuntimeError(f"{store}: {proc.stderr[-3000:]}")
                     results[store] = json.loads(proc.stdout.strip().splitlines()[-1])
                     results[store]["cli"] = cli_times(palace, env, args.cli_reps)
                     print(store, {k: common.summary(v) for k, v in results[store].items()}, flush=True)
