@@ -96,8 +96,9 @@ def collection_pk(dsn: str) -> int:
         ).fetchone()[0]
 
 
-def state(conn, pk: int) -> tuple[int, int, int]:
-    """(rows waiting for the index, unregistered segment indexes, INVALID indexes) of the collection."""
+def state(conn, pk: int) -> tuple[int, int, int, int]:
+    """(rows waiting for the index, unregistered segment indexes, INVALID indexes, young segments) of the
+    collection."""
     from mempalace_pg.store import indexing
 
     top = conn.execute(
@@ -111,7 +112,10 @@ def state(conn, pk: int) -> tuple[int, int, int]:
         "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND NOT i.indisvalid",
         (SCHEMA,),
     ).fetchone()[0]
-    return tail, indexing.leftover_indexes(conn, SCHEMA, pk), invalid
+    young = conn.execute(
+        f"SELECT count(*) FROM {SCHEMA}.vector_segments WHERE collection_pk = %s AND young", (pk,)
+    ).fetchone()[0]
+    return tail, indexing.leftover_indexes(conn, SCHEMA, pk), invalid, young
 
 
 def building(conn) -> tuple | None:
@@ -182,7 +186,7 @@ def one_fault(fault: str, *, palace_dir: Path, env: dict, dsn: str, pk: int, fir
     with psycopg.connect(dsn, autocommit=True) as conn:
         while True:
             now = state(conn, pk)
-            if now == (0, 0, 0):
+            if now == (0, 0, 0, 0) and building(conn) is None:
                 result["settled_s"] = round(time.monotonic() - fault_at, 1)
                 break
             if time.monotonic() - fault_at > 1800:
@@ -204,8 +208,9 @@ def render(results: dict, meta: dict) -> str:
         "new drawers written through `upsert` with no folder, a folder started, and once its build of them",
         "had run a second: SIGKILL to the folder (`kill`), `pg_terminate_backend` of its session",
         "(`terminate`), or the server restarted (`restart`, pg_ctl fast mode). Then, with no write, one",
-        "search from a new process (*first search*: that query's own time). *Settled*: no row waits for",
-        "the index and no INVALID or unregistered segment index remains, timed from the fault. *Left*: rows",
+        "search from a new process (*first search*: that query's own time). *Settled*: no row waits for the",
+        "index, no INVALID or unregistered index remains, no segment is young (built quickly under writes,",
+        "to be rebuilt) and no build runs, timed from the fault. *Left*: rows",
         "waiting / unregistered segment indexes / INVALID indexes right after the fault. *Found*: new",
         "drawers each found first by their own vector, afterwards.",
         "",

@@ -18,6 +18,7 @@ import time
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from mempalace_pg.store import builds, indexing
 from tests.integration.test_indexing import random_drawers, waiting
@@ -97,10 +98,28 @@ print(col.query(query_embeddings=[vector], n_results=1).ids[0][0])
 """
 
 
+def _quiet(conn, schema: str, pk: int) -> tuple:
+    """What keeps the collection from being settled: (rows waiting, unregistered segment indexes, INVALID
+    indexes, young segments, a build running); all zero / None once it is."""
+    young = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE collection_pk = %s AND young").format(
+            sql.Identifier(schema, "vector_segments")
+        ),
+        (pk,),
+    ).fetchone()[0]
+    return (
+        waiting(conn, schema, pk)[0],
+        indexing.leftover_indexes(conn, schema, pk),
+        _invalid(conn, schema, pk),
+        young,
+        _building(conn, schema, pk),
+    )
+
+
 def _search_then_settle(pg_dsn: str, schema: str, pk: int, palace: str, vecs, fault: float) -> float:
-    """A search from a new process (which exits at once), then no write: seconds from ``fault`` until
-    nothing waits for the index and no INVALID or unregistered index remains. Then every drawer of a
-    sample is found by its own vector."""
+    """A search from a new process (which exits at once), then no write: seconds from ``fault`` until the
+    collection is settled (:func:`_quiet`: nothing waits for the index, no INVALID or unregistered index
+    remains, no segment is young, no build runs)."""
     env = {k: v for k, v in os.environ.items() if k != "MEMPALACE_PG_FOLDER"}
     vector = ",".join(repr(float(x)) for x in vecs[1])
     done = subprocess.run(
@@ -108,17 +127,13 @@ def _search_then_settle(pg_dsn: str, schema: str, pk: int, palace: str, vecs, fa
     )
     assert done.returncode == 0 and done.stdout.split() == ["d1"], done.stderr[-3000:]
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 240
         while True:
-            left = builds.orphan_indexes(conn, schema, pk)
-            invalid = _invalid(conn, schema, pk)
-            if waiting(conn, schema, pk)[0] == 0 and not left and not invalid:
-                settled = time.monotonic() - fault
-                break
-            assert time.monotonic() < deadline, (waiting(conn, schema, pk), left, invalid)
+            state = _quiet(conn, schema, pk)
+            if state == (0, 0, 0, 0, None):
+                return time.monotonic() - fault
+            assert time.monotonic() < deadline, state
             time.sleep(0.25)
-        assert indexing.leftover_indexes(conn, schema, pk) == 0
-    return settled
 
 
 def _restart_or_cut(pg_dsn: str) -> None:
