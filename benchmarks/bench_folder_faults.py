@@ -279,6 +279,7 @@ def main() -> int:
     )
     meta = common.run_meta(dsn, command=command, sizes=sizes, rows=args.rows, faults=faults)
     common.save_run("bench_folder_faults", meta, results, render(results, meta), write=not args.no_write)
+    out.unlink(missing_ok=True)  # the run's figures are in out/bench_folder_faults.json now
     return 0
 
 
