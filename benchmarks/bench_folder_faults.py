@@ -129,10 +129,26 @@ def building(conn) -> tuple | None:
     ).fetchone()
 
 
+def no_folder(dsn: str, timeout: float = 120) -> None:
+    """Wait until no folder of the schema is connected."""
+    from mempalace_pg.store import indexing
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = %s",
+            (indexing.folder_application_name(SCHEMA),),
+        ).fetchone():
+            if time.monotonic() > deadline:
+                raise RuntimeError("a folder is still connected after 120 s")
+            time.sleep(0.5)
+
+
 def one_fault(fault: str, *, palace_dir: Path, env: dict, dsn: str, pk: int, first: int, rows: int) -> dict:
     from mempalace_pg.store import indexing
 
     quiet = {**env, "MEMPALACE_PG_FOLDER": "off"}
+    no_folder(dsn)  # the last round's folder lingers a while once idle: it would take these rows
     t0 = time.monotonic()
     child(WRITE, str(palace_dir), str(first), str(rows), env=quiet)
     result = {"fault": fault, "rows": rows, "write_s": round(time.monotonic() - t0, 1)}
