@@ -253,7 +253,9 @@ def render(results: dict, meta: dict) -> str:
         "The build stops within about a second of its folder's death (the server checks the client every "
         "second while a CREATE INDEX runs); a folder whose session was ended or whose server restarted exits "
         "at once; the next search starts the folder that builds the rows again and drops what the dead one "
-        "left. *Settled* is mostly that rebuild.",
+        "left. *Settled* is mostly that rebuild. *Found* counts a drawer whose own vector's first answer is",
+        "another drawer as not found: the rows are all in the index then (none waits), and such misses are",
+        "the approximate vector index's on this clustered palace (they vary from one build to the next).",
     ]
     return "\n".join(lines) + "\n"
 
