@@ -147,12 +147,12 @@ run_stack() {
     fi
     echo "[test] pytest against the $stack server as $role: $*"
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
-        "${as_role[@]}" "$py" -m pytest -p no:cacheprovider "$@" || failed=1
+        "${as_role[@]}" "$py" -m pytest -p no:cacheprovider --durations=30 "$@" || failed=1
     if [[ $tiers -eq 1 && "$stack" != given ]]; then
         echo "[test] pooler tier ($stack): the same tests through PgBouncer, transaction pooling"
         if pooler=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh | tail -n 1); then
             MEMPALACE_PG_TEST_DSN="$pooler" MEMPALACE_PG_TEST_SESSION_DSN="$dsn" MEMPALACE_PG_TEST_ADMIN_DSN="$dsn" \
-                MEMPALACE_PG_TEST_STACK="$stack" "$py" -m pytest -p no:cacheprovider "${pooler_tier[@]}" || failed=1
+                MEMPALACE_PG_TEST_STACK="$stack" "$py" -m pytest -p no:cacheprovider --durations=15 "${pooler_tier[@]}" || failed=1
         else
             echo "[test] FAILED: no PgBouncer in front of the $stack server (above)" >&2
             failed=1
