@@ -21,6 +21,7 @@ from mempalace_pg.store.indexing import (
     FOLD_ROWS,
     HNSW_MAX_DIM,
     REBUILD_GRACE_S,
+    orphan_indexes,
     segment_condition,
     segment_ddl,
     segment_name,
@@ -180,22 +181,6 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
         locks.release(conn, changes)
 
 
-def orphan_indexes(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
-    """Segment indexes of the collection that no segment lists (a build or switch was interrupted)."""
-    return [
-        name
-        for (name,) in conn.execute(
-            sql.SQL(
-                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = %s AND c.relname LIKE %s "
-                "AND c.relname NOT IN (SELECT index_name FROM {} WHERE collection_pk = %s)"
-            ).format(sql.Identifier(schema, "vector_segments")),
-            (schema, f"records\\_c{int(pk)}\\_vec\\_%", pk),
-        )
-    ]
-
-
 __all__ = [
     "build_workers",
     "build_session",
@@ -204,5 +189,4 @@ __all__ = [
     "forget_tail",
     "forget_folded",
     "rebuild",
-    "orphan_indexes",
 ]

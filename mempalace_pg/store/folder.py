@@ -26,7 +26,6 @@ from mempalace_pg.store.builds import (
     build_session,
     forget_folded,
     forget_tail,
-    orphan_indexes,
     register,
 )
 from mempalace_pg.store.indexing import (
@@ -51,6 +50,7 @@ from mempalace_pg.store.indexing import (
     folder_application_name,
     largest_share,
     lock_keys,
+    orphan_indexes,
     segment_condition,
     segment_ddl,
     segment_name,

@@ -279,24 +279,22 @@ def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
     )
 
 
-def leftover_indexes(conn: psycopg.Connection, schema: str, pk: int) -> int:
-    """How many segment indexes of the collection no segment lists: an interrupted build's (INVALID), a
-    dead folder's replaced segments, or a live folder's build and retired segments (one statement on
-    the catalog, by the partition's own indexes)."""
-    return int(
-        conn.execute(
+def orphan_indexes(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
+    """Segment indexes of the collection that no segment lists: an interrupted build's (INVALID), a dead
+    folder's replaced segments, or a live folder's build and retired segments (one statement on the
+    catalog)."""
+    return [
+        name
+        for (name,) in conn.execute(
             sql.SQL(
-                "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                "WHERE i.indrelid = to_regclass(%s) AND c.relname LIKE %s "
+                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relname LIKE %s "
                 "AND c.relname NOT IN (SELECT index_name FROM {} WHERE collection_pk = %s)"
             ).format(sql.Identifier(schema, "vector_segments")),
-            (
-                sql.Identifier(schema, f"records_c{int(pk)}").as_string(conn),
-                f"records\\_c{int(pk)}\\_vec\\_%",
-                pk,
-            ),
-        ).fetchone()[0]
-    )
+            (schema, f"records\\_c{int(pk)}\\_vec\\_%", pk),
+        )
+    ]
 
 
 def layout(part: "Partition", *, fresh: bool = False) -> Layout:
@@ -313,10 +311,12 @@ def layout(part: "Partition", *, fresh: bool = False) -> Layout:
         return cached[1]
     db = part.db
 
-    def read(conn: psycopg.Connection) -> tuple[Layout, int]:
+    def read(conn: psycopg.Connection) -> tuple[Layout, bool]:
         current = read_layout(conn, db.schema, part.pk)
-        leftovers = 0 if current.has_tail or folders_off(part) else leftover_indexes(conn, db.schema, part.pk)
-        return current, leftovers
+        leftovers = (
+            not current.has_tail and not folders_off(part) and orphan_indexes(conn, db.schema, part.pk)
+        )
+        return current, bool(leftovers)
 
     current, leftovers = db.run(read)
     with _LOCK:
@@ -499,7 +499,7 @@ __all__ = [
     "lock_keys",
     "partition_key",
     "read_layout",
-    "leftover_indexes",
+    "orphan_indexes",
     "layout",
     "forget",
     "forget_all",

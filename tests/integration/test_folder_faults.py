@@ -109,7 +109,7 @@ def _quiet(conn, schema: str, pk: int) -> tuple:
     ).fetchone()[0]
     return (
         waiting(conn, schema, pk)[0],
-        indexing.leftover_indexes(conn, schema, pk),
+        len(indexing.orphan_indexes(conn, schema, pk)),
         _invalid(conn, schema, pk),
         young,
         _building(conn, schema, pk),
@@ -254,7 +254,7 @@ def test_a_folder_killed_right_after_a_merge(
     fault_at = time.monotonic()
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-3000:]
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        assert indexing.leftover_indexes(conn, pg_schema, pk) == 2  # the replaced pair, unregistered
+        assert len(indexing.orphan_indexes(conn, pg_schema, pk)) == 2  # the replaced pair, unregistered
         assert waiting(conn, pg_schema, pk)[0] == 0
     monkeypatch.delenv("MEMPALACE_PG_FOLDER")
     settled = _search_then_settle(pg_dsn, pg_schema, pk, str(tmp_path / "palace"), vecs, fault_at)

@@ -250,7 +250,7 @@ def test_a_fold_after_a_merge_leaves_the_replaced_segments_their_grace(
         )
 
     def indexes(conn):
-        return set(builds.orphan_indexes(conn, pg_schema, pk)) | {
+        return set(indexing.orphan_indexes(conn, pg_schema, pk)) | {
             n
             for (n,) in conn.execute(
                 f"SELECT index_name FROM {pg_schema}.vector_segments WHERE collection_pk = %s", (pk,)
@@ -311,7 +311,7 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
         assert not young and "ef_construction=256" in options and name != young_name
         assert not f.step(16)  # settled: nothing left to rebuild
         f.drop_retired(float("inf"))
-        assert builds.orphan_indexes(conn, pg_schema, pk) == []
+        assert indexing.orphan_indexes(conn, pg_schema, pk) == []
     assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
 
 
@@ -441,7 +441,7 @@ def test_a_full_build_yields_to_a_writer(pg_dsn, pg_session_dsn, pg_schema, make
         f.build(384, -1, top, [])  # full options: watched
         thread.join()
         assert waiting(conn, pg_schema, pk) == (21_000, 0)  # nothing registered
-        assert builds.orphan_indexes(conn, pg_schema, pk) == []  # the cancelled index is gone
+        assert indexing.orphan_indexes(conn, pg_schema, pk) == []  # the cancelled index is gone
         f.last_change = time.monotonic()  # writes are recent: the next step folds young
         assert f.step(384)
         assert conn.execute(
