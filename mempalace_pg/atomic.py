@@ -199,11 +199,9 @@ def unit_of_work(
     drawers.partition.check_writable()
     kg.palace_pk()
     db = drawers.database()
-    names = None if entities is None else list(entities)
     with db.transaction() as conn:
         bound = kg.bound_to(conn)
-        bound.lock(names)  # first, before any row: the lock order
-        locked = None if names is None else frozenset(entity_id_of(n) for n in names)
+        locked = bound.lock(entities)  # first, before any row: the lock order
         uow = UnitOfWork(drawers, bound, conn, locked)
         yield uow
     if uow.drawers_written:

@@ -223,12 +223,13 @@ class AgeKnowledgeGraph(Replication):
         keys = sorted({entity_id_of(checked_text(n, "entity", required=True)) for n in entities})
         return self._sql.lock_entities, {"keys": keys}
 
-    def lock(self, entities: Optional[Iterable[str]] = None) -> None:
+    def lock(self, entities: Optional[Iterable[str]] = None) -> Optional[frozenset]:
         """Run :meth:`lock_statement` in the transaction this graph is in: a graph bound to a unit of
-        work, or any graph inside its database's ``held()`` block. (Outside a transaction the locks
-        would end with the statement.)"""
+        work, or any graph inside its database's ``held()`` block (outside a transaction the locks
+        would end with the statement). Returns the entity ids locked, or None for the whole graph."""
         query, params = self.lock_statement(entities)
         self.run(lambda conn, palace: conn.execute(query, {"palace": palace, **params}))
+        return None if entities is None else frozenset(params["keys"])
 
     def add_entity(self, name: str, entity_type: str = "unknown", properties: dict = None) -> str:
         """Add or replace an entity (MemPalace: INSERT OR REPLACE). Returns its id."""
