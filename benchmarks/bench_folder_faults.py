@@ -76,19 +76,6 @@ print(json.dumps({"found": found, "of": len(picks), "first_s": times[0]}))
 """
 
 
-def child(code: str, *args: str, env: dict, timeout: float = 1800) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env={**env, "PYTHONPATH": str(HERE)},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode:
-        raise RuntimeError(f"child failed: {proc.stderr[-3000:]}")
-    return proc.stdout
-
-
 def collection_pk(dsn: str) -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return conn.execute(
@@ -115,7 +102,7 @@ def state(conn, pk: int) -> tuple[int, int, int, int]:
     young = conn.execute(
         f"SELECT count(*) FROM {SCHEMA}.vector_segments WHERE collection_pk = %s AND young", (pk,)
     ).fetchone()[0]
-    return tail, indexing.leftover_indexes(conn, SCHEMA, pk), invalid, young
+    return tail, len(indexing.orphan_indexes(conn, SCHEMA, pk)), invalid, young
 
 
 def building(conn) -> tuple | None:
@@ -150,7 +137,7 @@ def one_fault(fault: str, *, palace_dir: Path, env: dict, dsn: str, pk: int, fir
     quiet = {**env, "MEMPALACE_PG_FOLDER": "off"}
     no_folder(dsn)  # the last round's folder lingers a while once idle: it would take these rows
     t0 = time.monotonic()
-    child(WRITE, str(palace_dir), str(first), str(rows), env=quiet)
+    common.run_code(WRITE, str(palace_dir), str(first), str(rows), env=quiet, timeout=1800)
     result = {"fault": fault, "rows": rows, "write_s": round(time.monotonic() - t0, 1)}
     folder = subprocess.Popen(
         [sys.executable, "-m", "mempalace_pg.store.folder", SCHEMA, str(pk)],
@@ -197,7 +184,7 @@ def one_fault(fault: str, *, palace_dir: Path, env: dict, dsn: str, pk: int, fir
         folder.wait()
     with psycopg.connect(dsn, autocommit=True) as conn:
         result["left_after_fault"] = dict(zip(("waiting", "unregistered", "invalid"), state(conn, pk)))
-    found = json.loads(child(SEARCH, str(palace_dir), str(first), str(rows), "1", env=env))
+    found = json.loads(common.run_code(SEARCH, str(palace_dir), str(first), str(rows), "1", env=env))
     result["first_search_s"] = round(found["first_s"], 3)
     with psycopg.connect(dsn, autocommit=True) as conn:
         while True:
@@ -210,7 +197,7 @@ def one_fault(fault: str, *, palace_dir: Path, env: dict, dsn: str, pk: int, fir
                 result["still"] = now
                 break
             time.sleep(0.5)
-    found = json.loads(child(SEARCH, str(palace_dir), str(first), str(rows), "50", env=env))
+    found = json.loads(common.run_code(SEARCH, str(palace_dir), str(first), str(rows), "50", env=env))
     result["found"] = f"{found['found']}/{found['of']}"
     return result
 

@@ -157,15 +157,8 @@ def main() -> int:
                     _,
                 ):
                     env = {**env, "MEMPALACE_EMBEDDING_API_URL": url, "PYTHONPATH": str(HERE)}
-                    proc = subprocess.run(
-                        [sys.executable, "-c", CHILD, store, str(palace), args.lengths, str(args.reps)],
-                        env=env,
-                        capture_output=True,
-                        text=True,
-                    )
-                    if proc.returncode:
-                        raise RuntimeError(f"{store}: {proc.stderr[-3000:]}")
-                    results[store] = json.loads(proc.stdout.strip().splitlines()[-1])
+                    out = common.run_code(CHILD, store, str(palace), args.lengths, str(args.reps), env=env)
+                    results[store] = json.loads(out.strip().splitlines()[-1])
                     results[store]["cli"] = cli_times(palace, env, args.cli_reps)
                     print(store, {k: common.summary(v) for k, v in results[store].items()}, flush=True)
     finally:

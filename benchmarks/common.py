@@ -218,8 +218,23 @@ class ChildFailed(RuntimeError):
     """A benchmark child process exited with an error; ``stderr`` holds its output when captured."""
 
     def __init__(self, returncode: int, stderr: str):
-        super().__init__(f"exit {returncode}")
+        super().__init__(f"exit {returncode}" + (f": {stderr[-3000:]}" if stderr else ""))
         self.returncode, self.stderr = returncode, stderr
+
+
+def run_code(code: str, *args: str, env: dict, timeout: Optional[float] = None) -> str:
+    """What ``python -c CODE ARGS`` prints, run with the environment ``env`` (a palace's, whole) and this
+    folder on its path; ChildFailed, with the end of its stderr, if it fails."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env={**env, "PYTHONPATH": str(HERE)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode:
+        raise ChildFailed(proc.returncode, proc.stderr)
+    return proc.stdout
 
 
 def child_json(
