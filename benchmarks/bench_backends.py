@@ -214,11 +214,10 @@ def run_child(name: str, n: int, dsn: str) -> dict:
         }
         if name == "postgres":
             # Those rows wait in the tail until the folder process builds them a segment: time it.
-            from mempalace_pg.store import indexing
 
             t0 = time.perf_counter()
             fresh_before = col.partition.fresh_count()
-            indexing.settle(col.partition, timeout=600)
+            col.partition.index.settle(timeout=600)
             out["incremental"]["merge_drain_s"] = time.perf_counter() - t0
             out["incremental"]["fresh_rows_at_end_of_writes"] = fresh_before
         if hasattr(col, "maintenance_state"):

@@ -77,9 +77,7 @@ def child_search(
     backend, col = common.open_collection(store, str(Path(workdir) / "palace"), dsn, tag)
     out: dict = {"variant": variant, "query": {}}
     if store == "postgres":
-        from mempalace_pg.store import indexing
-
-        layout = indexing.layout(col.partition, fresh=True)
+        layout = col.partition.index.layout(fresh=True, start_folder=True)
         out["segments"] = len(layout.segments)
     for label in FILTERS:
         times, recalls, returned = [], [], []

@@ -260,9 +260,8 @@ def main() -> int:
         pool.close_all()
         # the folder and the load are done: wait for the index, so both sides search the same segments
         backend, col = common.open_collection("postgres", str(work / "postgres" / "palace"), direct, tag)
-        from mempalace_pg.store import indexing
 
-        indexing.settle(col.partition, timeout=600)
+        col.partition.index.settle(timeout=600)
         backend.close()
         pool.close_all()
         for label, dsn in (("direct", direct), ("pooler", pooled)):

@@ -116,9 +116,7 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
     queries = common.query_vectors(QUERIES, 777, centers)
     out: dict = {"started": started, "query": {}}
     if store == "postgres":
-        from mempalace_pg.store import indexing
-
-        layout = indexing.layout(col.partition, fresh=True)
+        layout = col.partition.index.layout(fresh=True, start_folder=True)
         out["index_at_start"] = {"segments": len(layout.segments), "waiting": col.partition.fresh_count()}
     for label, where in FILTERS.items():
         times, recalls, returned = [], [], []
@@ -164,8 +162,6 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
         res["incremental_50_rows_per_s"] = 1000 / (time.perf_counter() - t0)
         out["ops"] = res
         if store == "postgres":
-            from mempalace_pg.store import indexing
-
             state = col.maintenance_state()
             size = col.partition.db.run(
                 lambda conn: conn.execute(

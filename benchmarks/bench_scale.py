@@ -118,9 +118,8 @@ def child_write(
 
 
 def layout_now(col) -> dict:
-    from mempalace_pg.store import indexing
 
-    current = indexing.layout(col.partition, fresh=True)
+    current = col.partition.index.layout(fresh=True, start_folder=True)
     return {"segments": len(current.segments), "waiting": col.partition.fresh_count()}
 
 

@@ -153,7 +153,7 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
     truth = json.loads(Path(truth_file).read_text())
     backend, col = common.open_collection("postgres", str(Path(workdir) / "palace"), dsn, tag)
     queries = common.query_vectors(QUERIES, 777, common.cluster_centers())
-    current = indexing.layout(col.partition, fresh=True)
+    current = col.partition.index.layout(fresh=True, start_folder=True)
     out = {
         "segments": len(current.segments),
         "breadth": indexing.search_breadth(current, col.partition.db.settings.ef_search),

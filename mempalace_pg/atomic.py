@@ -205,7 +205,9 @@ def unit_of_work(
         uow = UnitOfWork(drawers, bound, conn, locked)
         yield uow
     if uow.drawers_written:
-        backlog.after_write(drawers.partition, uow.drawers_written)
+        backlog.after_write(
+            drawers.partition.index, uow.drawers_written, dimension=drawers.partition.dimension
+        )
 
 
 __all__ = ["UnitOfWork", "unit_of_work", "open_drawers"]

@@ -5,17 +5,16 @@ backend, a collection or a knowledge graph per call in places. What is costly to
 for the process, in the module that uses it:
 
 - ``db/pool.py``: ``_POOLS``, one connection pool per DSN and connection settings (which settings:
-  see that module), and ``_DATABASES``, a ``Database`` per ``Settings`` with its schema checked; with
-  ``_POOLED`` and ``_SEARCH_PATH`` (whether a DSN goes through a pooler, the search path its statements
-  need), until ``close_all()``. ``_BREADTH``, each pooled connection's hnsw.ef_search, lives as long as
-  the connection.
-- ``db/schema.py``: ``head_revision()`` (``lru_cache``), the migrations' head: immutable.
-- ``store/indexing.py``: ``_LAYOUTS``, each collection's vector index layout (``LAYOUT_TTL_S``);
-  ``_CHECKED`` and ``_NO_SESSION``, when a folder was last looked for and which partitions were told
-  none can run; until ``forget_all()``. ``_FOLDERS``: the folder processes this process started, until
-  each exits.
-- ``store/backlog.py``: ``_UNCOUNTED``, rows this process wrote to each collection since it last
-  counted the rows waiting for the index, until ``forget_all()``.
+  see that module), and ``_DATABASES``, a ``Database`` per ``Settings`` with its schema checked, until
+  ``close_all()``: what every caller in the process shares. ``_HELD``, the transaction
+  ``Database.held()`` holds, is a context variable: each thread's and task's own. ``_BREADTH``, each
+  pooled connection's hnsw.ef_search, is weakly keyed by the connection and lives as long as it.
+  What a pool's connections learn of the way to the server (a pooler between, the search path) is the
+  pool's own (``HotFirstPool.route``).
+- On each ``Database`` (``Database.kept``), gone with it: per collection, its vector index's
+  ``IndexState`` (``store/indexing.py``): the layout as last read (``LAYOUT_TTL_S``), the folder this
+  process started, when it last looked for one and whether it was told none can run, and the rows
+  written since it last counted those waiting for the index (``store/backlog.py``).
 - ``graph/kg.py``: ``_PALACE_PKS``, palace identity -> palace_pk, until ``forget_palaces()``.
 - ``graph/values.py``: ``_MEMPALACE``, MemPalace's helpers imported once, for the process.
 - ``graph/routing.py``: ``_SQLITE_CLASS``, MemPalace's own SQLite ``KnowledgeGraph``, for the process.
@@ -34,17 +33,15 @@ from mempalace_pg.db import pool
 from mempalace_pg.graph import kg
 from mempalace_pg.graph.statements import statements
 from mempalace_pg.mcp_tools import in_mempalace
-from mempalace_pg.store import backlog, indexing
 
 
 def reset() -> None:
     """Forget everything :mod:`this module <mempalace_pg.registries>` lists that a palace can change:
-    close every pool, drop cached layouts, palace keys, graph statements and MCP tools. For tests that
+    close every pool (and with its Database each collection's index state), drop palace keys, graph
+    statements and MCP tools. For tests that
     drop and recreate schemas, and for a process that points at another database. MemPalace's helpers,
     the patches and running folders stay (they do not depend on a database)."""
     pool.close_all()
-    indexing.forget_all()
-    backlog.forget_all()
     kg.forget_palaces()
     statements.cache_clear()
     in_mempalace.forget()

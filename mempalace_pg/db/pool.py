@@ -33,7 +33,7 @@ import weakref
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator, Optional, TypeVar
+from typing import Callable, Hashable, Iterator, Optional, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -41,7 +41,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mempalace_pg.config import ConfigError, Settings, redact_dsn
 from mempalace_pg.db.connect import KEEPALIVES, connect, describe_connect_error
-from mempalace_pg.db.schema import ensure_schema
+from mempalace_pg.db.schema import ensure_schema, records_table
 from mempalace_pg.errors import DatabaseUnavailableError, ReadOnlyDatabaseError, StatementTimeoutError
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ T = TypeVar("T")
 # ef_search, set on each connection when it is opened): callers that agree on those share one pool and
 # its connections, which is nearly always all of a process; a caller that asks for other values gets a
 # pool of its own rather than silently the first caller's.
-_POOLS: dict[tuple, ConnectionPool] = {}
+_POOLS: dict[tuple, "HotFirstPool"] = {}
 _DATABASES: dict[Settings, "Database"] = {}
 _LOCK = threading.RLock()
 
@@ -82,8 +82,10 @@ class Database:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.schema = settings.schema
-        self._pool: Optional[ConnectionPool] = None
+        self._pool: Optional[HotFirstPool] = None
         self.schema_revision: Optional[str] = None
+        self._kept: dict = {}
+        self._kept_lock = threading.Lock()
 
     # -- lookup ---------------------------------------------------------------------------
     @classmethod
@@ -101,7 +103,7 @@ class Database:
             return db
 
     @property
-    def pool(self) -> ConnectionPool:
+    def pool(self) -> "HotFirstPool":
         if self._pool is None or self._pool.closed:
             raise DatabaseUnavailableError("the connection pool is closed; reopen the palace")
         return self._pool
@@ -110,14 +112,29 @@ class Database:
         """A schema-qualified identifier for one of our tables."""
         return sql.Identifier(self.schema, name)
 
+    def records(self, pk: int) -> sql.Composable:
+        """The schema-qualified partition of ``records`` that holds collection ``pk``."""
+        return self.ident(records_table(pk))
+
+    def kept(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The object kept under ``key`` for as long as this Database lives, made by ``make`` the first
+        time: what the floors above keep per palace in a process (a collection's vector index layout
+        as last read, the folder this process started, rows not yet counted) lives and goes with it."""
+        with self._kept_lock:
+            found = self._kept.get(key)
+            if found is None:
+                found = self._kept[key] = make()
+            return found
+
     # -- units of work --------------------------------------------------------------------
     @property
     def behind_pooler(self) -> bool:
         """Whether the connections go through a connection pooler (known once one has been opened)."""
-        if self.settings.dsn not in _POOLED:
+        pool = self.pool
+        if pool.route is None:
             with self.connection():  # a checkout: its connection has been configured, and so recognised
                 pass
-        return _pooled(self.settings.dsn)
+        return bool(pool.route and pool.route.pooled)
 
     @property
     def session_dsn(self) -> Optional[str]:
@@ -161,7 +178,8 @@ class Database:
                 yield held
             return
         try:
-            with self.pool.connection() as conn, _unit(conn, self.settings, atomic=False):
+            pool = self.pool
+            with pool.connection() as conn, _unit(conn, pool, self.settings, atomic=False):
                 yield conn
         except PoolTimeout as exc:
             raise pool_timeout_error(self.settings, exc) from None
@@ -227,7 +245,7 @@ class Database:
             except PoolTimeout as exc:
                 raise pool_timeout_error(self.settings, exc) from None
             try:
-                with _unit(conn, self.settings, atomic=atomic):
+                with _unit(conn, pool, self.settings, atomic=atomic):
                     return work(conn)
             except psycopg.errors.ReadOnlySqlTransaction as exc:
                 raise read_only_error(self.settings, exc) from None
@@ -328,22 +346,26 @@ def use_search_breadth(conn: psycopg.Connection, ef_search: Optional[int]) -> No
         state.current = want
 
 
-#: Per DSN: whether its connections go through a pooler, and the search path its statements need.
-_POOLED: dict[str, bool] = {}
-_SEARCH_PATH: dict[str, str] = {}
+@dataclass(frozen=True)
+class Route:
+    """What a pool's connections learn of the way to the server when they are opened: whether a pooler
+    stands in between, and the search path their statements need (kept on the pool:
+    ``HotFirstPool.route``)."""
 
-
-def _pooled(dsn: str) -> bool:
-    return _POOLED.get(dsn, False)
+    pooled: bool
+    search_path: str
 
 
 @contextmanager
-def _unit(conn: psycopg.Connection, settings: Settings, *, atomic: bool) -> Iterator[None]:
+def _unit(
+    conn: psycopg.Connection, pool: "HotFirstPool", settings: Settings, *, atomic: bool
+) -> Iterator[None]:
     """The scope of one checkout's work: behind a pooler always one transaction, begun with our
     settings for it alone; else a transaction only for ``atomic`` work (the connection autocommits)."""
-    if _pooled(settings.dsn):
+    route = pool.route
+    if route is not None and route.pooled:
         with conn.transaction():
-            _begin_pooled(conn, settings)
+            _begin_pooled(conn, settings, route.search_path)
             yield
     elif atomic:
         with conn.transaction():
@@ -352,13 +374,13 @@ def _unit(conn: psycopg.Connection, settings: Settings, *, atomic: bool) -> Iter
         yield
 
 
-def _begin_pooled(conn: psycopg.Connection, settings: Settings) -> None:
+def _begin_pooled(conn: psycopg.Connection, settings: Settings, search_path: str) -> None:
     """The first statement of a checkout's transaction behind a pooler: our settings, for it alone."""
     conn.execute(
         "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('search_path', %s, true), "
         "set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true)",
-        (str(settings.statement_timeout_ms), str(settings.ef_search), _SEARCH_PATH[settings.dsn]),
+        (str(settings.statement_timeout_ms), str(settings.ef_search), search_path),
     )
     state = _BREADTH.get(conn)
     if state is not None:
@@ -397,7 +419,9 @@ def _probe_names(conn: psycopg.Connection) -> bool:
     return bool(names) and not ours
 
 
-def _configure(settings: Settings, *, session: bool = False):
+def _configure(
+    settings: Settings, *, session: bool = False, learned: Optional[Callable[[Route], None]] = None
+):
     def configure(conn: psycopg.Connection) -> None:
         from pgvector.psycopg import register_vector
 
@@ -410,8 +434,8 @@ def _configure(settings: Settings, *, session: bool = False):
             "  (SELECT 'ag_catalog' FROM pg_extension WHERE extname = 'age'))"
         ).fetchone()
         pooled = pid != conn.info.backend_pid
-        _POOLED[settings.dsn] = pooled
-        _SEARCH_PATH[settings.dsn] = path
+        if learned is not None:
+            learned(Route(pooled, path))
         _BREADTH[conn] = _Breadth(settings.ef_search, settings.ef_search, pooled and not session)
         if pooled and not session:
             # Settings are made per transaction. Prepared statements live in a server session: only a
@@ -450,6 +474,9 @@ class HotFirstPool(ConnectionPool):
     (issue 27: measured ad hoc, raw psycopg on one connection against the pool). The connections idle
     longest stay at the front, where the pool's shrinking closes them first."""
 
+    #: what its connections learned when opened (None until the first is)
+    route: Optional[Route] = None
+
     def _get_ready_connection(self, timeout):
         idle = getattr(self, "_pool", None)
         if idle:  # popleft after rotate(1) takes the most recently returned connection
@@ -457,7 +484,7 @@ class HotFirstPool(ConnectionPool):
         return super()._get_ready_connection(timeout)
 
 
-def _shared_pool(settings: Settings) -> ConnectionPool:
+def _shared_pool(settings: Settings) -> "HotFirstPool":
     key = _pool_key(settings)
     with _LOCK:
         pool = _POOLS.get(key)
@@ -473,7 +500,8 @@ def _shared_pool(settings: Settings) -> ConnectionPool:
                 "autocommit": True,
                 **KEEPALIVES,
             },
-            configure=_configure(settings),
+            # the pool is bound below, before it opens and its first connection is configured
+            configure=_configure(settings, learned=lambda route: setattr(pool, "route", route)),
             timeout=max(5.0, float(settings.connect_timeout_s)),
             name=f"mempalace-pg {redact_dsn(settings.dsn)}",
             open=False,
@@ -489,8 +517,6 @@ def close_all() -> None:
         pools = list(_POOLS.values())
         _POOLS.clear()
         _DATABASES.clear()
-        _POOLED.clear()
-        _SEARCH_PATH.clear()
     for pool in pools:
         pool.close()
 

@@ -337,6 +337,12 @@ def _drop_schema_and_graph(conn: psycopg.Connection, schema: str, graph: str) ->
     return {"schema": schema if found else None, "graph": graph if graphs else None}
 
 
+def records_table(pk: int) -> str:
+    """The name of collection ``pk``'s partition of ``records`` (the one place it is spelled); its vector
+    index segments are named after it (``<table>_vec_<hi>_<token>``)."""
+    return f"records_c{int(pk)}"
+
+
 def collection_pks(conn: psycopg.Connection, schema: str) -> list[int]:
     """The collections stored in ``schema`` (none when it has no collections table yet)."""
     table = sql.Identifier(schema, "collections")
@@ -493,6 +499,7 @@ def apply_bootstrap(
 
 
 __all__ = [
+    "records_table",
     "collection_pks",
     "drop",
     "ensure_schema",

@@ -11,7 +11,7 @@ from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
 from mempalace_pg.graph.values import checked_text, entity_id_of
 from mempalace_pg.retrieval.base import SearchBase, loaded_json, wing_room_keys
 from mempalace_pg.retrieval.hybrid import RRF_K
-from mempalace_pg.store import search
+from mempalace_pg.store import nearest
 from mempalace_pg.store.collection import PostgresCollection
 
 #: In "boost" mode, how much a drawer that is evidence for the neighbourhood gains (added to its
@@ -129,7 +129,7 @@ class AroundEntity(SearchBase):
             float(boost),
             n,
             tuple(keys.items()),
-            col.partition.layout() if col is not None else None,
+            col.partition.index.layout(start_folder=True) if col is not None else None,
         )
         row = self._execute(self._cache.get(key, build), **values)
         return {
@@ -148,15 +148,15 @@ class AroundEntity(SearchBase):
         condition, cparams = col.partition.condition(where)
         cols = sql.SQL("id")
         in_evidence = sql.SQL("{} AND id IN (SELECT drawer_id FROM evidence)").format(condition)
-        near_evidence, p_evidence = search.nearest_sql(
-            col.partition,
+        near_evidence, p_evidence = nearest.nearest_sql(
+            col.partition.index,
             columns=cols,
             condition=in_evidence,
             params=cparams,
             n=n if mode == "restrict" else max(n, 4 * n),
             dim=dim,
             filtered=True,
-            gate=search.Gate(sql.SQL("SELECT count(*) AS n FROM evidence"), {}),
+            gate=nearest.Gate(sql.SQL("SELECT count(*) AS n FROM evidence"), {}),
         )
         if mode == "restrict":
             return sql.SQL("SELECT id, distance, true AS evidence FROM ({}) AS e").format(

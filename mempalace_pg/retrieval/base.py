@@ -13,7 +13,7 @@ from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import Kept, StatementCache
 from mempalace_pg.graph.kg import AgeKnowledgeGraph
 from mempalace_pg.graph.values import checked_text, mempalace_helpers, start_key
-from mempalace_pg.store import search
+from mempalace_pg.store import nearest
 from mempalace_pg.store.collection import PostgresCollection
 from mempalace_pg.store.records import as_matrix
 
@@ -123,15 +123,15 @@ class SearchBase:
         """The ids of the ``n`` drawers nearest to ``%(q)s`` that meet ``condition`` (a wing/room filter,
         whose equalities are ``keys``), with their distance: the backend's own search statement, as a
         subquery of a retrieval."""
-        return search.nearest_sql(
-            col.partition,
+        return nearest.nearest_sql(
+            col.partition.index,
             columns=sql.SQL("id"),
             condition=condition,
             params=params,
             n=n,
             dim=dim,
             filtered=bool(keys),
-            gate=search.wing_room_gate(col.partition, keys),
+            gate=nearest.wing_room_gate(col.partition.index, keys),
         )
 
     def _fact_json(self, alias: str) -> sql.Composable:

@@ -97,7 +97,14 @@ class EntitiesForQuery(SearchBase):
 
         row = self._execute(
             self._cache.get(
-                ("entities", n, max(1, int(drawers)), tuple(keys.items()), col.partition.layout()), build
+                (
+                    "entities",
+                    n,
+                    max(1, int(drawers)),
+                    tuple(keys.items()),
+                    col.partition.index.layout(start_folder=True),
+                ),
+                build,
             ),
             **values,
         )

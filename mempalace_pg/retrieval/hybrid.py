@@ -11,7 +11,7 @@ from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
 from mempalace_pg.graph.values import checked_text
 from mempalace_pg.retrieval.base import loaded_json, wing_room_keys
 from mempalace_pg.retrieval.staleness import Staleness, checked_stale_mode
-from mempalace_pg.store import search
+from mempalace_pg.store import nearest, search
 
 #: Reciprocal rank fusion constant (the usual 60): a document's fused score is sum(1 / (k + rank)).
 RRF_K = 60
@@ -75,7 +75,7 @@ class HybridSearch(Staleness):
             where = self._where(wing, room)
             condition, cparams = col.partition.condition(where)
             near, p_near = self._nearest_ids(col, condition, cparams, keys, depth, dim)
-            gate = search.wing_room_gate(col.partition, keys)
+            gate = nearest.wing_room_gate(col.partition.index, keys)
             lexical, p_lex = search.lexical_sql(
                 col.partition, condition, cparams, depth, rows=False, gate=gate
             )
@@ -102,7 +102,17 @@ class HybridSearch(Staleness):
             return Kept(query, params)
 
         row = self._execute(
-            self._cache.get(("hybrid", n, depth, int(k), tuple(keys.items()), col.partition.layout()), build),
+            self._cache.get(
+                (
+                    "hybrid",
+                    n,
+                    depth,
+                    int(k),
+                    tuple(keys.items()),
+                    col.partition.index.layout(start_folder=True),
+                ),
+                build,
+            ),
             **values,
         )
         rows = loaded_json(row[0])

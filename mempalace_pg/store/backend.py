@@ -31,6 +31,7 @@ from mempalace.backends.base import (
 from psycopg import sql
 
 from mempalace_pg.config import Settings, dsn_target
+from mempalace_pg.db.schema import records_table
 from mempalace_pg.marker import (
     BACKEND_NAME,
     MARKER_FILENAME,
@@ -294,15 +295,15 @@ class PostgresBackend(BaseBackend):
             conn.execute(
                 sql.SQL(
                     "CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({}) WITH (toast_tuple_target = 8160)"
-                ).format(db.ident(f"records_c{pk}"), db.ident("records"), sql.Literal(int(pk)))
+                ).format(db.records(pk), db.ident("records"), sql.Literal(int(pk)))
             )
             conn.execute(
                 sql.SQL("SELECT {}(%s::regclass)").format(db.ident("records_partition_setup")),
-                (f"{db.schema}.records_c{pk}",),
+                (f"{db.schema}.{records_table(pk)}",),
             )
             conn.execute(
                 sql.SQL("COMMENT ON TABLE {} IS {}").format(
-                    db.ident(f"records_c{pk}"),
+                    db.records(pk),
                     sql.Literal(f"Records of collection {collection_name} of palace {palace_key}"),
                 )
             )

@@ -8,7 +8,7 @@ tail ("A big palace while it is being written" in benchmarks/RESULTS.md). So onc
 :data:`~mempalace_pg.store.indexing.BACKLOG_ROWS` rows wait, a writer waits for the folder before it
 writes on: the tail a search meets stays about that long, and a writer runs at the folder's pace.
 
-A writer waits only where a folder can run (see :func:`indexing.folder_may_run`: not behind a pooler
+A writer waits only where a folder can run (see :meth:`SegmentIndex.folder_may_run`: not behind a pooler
 without a session address, not with folders off) and for at most MAX_WAIT_S a write, so a folder that
 cannot build slows writes and never stops them. A trickle of writes (an MCP server filing now and then)
 never waits: the folder folds a quiet tail within a second.
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from psycopg import sql
 
 from mempalace_pg.store import indexing
 
 if TYPE_CHECKING:
-    from mempalace_pg.store.partition import Partition
+    from mempalace_pg.store.indexing import SegmentIndex
 
 log = logging.getLogger(__name__)
 
@@ -38,59 +38,54 @@ WAIT_POLL_S = 0.1
 #: failing must not hold writes up for good).
 MAX_WAIT_S = 60.0
 
-_UNCOUNTED: dict[tuple, int] = {}  # rows written by this process since it last counted, by partition
 
-
-def after_write(part: "Partition", rows: int) -> None:
-    """``rows`` rows of the partition were written and committed (their vector_seq above every segment):
-    see that a folder folds them, and wait for it while more than BACKLOG_ROWS rows wait."""
-    indexing.ensure_folder(part)
+def after_write(index: "SegmentIndex", rows: int, *, dimension: Optional[int]) -> None:
+    """``rows`` rows of the collection were written and committed (their vector_seq above every segment;
+    ``dimension``: the collection's vector width): see that a folder folds them, and wait for it while
+    more than BACKLOG_ROWS rows wait."""
+    index.ensure_folder()
     limit = indexing.BACKLOG_ROWS
     if limit <= 0 or rows <= 0:
         return
-    if part.db.holding():
+    if index.db.holding():
         # Inside a held transaction (a mined item) the rows are not committed: no folder can fold them
         # yet, and waiting would keep the transaction, and the locks it holds, open for nothing.
         return
-    if part.dimension is None or part.dimension > indexing.HNSW_MAX_DIM:
+    if dimension is None or dimension > indexing.HNSW_MAX_DIM:
         return  # searched exactly: no folder builds segments for it
-    key = indexing.partition_key(part)
-    uncounted = _UNCOUNTED.get(key, 0) + rows
-    if uncounted < CHECK_ROWS:
-        _UNCOUNTED[key] = uncounted
-        return
-    _UNCOUNTED[key] = 0
-    if not indexing.folder_may_run(part):
+    state = index.state
+    with state.lock:
+        state.uncounted += rows
+        if state.uncounted < CHECK_ROWS:
+            return
+        state.uncounted = 0
+    if not index.folder_may_run():
         return
     t0 = time.monotonic()
-    waiting = rows_waiting(part, limit + 1)
+    waiting = rows_waiting(index, limit + 1)
     while waiting > limit:
         if time.monotonic() - t0 > MAX_WAIT_S:
             log.warning(
                 "mempalace-pg: %s: %d rows wait for the vector index after %.0f s; writing on (is its folder "
                 "failing? `mempalace-pg doctor` says)",
-                part,
+                index,
                 waiting,
                 MAX_WAIT_S,
             )
             return
         time.sleep(WAIT_POLL_S)
-        indexing.ensure_folder(part)  # a folder that exited or died is started again
-        waiting = rows_waiting(part, limit + 1)
+        index.ensure_folder()  # a folder that exited or died is started again
+        waiting = rows_waiting(index, limit + 1)
 
 
-def rows_waiting(part: "Partition", cap: int) -> int:
-    """How many rows of the partition no segment holds, counted up to ``cap`` (one statement, by index)."""
+def rows_waiting(index: "SegmentIndex", cap: int) -> int:
+    """How many rows of the collection no segment holds, counted up to ``cap`` (one statement, by index)."""
+    db = index.db
     query = sql.SQL(
         "SELECT count(*) FROM (SELECT 1 FROM {tail} WHERE collection_pk = %(pk)s AND vector_seq > "
         "(SELECT COALESCE(max(hi), -1) FROM {segs} WHERE collection_pk = %(pk)s) LIMIT %(cap)s) AS t"
-    ).format(tail=part.db.ident("vector_tail"), segs=part.db.ident("vector_segments"))
-    return int(part.db.run(lambda conn: conn.execute(query, {"pk": part.pk, "cap": cap}).fetchone()[0]))
+    ).format(tail=db.ident("vector_tail"), segs=db.ident("vector_segments"))
+    return int(db.run(lambda conn: conn.execute(query, {"pk": index.pk, "cap": cap}).fetchone()[0]))
 
 
-def forget_all() -> None:
-    """Drop this process's counts (mempalace_pg.registries, with the layouts)."""
-    _UNCOUNTED.clear()
-
-
-__all__ = ["CHECK_ROWS", "WAIT_POLL_S", "MAX_WAIT_S", "after_write", "rows_waiting", "forget_all"]
+__all__ = ["CHECK_ROWS", "WAIT_POLL_S", "MAX_WAIT_S", "after_write", "rows_waiting"]

@@ -13,6 +13,7 @@ import psycopg
 from psycopg import sql
 
 from mempalace_pg.db import defects, locks
+from mempalace_pg.db.schema import records_table
 from mempalace_pg.store.indexing import (
     BUILD_MEMORY,
     BUILD_ROW_OVERHEAD,
@@ -75,7 +76,7 @@ def register(
     """Make a built index a segment and retire the ones it replaces, in one transaction. ``young``: built
     with YOUNG_HNSW_OPTIONS (vector_segments.young)."""
     segs = sql.Identifier(schema, "vector_segments")
-    table = sql.Identifier(schema, f"records_c{int(pk)}")
+    table = sql.Identifier(schema, records_table(pk))
     with conn.transaction():
         rows = conn.execute(
             sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, segment_condition(lo, hi))
@@ -122,7 +123,7 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
     if dim > HNSW_MAX_DIM:
         return []
     changes = locks.segments_key(schema, pk)
-    table = sql.Identifier(schema, f"records_c{int(pk)}")
+    table = sql.Identifier(schema, records_table(pk))
     locks.acquire(conn, changes, what="rebuilding the vector index")
     try:
         old = [

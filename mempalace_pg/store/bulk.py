@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Optional
 import psycopg
 from psycopg import sql
 
-from mempalace_pg.store import indexing
 from mempalace_pg.store.records import Batch, clean_batch
 
 if TYPE_CHECKING:
@@ -63,7 +62,7 @@ class BulkLoader:
     def __enter__(self):
         # Rows written go to the collection's tail (no vector index is touched); the loader builds one
         # segment over everything at the end, so a folder would only build segments to throw away.
-        self.paused = indexing.pause(self.part)
+        self.paused = self.part.index.pause()
         with self.db.connection() as conn:
             self._set_gin_pending_limit(conn, BULK_GIN_PENDING_KB)
         for i in range(BULK_WORKERS):

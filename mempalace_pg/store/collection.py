@@ -32,7 +32,7 @@ from psycopg.types.json import Jsonb
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count
-from mempalace_pg.store import backlog, chroma_lexical, search
+from mempalace_pg.store import backlog, chroma_lexical, nearest, search
 from mempalace_pg.store.filters import INDEX_PREFIX, wing_room_equalities
 from mempalace_pg.store.partition import COPY_THRESHOLD, DRAWERS_COLLECTION, Partition
 from mempalace_pg.store.records import (
@@ -82,7 +82,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         self._statements = StatementCache()  # query()'s statements by filter and shape
 
     def __repr__(self) -> str:
-        return f"<PostgresCollection {self.name} of {self._palace.id!r} (records_c{self.partition.pk})>"
+        return f"<PostgresCollection {self.name} of {self._palace.id!r} ({self.partition.table_name})>"
 
     @property
     def backend(self) -> "PostgresBackend":
@@ -153,7 +153,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
                 f"ids already exist in collection {self.name!r}: {existing[:10]}; "
                 "nothing in this batch was written"
             ) from None
-        backlog.after_write(self.partition, len(ids))
+        backlog.after_write(self.partition.index, len(ids), dimension=self.partition.dimension)
 
     def add(self, *, documents, ids, metadatas=None, embeddings=None) -> None:
         """Insert new records; if any id already exists, nothing is written and ValueError is raised."""
@@ -213,7 +213,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         }
         updated = db.run(lambda conn: conn.execute(query, params).rowcount)
         if updated:
-            backlog.after_write(self.partition, updated)
+            backlog.after_write(self.partition.index, updated, dimension=self.partition.dimension)
 
     def delete(self, *, ids=None, where=None) -> None:
         """Delete the given ids and/or the records matching ``where`` (both: the intersection)."""
@@ -390,7 +390,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         if field not in ("wing", "room"):
             return None
         keys = wing_room_equalities(where)
-        return None if keys is None else Partition.facet_key_filter(keys)
+        return None if keys is None else nearest.facet_key_filter(keys)
 
     # Long because MemPalace's query() checks and shapes its arguments before the one statement runs.
     def query(
@@ -455,8 +455,8 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         )
 
     def _nearest(self, where, where_document, spec, n, dim, columns, condition, fparams):
-        return search.nearest_statement(
-            self.partition,
+        return nearest.nearest_statement(
+            self.partition.index,
             self._statements,
             key=search.query_key(where, where_document, spec, n, dim),
             columns=columns,
@@ -507,7 +507,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         condition, params = self.partition.condition(where)
         if self.settings.lexical == "chroma":
             return self._lexical_as_chroma(query, int(n_results), condition, params, filtered=bool(where))
-        gate = search.wing_room_gate(self.partition, wing_room_equalities(where))
+        gate = nearest.wing_room_gate(self.partition.index, wing_room_equalities(where))
         stmt, args = search.lexical_sql(self.partition, condition, params, int(n_results), gate=gate)
         rows = db.run(lambda conn: conn.execute(stmt, {**args, "text": query}).fetchall())
         return LexicalResult(

@@ -1,7 +1,7 @@
 """The folder: the process that turns a collection's tail into vector index segments and merges them.
 
 ``python -m mempalace_pg.store.folder SCHEMA COLLECTION_PK`` (the DSN in MEMPALACE_PG_FOLDER_DSN), started
-by :func:`mempalace_pg.store.indexing.ensure_folder` in whichever process writes to or searches a
+by :meth:`mempalace_pg.store.indexing.SegmentIndex.ensure_folder` in whichever process writes to or searches a
 collection with rows waiting, and detached from it, so it outlives a CLI that exits. Its policy (when
 to fold, when and what to merge) and the thresholds it follows are described in
 :mod:`mempalace_pg.store.indexing`.
@@ -21,6 +21,7 @@ from psycopg import sql
 
 from mempalace_pg.db import defects, locks
 from mempalace_pg.db.connect import KEEPALIVES
+from mempalace_pg.db.schema import records_table
 from mempalace_pg.store.builds import (
     build_capacity,
     build_session,
@@ -55,8 +56,8 @@ from mempalace_pg.store.indexing import (
     segment_ddl,
     segment_name,
 )
-from mempalace_pg.store.search import LEXICAL_RECOUNT_GROWTH, remember_common_words
 from mempalace_pg.store.warm import warm, warm_segments
+from mempalace_pg.store.words import LEXICAL_RECOUNT_GROWTH, remember_common_words
 
 
 class Folder:
@@ -72,7 +73,7 @@ class Folder:
         self._running = False
         self.schema = schema
         self.pk = pk
-        self.table = sql.Identifier(schema, f"records_c{int(pk)}")
+        self.table = sql.Identifier(schema, records_table(pk))
         self.presence, self.changes = lock_keys(schema, pk)
         self.last_newest: Optional[int] = None
         self.last_change = time.monotonic()

@@ -54,16 +54,18 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import psycopg
 from psycopg import sql
 
 from mempalace_pg.config import process_setting
 from mempalace_pg.db import locks
+from mempalace_pg.db.schema import records_table
 
 if TYPE_CHECKING:
-    from mempalace_pg.store.partition import Partition
+    from mempalace_pg.db.pool import Database
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +162,8 @@ CONNECTION_CHECK_MS = 1000
 
 #: The environment variable that carries the DSN to a folder (never its command line, which `ps` shows).
 DSN_VARIABLE = "MEMPALACE_PG_FOLDER_DSN"
+#: The module a folder runs (``python -m``).
+FOLDER_MODULE = "mempalace_pg.store.folder"
 
 
 def folder_application_name(schema: str) -> str:
@@ -217,7 +221,13 @@ def tail_condition(layout: Layout) -> sql.Composable:
     return sql.SQL("vector_seq > {}").format(sql.Literal(int(layout.top)))
 
 
+def vector_type(dim: int) -> sql.Composable:
+    """The type of a stored vector of ``dim`` dimensions."""
+    return sql.SQL("vector({})").format(sql.Literal(int(dim)))
+
+
 def half_type(dim: int) -> sql.Composable:
+    """The half-precision type the segments index (queries re-rank by the exact distance)."""
     return sql.SQL("halfvec({})").format(sql.Literal(int(dim)))
 
 
@@ -239,7 +249,7 @@ def segment_ddl(
 
 def segment_name(pk: int, hi: int) -> str:
     """A fresh index name for a segment ending at ``hi`` (a merge may end where a segment it replaces did)."""
-    return f"records_c{int(pk)}_vec_{int(hi)}_{secrets.token_hex(3)}"
+    return f"{records_table(pk)}_vec_{int(hi)}_{secrets.token_hex(3)}"
 
 
 def lock_keys(schema: str, pk: int) -> tuple[str, str]:
@@ -247,17 +257,166 @@ def lock_keys(schema: str, pk: int) -> tuple[str, str]:
     return locks.folder_key(schema, pk), locks.segments_key(schema, pk)
 
 
-# ----------------------------------------------------------------------------- the layout, in every process
-_LAYOUTS: dict[tuple, tuple[float, Layout]] = {}
-_FOLDERS: dict[tuple, subprocess.Popen] = {}
-_CHECKED: dict[tuple, float] = {}
-_NO_SESSION: set[tuple] = set()  # partitions told once that no folder can run (behind a pooler)
-_LOCK = threading.Lock()
+# ----------------------------------------------------------------------------- the index, in every process
+@dataclass
+class IndexState:
+    """What one process keeps of one collection's vector index, on the collection's ``Database``
+    (:meth:`~mempalace_pg.db.pool.Database.kept`), gone with it: the layout as last read and when, the
+    folder this process started, when it last looked for one, whether it was told that none can run
+    (behind a pooler), and the rows it wrote since it last counted those waiting (:mod:`backlog`)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    layout: Optional[Layout] = None
+    read_at: float = 0.0
+    folder: Optional[subprocess.Popen] = None
+    checked: float = 0.0
+    told_no_session: bool = False
+    uncounted: int = 0
 
 
-def partition_key(part: "Partition") -> tuple:
-    """What this process's per-collection state is kept under: (DSN, schema, collection pk)."""
-    return (part.db.settings.dsn, part.db.schema, part.pk)
+class SegmentIndex:
+    """The vector index of collection ``pk`` of ``db``, as this process sees and drives it.
+
+    ``read_only``: this process may not write to the collection, and so starts no folder for it. The
+    state it keeps (:class:`IndexState`) is the Database's, so every handle on the collection in the
+    process shares it."""
+
+    def __init__(self, db: "Database", pk: int, *, read_only: bool = False):
+        self.db = db
+        self.pk = int(pk)
+        self.read_only = read_only
+        self.table = db.records(self.pk)
+        self.state: IndexState = db.kept(("segment index", self.pk), IndexState)
+
+    def __repr__(self) -> str:
+        return f"<vector index of {self.db.schema}.{records_table(self.pk)}>"
+
+    def layout(self, *, fresh: bool = False, start_folder: bool) -> Layout:
+        """The collection's layout as this process last read it (at most LAYOUT_TTL_S old, unless
+        ``fresh``).
+
+        ``start_folder``: when the layout is read anew and shows work for a folder (a tail, or segment
+        indexes no segment lists, which a folder that died left behind: the folder started sweeps
+        them, :meth:`~mempalace_pg.store.folder.Folder.sweep_orphans`), start one unless one runs (a
+        read that may start a process says so at the call)."""
+        state = self.state
+        now = time.monotonic()
+        with state.lock:
+            cached, read_at = state.layout, state.read_at
+        if cached is not None and not fresh and now - read_at < LAYOUT_TTL_S:
+            return cached
+        look = start_folder and not self.folders_off()
+
+        def read(conn: psycopg.Connection) -> tuple[Layout, bool]:
+            current = read_layout(conn, self.db.schema, self.pk)
+            leftovers = look and not current.has_tail and orphan_indexes(conn, self.db.schema, self.pk)
+            return current, bool(leftovers)
+
+        current, leftovers = self.db.run(read)
+        with state.lock:
+            state.layout, state.read_at = current, now
+        if look and (current.has_tail or leftovers):
+            self.ensure_folder()
+        return current
+
+    def forget(self) -> None:
+        """Drop this process's copy of the layout (after this process changed it)."""
+        with self.state.lock:
+            self.state.layout = None
+
+    def folders_off(self) -> bool:
+        """Whether this process starts no folder for the collection: it may not write, or folders are
+        switched off (MEMPALACE_PG_FOLDER=off)."""
+        return self.read_only or process_setting("folder") == "off"
+
+    def folder_may_run(self) -> bool:
+        """Whether this process may start a folder: folders are not off for it (:meth:`folders_off`) and
+        the palace has a session address for one (see :meth:`ensure_folder`)."""
+        return not self.folders_off() and self.db.session_dsn is not None
+
+    def ensure_folder(self) -> None:
+        """Start a folder for the collection unless one runs (checked at most every SPAWN_CHECK_S)."""
+        if self.folders_off():
+            return
+        state, db = self.state, self.db
+        now = time.monotonic()
+        with state.lock:
+            if state.folder is not None and state.folder.poll() is None:
+                return  # ours, still starting or folding
+            if now - state.checked < SPAWN_CHECK_S:
+                return
+            state.checked = now
+        presence, _ = lock_keys(db.schema, self.pk)
+
+        def free(conn: psycopg.Connection) -> bool:
+            if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+                return False  # a standby: its primary's folder does the work
+            got = locks.try_acquire(conn, presence)
+            if got:
+                locks.release(conn, presence)
+            return got
+
+        try:
+            # The folder holds advisory locks and builds indexes CONCURRENTLY: it needs a session of its own.
+            dsn = db.session_dsn
+            if dsn is None:
+                with state.lock:
+                    told, state.told_no_session = state.told_no_session, True
+                if not told:
+                    log.warning(
+                        "mempalace-pg: no vector index folder for %s: MEMPALACE_PG_DSN goes through a "
+                        "connection pooler and MEMPALACE_PG_SESSION_DSN is not set, so new rows are searched "
+                        "exactly (correct, slower as they grow). Set it to PostgreSQL's own address.",
+                        self,
+                    )
+                return
+            if not db.run(free):
+                return
+            env = dict(os.environ)
+            env[DSN_VARIABLE] = dsn
+            child = subprocess.Popen(
+                [sys.executable, "-m", FOLDER_MODULE, db.schema, str(self.pk)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+                cwd="/",
+            )
+        except Exception as exc:  # rows stay searchable exactly; the next write tries again
+            log.warning("mempalace-pg: could not start the vector index folder of %s: %s", self, exc)
+            return
+        with state.lock:
+            state.folder = child
+
+    def pause(self) -> "Pause":
+        """Keep folders off the collection (a bulk load builds its index at the end); waits for a running
+        build."""
+        return Pause(self)
+
+    def fresh_count(self) -> int:
+        """Rows not in a vector index segment yet (searched exactly until the folder builds them one)."""
+        top = self.layout(fresh=True, start_folder=False).top
+        query = sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %(top)s").format(self.table)
+        return int(self.db.run(lambda conn: conn.execute(query, {"top": top}).fetchone()[0]))
+
+    def settle(self, *, timeout: float = 120.0, single: bool = False) -> Layout:
+        """Wait until no row waits for the index and no segment is young (and, with ``single``, until it
+        is one segment), starting a folder when none runs; return the layout. Raises TimeoutError. For
+        tests, benchmarks and tools."""
+        deadline = time.monotonic() + timeout
+        young = sql.SQL("SELECT COALESCE(bool_or(young), false) FROM {} WHERE collection_pk = %s").format(
+            self.db.ident("vector_segments")
+        )
+        while True:
+            current = self.layout(fresh=True, start_folder=True)
+            if not current.has_tail and (not single or len(current.segments) <= 1):
+                if not self.db.run(lambda conn: conn.execute(young, (self.pk,)).fetchone()[0]):
+                    return current
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self}: {current} after {timeout} s")
+            time.sleep(0.1)
 
 
 def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
@@ -268,7 +427,7 @@ def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
             "WHERE collection_pk = %s), (SELECT max(vector_seq) FROM {table})"
         ).format(
             segs=sql.Identifier(schema, "vector_segments"),
-            table=sql.Identifier(schema, f"records_c{int(pk)}"),
+            table=sql.Identifier(schema, records_table(pk)),
         ),
         (pk,),
     ).fetchone()
@@ -292,135 +451,21 @@ def orphan_indexes(conn: psycopg.Connection, schema: str, pk: int) -> list[str]:
                 "WHERE n.nspname = %s AND c.relname LIKE %s "
                 "AND c.relname NOT IN (SELECT index_name FROM {} WHERE collection_pk = %s)"
             ).format(sql.Identifier(schema, "vector_segments")),
-            (schema, f"records\\_c{int(pk)}\\_vec\\_%", pk),
+            (schema, records_table(pk).replace("_", "\\_") + "\\_vec\\_%", pk),
         )
     ]
-
-
-def layout(part: "Partition", *, fresh: bool = False) -> Layout:
-    """The collection's layout as this process last read it (at most LAYOUT_TTL_S old, unless ``fresh``).
-
-    Reading it anew may start a folder (unless this process may not write): for a collection with a tail,
-    or with segment indexes no segment lists, which a folder that died left behind (the folder started
-    sweeps them, :meth:`~mempalace_pg.store.folder.Folder.sweep_orphans`)."""
-    key = partition_key(part)
-    now = time.monotonic()
-    with _LOCK:
-        cached = _LAYOUTS.get(key)
-    if cached is not None and not fresh and now - cached[0] < LAYOUT_TTL_S:
-        return cached[1]
-    db = part.db
-
-    def read(conn: psycopg.Connection) -> tuple[Layout, bool]:
-        current = read_layout(conn, db.schema, part.pk)
-        leftovers = (
-            not current.has_tail and not folders_off(part) and orphan_indexes(conn, db.schema, part.pk)
-        )
-        return current, bool(leftovers)
-
-    current, leftovers = db.run(read)
-    with _LOCK:
-        _LAYOUTS[key] = (now, current)
-    if current.has_tail or leftovers:
-        ensure_folder(part)
-    return current
-
-
-def forget(part: "Partition") -> None:
-    """Drop this process's copy of the collection's layout (after this process changed it)."""
-    with _LOCK:
-        _LAYOUTS.pop(partition_key(part), None)
-
-
-def forget_all() -> None:
-    """Drop this process's copies of every layout and every folder check (mempalace_pg.registries);
-    folders already started run on."""
-    with _LOCK:
-        _LAYOUTS.clear()
-        _CHECKED.clear()
-        _NO_SESSION.clear()
-
-
-def folders_off(part: "Partition") -> bool:
-    """Whether this process starts no folder for the partition: it may not write, or folders are switched
-    off (MEMPALACE_PG_FOLDER=off)."""
-    return part.read_only or process_setting("folder") == "off"
-
-
-def folder_may_run(part: "Partition") -> bool:
-    """Whether this process may start a folder for the partition: folders are not off for it
-    (:func:`folders_off`) and the palace has a session address for one (see ensure_folder)."""
-    return not folders_off(part) and part.db.session_dsn is not None
-
-
-def ensure_folder(part: "Partition") -> None:
-    """Start a folder for the partition unless one runs (checked at most every SPAWN_CHECK_S)."""
-    if folders_off(part):
-        return
-    key = partition_key(part)
-    now = time.monotonic()
-    with _LOCK:
-        child = _FOLDERS.get(key)
-        if child is not None and child.poll() is None:
-            return  # ours, still starting or folding
-        if now - _CHECKED.get(key, 0.0) < SPAWN_CHECK_S:
-            return
-        _CHECKED[key] = now
-    db = part.db
-    presence, _ = lock_keys(db.schema, part.pk)
-
-    def free(conn: psycopg.Connection) -> bool:
-        if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
-            return False  # a standby: its primary's folder does the work
-        got = locks.try_acquire(conn, presence)
-        if got:
-            locks.release(conn, presence)
-        return got
-
-    try:
-        # The folder holds advisory locks and builds indexes CONCURRENTLY: it needs a session of its own.
-        dsn = db.session_dsn
-        if dsn is None:
-            if key not in _NO_SESSION:
-                _NO_SESSION.add(key)
-                log.warning(
-                    "mempalace-pg: no vector index folder for %s: MEMPALACE_PG_DSN goes through a connection "
-                    "pooler and MEMPALACE_PG_SESSION_DSN is not set, so new rows are searched exactly "
-                    "(correct, slower as they grow). Set it to PostgreSQL's own address.",
-                    part,
-                )
-            return
-        if not db.run(free):
-            return
-        env = dict(os.environ)
-        env[DSN_VARIABLE] = dsn
-        child = subprocess.Popen(
-            [sys.executable, "-m", "mempalace_pg.store.folder", db.schema, str(part.pk)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-            cwd="/",
-        )
-    except Exception as exc:  # rows stay searchable exactly; the next write tries again
-        log.warning("mempalace-pg: could not start the vector index folder of %s: %s", part, exc)
-        return
-    with _LOCK:
-        _FOLDERS[key] = child
 
 
 class Pause:
     """Holds a collection's segments as they are (no folder changes them) until :meth:`close`."""
 
-    def __init__(self, part: "Partition"):
+    def __init__(self, index: SegmentIndex):
         self._stack = contextlib.ExitStack()
         # the lock must outlast the load's transactions: a session of its own, even behind a pooler
-        self._conn = self._stack.enter_context(part.db.session("a bulk load"))
-        self._key = locks.segments_key(part.db.schema, part.pk)
+        self._conn = self._stack.enter_context(index.db.session("a bulk load"))
+        self._key = locks.segments_key(index.db.schema, index.pk)
         try:
-            locks.acquire(self._conn, self._key, what=f"a bulk load into {part}")
+            locks.acquire(self._conn, self._key, what=f"a bulk load into {index}")
         except BaseException:
             self._conn = None
             self._stack.close()
@@ -433,30 +478,6 @@ class Pause:
             finally:
                 self._conn = None
                 self._stack.close()
-
-
-def pause(part: "Partition") -> Pause:
-    """Keep folders off the partition (a bulk load builds its index at the end); waits for a running build."""
-    return Pause(part)
-
-
-def settle(part: "Partition", *, timeout: float = 120.0, single: bool = False) -> Layout:
-    """Wait until no row of the partition waits for the index and no segment is young (and, with
-    ``single``, until it is one segment); return the layout. Raises TimeoutError. For tests, benchmarks
-    and tools."""
-    deadline = time.monotonic() + timeout
-    db = part.db
-    young = sql.SQL("SELECT COALESCE(bool_or(young), false) FROM {} WHERE collection_pk = %s").format(
-        sql.Identifier(db.schema, "vector_segments")
-    )
-    while True:
-        current = layout(part, fresh=True)
-        if not current.has_tail and (not single or len(current.segments) <= 1):
-            if not db.run(lambda conn: conn.execute(young, (part.pk,)).fetchone()[0]):
-                return current
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{part}: {current} after {timeout} s")
-        time.sleep(0.1)
 
 
 __all__ = [
@@ -487,25 +508,21 @@ __all__ = [
     "CONNECTION_CHECK_MS",
     "BUILD_WORKERS",
     "DSN_VARIABLE",
+    "FOLDER_MODULE",
     "folder_application_name",
     "Layout",
     "largest_share",
     "search_breadth",
     "segment_condition",
     "tail_condition",
+    "vector_type",
     "half_type",
     "segment_ddl",
     "segment_name",
     "lock_keys",
-    "partition_key",
+    "IndexState",
+    "SegmentIndex",
     "read_layout",
     "orphan_indexes",
-    "layout",
-    "forget",
-    "forget_all",
-    "folder_may_run",
-    "ensure_folder",
     "Pause",
-    "pause",
-    "settle",
 ]

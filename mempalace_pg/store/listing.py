@@ -20,6 +20,7 @@ from typing import Optional
 
 from psycopg import sql
 
+from mempalace_pg.store.nearest import facet_key_filter
 from mempalace_pg.store.partition import Partition
 
 
@@ -51,7 +52,7 @@ def logical_page(
     c, _ = _scope(wing, room, "c")  # chunk rows
     r, _ = _scope(wing, room, "r")  # the page's rows
     # the same scope over facet_counts, whose wing and room are JSON values
-    key_filter, count_params = Partition.facet_key_filter(
+    key_filter, count_params = facet_key_filter(
         {k: v for k, v in (("wing", wing), ("room", room)) if v is not None}
     )
     names = {

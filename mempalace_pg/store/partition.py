@@ -9,7 +9,6 @@ and the statement that deletes records from it.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
@@ -18,8 +17,10 @@ from mempalace.backends.base import DimensionMismatchError
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from mempalace_pg.store import builds, indexing, search
+from mempalace_pg.db.schema import records_table
+from mempalace_pg.store import builds, words
 from mempalace_pg.store.filters import compile_filters
+from mempalace_pg.store.indexing import SegmentIndex
 from mempalace_pg.store.records import clean_lookup_ids
 
 if TYPE_CHECKING:
@@ -45,12 +46,14 @@ class Partition:
         self.name = name
         self.dimension = dimension
         self.read_only = read_only
-        self.table_name = f"records_c{pk}"
-        self.table = db.ident(self.table_name)
+        self.table_name = records_table(pk)
+        self.table = db.records(pk)
         self.relname = f"{db.schema}.{self.table_name}"  # for ::regclass and advisory-lock keys
+        #: its vector index, as this process sees and drives it
+        self.index = SegmentIndex(db, pk, read_only=read_only)
 
     def __repr__(self) -> str:
-        return f"<Partition records_c{self.pk} ({self.name})>"
+        return f"<Partition {self.table_name} ({self.name})>"
 
     def check_writable(self) -> None:
         """Raise PermissionError when this process opened the collection read-only."""
@@ -111,23 +114,7 @@ class Partition:
             "Use the embedder the palace was built with (see `mempalace palace set-embedder`)."
         )
 
-    def vector_type(self, dim: int) -> sql.Composable:
-        return sql.SQL("vector({})").format(sql.Literal(int(dim)))
-
-    def half_type(self, dim: int) -> sql.Composable:
-        return sql.SQL("halfvec({})").format(sql.Literal(int(dim)))
-
     # -- the vector index ------------------------------------------------------------------------
-    def layout(self, *, fresh: bool = False) -> indexing.Layout:
-        """The vector index segments as this process last read them (``fresh``: read now)."""
-        return indexing.layout(self, fresh=fresh)
-
-    def fresh_count(self) -> int:
-        """Rows not in a vector index segment yet (searched exactly until the folder builds them one)."""
-        top = self.layout(fresh=True).top
-        query = sql.SQL("SELECT count(*) FROM {} WHERE vector_seq > %(top)s").format(self.table)
-        return int(self.db.run(lambda conn: conn.execute(query, {"top": top}).fetchone()[0]))
-
     def build_vector_index(self, conn: psycopg.Connection, dim: int) -> None:
         """Make every row one vector index segment, built in one go (writes wait for it), then merge the
         GIN pending lists and refresh statistics. For bulk loads and ``reindex``.
@@ -137,7 +124,7 @@ class Partition:
         builds.build_session(conn)
         try:
             builds.rebuild(conn, self.db.schema, self.pk, dim)
-            indexing.forget(self)
+            self.index.forget()
             # Merge what the load left in the GIN indexes' pending lists (every search scans them).
             for name in self.gin_indexes(conn):
                 conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (f"{self.db.schema}.{name}",))
@@ -145,7 +132,7 @@ class Partition:
             # which then scans all of it while queries run. It costs little more than ANALYZE alone and
             # marks the pages all-visible.
             conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(self.table))
-            search.remember_common_words(conn, self.db.schema, self.pk)
+            words.remember_common_words(conn, self.db.schema, self.pk)
         finally:
             conn.execute("RESET maintenance_work_mem")
             conn.execute("RESET max_parallel_maintenance_workers")
@@ -264,16 +251,6 @@ class Partition:
             ).format(query, self.db.ident("kg_mark_drawers_deleted"), self.db.ident("collections"))
             params = {**params, "pk": self.pk}
         return query, params
-
-    # -- the trigger-kept counts --------------------------------------------------------------------
-    @staticmethod
-    def facet_key_filter(keys: dict) -> tuple[sql.Composable, dict]:
-        """``AND wing = ... AND room = ...`` over facet_counts for wing/room string equalities (their
-        parameters named ``key_wing``, ``key_room``)."""
-        parts = [
-            sql.SQL("AND {} = {}::jsonb").format(sql.Identifier(k), sql.Placeholder(f"key_{k}")) for k in keys
-        ]
-        return sql.SQL(" ").join(parts), {f"key_{k}": json.dumps(v) for k, v in keys.items()}
 
 
 __all__ = ["COPY_THRESHOLD", "DRAWERS_COLLECTION", "Partition"]

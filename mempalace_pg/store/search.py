@@ -1,46 +1,28 @@
-"""The search statements over a collection's partition: nearest vectors, and words ranked like BM25.
+"""Words ranked like BM25 over a collection's partition, and the key ``query()`` keeps its statement under.
 
-Each is one SQL statement, usable on its own (``PostgresCollection.query`` and ``lexical_search``)
-or as a subquery of a larger one (:mod:`mempalace_pg.retrieval` joins them with the graph).
+The lexical statement is one SQL statement, usable on its own (``lexical_search``) or as a subquery of a
+larger one (:mod:`mempalace_pg.retrieval` joins it with the graph). The nearest-vector statement is
+:mod:`mempalace_pg.store.nearest`'s.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from mempalace.backends.base import _IncludeSpec
 from psycopg import sql
 
-from mempalace_pg.db.sqlkit import MAX_ROW_COUNT, Kept, StatementCache, row_count
-from mempalace_pg.store import indexing
+from mempalace_pg.store.nearest import Gate
+from mempalace_pg.store.words import LEXICAL_DF_CAP
 
 if TYPE_CHECKING:
-    import psycopg
-
     from mempalace_pg.store.partition import Partition
 
-#: A filtered query takes this many times n_results candidates from the index before re-ranking: the
-#: iterative scan returns batches out of order, and a few more candidates put the best ones back in
-#: (see "Backends at 100,000 drawers" in benchmarks/RESULTS.md for the recall this gives).
-FILTERED_OVERSAMPLE = 2
-#: A query whose filter matches at most this many records is answered by an exact scan.
-EXACT_SCAN_MAX = 3000
-#: A query unfiltered or filtered by wing and room ranks the tail (rows no index segment holds yet) by
-#: the Hamming distance of their binary-quantized vectors (vector_tail, sql/0014) first, and re-ranks by
-#: the exact distance the TAIL_OVERSAMPLE x n_results (at least TAIL_CANDIDATES) that rank best:
-#: reading the narrow table costs a fraction of reading every tail row, and the re-rank puts back the
-#: order the sign bits blur (bench_scale in benchmarks/RESULTS.md). Other filters scan the rows they
-#: leave exactly.
-TAIL_OVERSAMPLE = 40
-TAIL_CANDIDATES = 400
 #: Lexical search: a word in at least LEXICAL_DF_CAP documents is common: its documents are not
 #: counted further, and LEXICAL_CANDIDATES of them (or 4 x n_results) are sampled as candidates; every
 #: document of a rarer word is scored. The cap trades agreement with exact BM25 for speed (see the
 #: lexical section of benchmarks/RESULTS.md); tests/integration/test_contract.py checks the agreement.
-LEXICAL_DF_CAP = 500
 LEXICAL_CANDIDATES = 50
 #: Lexical search reads at most this many distinct words of a query, the first ones in the query's
 #: order: each word costs a count of its documents, so a pasted page (thousands of words) would run
@@ -51,10 +33,6 @@ LEXICAL_QUERY_WORDS = 64
 #: or more takes its listed share of the collection without being counted: the margin keeps a word
 #: near the cap, whose listed share may be a little stale, counted as before.
 LEXICAL_KNOWN_COMMON = 2
-#: The vector index folder recounts the common words (remember_common_words) when the collection has
-#: grown by this share since they were counted: each count is one scan of the collection's words, and
-#: the scans of a growing palace then add up to a few times one scan of it.
-LEXICAL_RECOUNT_GROWTH = 0.25
 #: Lexical search under a wing/room filter: a common word's sample is taken by reading the word's rows
 #: and testing the filter on each (instead of ANDing the word's bitmap with the filter index's) when
 #: the filter matches at least sqrt(LEXICAL_HEAP_FILTER x sample x records) records, i.e. when the
@@ -83,157 +61,6 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 
 
-@dataclass(frozen=True)
-class Gate:
-    """How a filtered nearest-neighbour statement picks its arms: ``count`` (SQL of one row with a column
-    ``n``, parameters ``params``) is how many records the filter can match; at most EXACT_SCAN_MAX and
-    they are scanned exactly (found through the filter's B-tree index), otherwise the vector index is
-    walked. ``walk_condition``, when given, is the filter as the walks test it, in a form no index
-    serves and whose share PostgreSQL does not estimate: the gate has already chosen the walk, and
-    PostgreSQL, which costs a filtered HNSW walk as if it read the whole graph once few records match,
-    would otherwise trade it for a scan of the filter's matches (or of the whole segment) and a sort."""
-
-    count: sql.Composable
-    params: dict
-    walk_condition: Optional[sql.Composable] = None
-    #: the filter's equalities, when it is exactly these (``{"wing": w, "room": r}``, either or both):
-    #: the tail's first pass applies them to vector_tail's copies of the columns
-    keys: Optional[dict] = None
-
-
-def wing_room_gate(part: Partition, keys: Optional[dict]) -> Optional[Gate]:
-    """The gate of a wing/room filter ``keys`` (see :func:`mempalace_pg.store.filters.wing_room_equalities`),
-    counted from the trigger-kept facet_counts; None for no such filter."""
-    if not keys:
-        return None
-    key_filter, key_params = part.facet_key_filter(keys)
-    # texteq(a, b) is a = b as a function call: no index serves it, and PostgreSQL gives it the default
-    # selectivity of a boolean function (a third) instead of its estimate of the values' share.
-    walk = [sql.SQL("collection_pk = {}").format(sql.Literal(part.pk))]
-    walk += [
-        sql.SQL("pg_catalog.texteq({}, {}::text)").format(sql.Identifier(k), sql.Placeholder(f"walk_{k}"))
-        for k in keys
-    ]
-    return Gate(
-        sql.SQL("SELECT COALESCE(sum(n), 0) AS n FROM {} WHERE collection_pk = %(pk)s {}").format(
-            part.db.ident("facet_counts"), key_filter
-        ),
-        {"pk": part.pk, **key_params, **{f"walk_{k}": v for k, v in keys.items()}},
-        sql.SQL(" AND ").join(walk),
-        dict(keys),
-    )
-
-
-# Long because its SQL is written out clause by clause; its arms are built in one loop.
-def nearest_sql(
-    part: Partition,
-    *,
-    columns: sql.Composable,
-    condition: sql.Composable,
-    params: dict,
-    n: int,
-    dim: int,
-    filtered: bool,
-    gate: Optional[Gate] = None,
-    layout: Optional[indexing.Layout] = None,
-) -> tuple[sql.Composable, dict]:
-    """The statement (also usable as a subquery) of the ``n`` records nearest to the query vector
-    (the parameter ``q``, which the caller adds) that meet ``condition`` (whose parameters are
-    ``params``): ``columns`` plus ``distance``, nearest first. Returns the statement and its
-    parameters but ``q``.
-
-    One arm per vector index segment of ``layout`` (default: the partition's current one; a caller that
-    keeps the statement keeps it per layout), each walking its HNSW graph with an iterative scan so
-    a filter still fills n; one exact scan over the tail, the rows no segment holds yet; and, when
-    ``gate`` (a :class:`Gate`) says at most EXACT_SCAN_MAX records match, an exact scan instead of all
-    of them: scanning a thousand rows by B-tree beats walking the graphs for them, at recall 1.0. Arms
-    not taken are cut off by one-time filters, inside the same statement. The index arms walk
-    half-precision graphs and re-rank by the exact distance; a filtered search takes FILTERED_OVERSAMPLE
-    times the candidates first, which lifts recall.
-
-    The row counts and segment bounds are written into the statement (see :func:`row_count`), so
-    that PostgreSQL plans it once, matches each arm to its partial index, and reuses the plan.
-    """
-    layout = layout or part.layout()
-    fmt = dict(
-        cols=columns,
-        vt=part.vector_type(dim),
-        ht=part.half_type(dim),
-        t=part.table,
-        cond=condition,
-        n=row_count(n),
-    )
-    # each segment holds a share of the matches: it oversamples by that share (at least n)
-    candidates = row_count(
-        min(MAX_ROW_COUNT, max(n, math.ceil(FILTERED_OVERSAMPLE * n * layout.largest))) if filtered else n
-    )
-    parts, params, arms = [], dict(params), []
-    gate_ann = sql.SQL("")
-    walk = dict(fmt)  # the walks' and the tail's
-    if gate is not None:
-        params.update(gate.params)
-        gate_ann = sql.SQL(" AND (SELECT n FROM matching) > {}").format(sql.Literal(EXACT_SCAN_MAX))
-        if gate.walk_condition is not None:
-            walk["cond"] = gate.walk_condition
-        parts.append(sql.SQL("matching AS MATERIALIZED ({})").format(gate.count))
-        parts.append(
-            sql.SQL(
-                "exact AS MATERIALIZED ("
-                " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
-                " WHERE {cond} AND (SELECT n FROM matching) <= {max} ORDER BY distance, id LIMIT {n})"
-            ).format(max=sql.Literal(EXACT_SCAN_MAX), **fmt)
-        )
-        arms.append("exact")
-    for i, (lo, hi) in enumerate(layout.segments):
-        arm = f"segment_{i}"
-        parts.append(
-            sql.SQL(
-                "{arm} AS MATERIALIZED ("
-                " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
-                " WHERE {seg} AND {cond}{gate} ORDER BY embedding::{ht} <=> %(q)s::{ht} LIMIT {k})"
-            ).format(
-                arm=sql.Identifier(arm),
-                seg=indexing.segment_condition(lo, hi),
-                gate=gate_ann,
-                k=candidates,
-                **walk,
-            )
-        )
-        arms.append(arm)
-    tail = indexing.tail_condition(layout)
-    keys = {} if not filtered else (gate.keys if gate is not None else None)
-    if keys is not None and dim <= indexing.HNSW_MAX_DIM:
-        # the first pass over the narrow table (with the filter's wing and room, when it is those),
-        # then the rows it picked (vector_seq = ANY: by index), which meet the whole condition
-        equal = sql.SQL("").join(
-            sql.SQL(" AND {} = {}").format(sql.Identifier(k), sql.Placeholder(f"walk_{k}")) for k in keys
-        )
-        tail = sql.SQL(
-            "vector_seq = ANY (ARRAY(SELECT vector_seq FROM {bits} WHERE collection_pk = {pk} AND {tail}{eq}"
-            " ORDER BY bits <~> (SELECT binary_quantize(%(q)s::{vt})::bit varying) LIMIT {k})) AND {tail}"
-        ).format(
-            bits=part.db.ident("vector_tail"),
-            pk=sql.Literal(part.pk),
-            tail=tail,
-            eq=equal,
-            vt=fmt["vt"],
-            k=row_count(min(MAX_ROW_COUNT, max(TAIL_CANDIDATES, TAIL_OVERSAMPLE * n))),
-        )
-    parts.append(
-        sql.SQL(
-            "tail AS MATERIALIZED ("
-            " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
-            " WHERE {tail} AND {cond}{gate} ORDER BY distance LIMIT {n})"
-        ).format(tail=tail, gate=gate_ann, **walk)
-    )
-    arms.append("tail")
-    union = sql.SQL(" UNION ALL ").join(sql.SQL("SELECT * FROM {}").format(sql.Identifier(a)) for a in arms)
-    query = sql.SQL("WITH {} SELECT * FROM ({}) AS hits ORDER BY distance + 0, id LIMIT {}").format(
-        sql.SQL(", ").join(parts), union, row_count(n)
-    )
-    return query, params
-
-
 def query_key(where, where_document, spec: _IncludeSpec, n: int, dim: int):
     """The key query()'s statement is kept under (with the index layout): its filters spelled as JSON,
     what it returns and how many; None for a filter value JSON cannot spell exactly (built every time,
@@ -243,41 +70,6 @@ def query_key(where, where_document, spec: _IncludeSpec, n: int, dim: int):
     except (TypeError, ValueError):
         return None
     return (filters, spec.documents, spec.metadatas, spec.embeddings, n, dim)
-
-
-def nearest_statement(
-    part: Partition,
-    cache: StatementCache,
-    *,
-    key,
-    columns: sql.Composable,
-    condition: sql.Composable,
-    params: dict,
-    n: int,
-    dim: int,
-    filtered: bool,
-    gate_keys: Optional[dict],
-) -> Kept:
-    """query()'s statement and parameters (all but ``q``), kept under ``key`` (:func:`query_key`; None:
-    not kept) and the vector index layout. ``gate_keys``: the filter's wing/room equalities, which choose
-    the index (None: no such gate)."""
-    layout = part.layout()
-
-    def build():
-        query, query_params = nearest_sql(
-            part,
-            columns=columns,
-            condition=condition,
-            params=params,
-            n=n,
-            dim=dim,
-            filtered=filtered,
-            gate=wing_room_gate(part, gate_keys),
-            layout=layout,
-        )
-        return Kept(query, query_params, indexing.search_breadth(layout, part.db.settings.ef_search))
-
-    return cache.get(None if key is None else (key, layout), build)
 
 
 def lexical_sql(
@@ -293,8 +85,8 @@ def lexical_sql(
     parameters are ``cparams``) by the words of the query text (the parameter ``text``, which the
     caller adds): id, document, metadata, score, best first (``rows=False``: id and score only).
     Returns the statement and its parameters but ``text``. ``gate``: the filter's wing/room gate
-    (:func:`wing_room_gate`), which lets a common word's sample be filtered row by row when the
-    filter matches a large share (LEXICAL_HEAP_FILTER).
+    (:func:`mempalace_pg.store.nearest.wing_room_gate`), which lets a common word's sample be filtered
+    row by row when the filter matches a large share (LEXICAL_HEAP_FILTER).
 
     The query is split into words in SQL, by the function that splits the documents
     (lexical_text(), sql/0006), and its words of two or more characters are searched (MemPalace's
@@ -456,32 +248,13 @@ def lexical_sql(
     ).format(t=part.table), args
 
 
-def remember_common_words(conn: psycopg.Connection, schema: str, pk: int, *, min_growth: float = 0.0) -> None:
-    """Count exactly the words found in at least LEXICAL_DF_CAP of a collection's documents, for lexical
-    search's document frequencies (lexical_common_words, sql/0012): one scan of the collection's words.
-    ``min_growth`` > 0: only when the collection has grown by that share since the last count. ``conn``
-    commits it (autocommit, or the caller's transaction)."""
-    conn.execute(
-        sql.SQL("SELECT {}(%s, %s, %s)").format(sql.Identifier(schema, "remember_common_words")),
-        (pk, LEXICAL_DF_CAP, min_growth),
-    )
-
-
 __all__ = [
     "BM25_B",
     "BM25_K1",
-    "EXACT_SCAN_MAX",
-    "FILTERED_OVERSAMPLE",
     "LEXICAL_CANDIDATES",
-    "LEXICAL_DF_CAP",
     "LEXICAL_HEAP_FILTER",
     "LEXICAL_KNOWN_COMMON",
-    "LEXICAL_RECOUNT_GROWTH",
-    "remember_common_words",
+    "LEXICAL_QUERY_WORDS",
     "lexical_sql",
-    "nearest_sql",
-    "Gate",
-    "wing_room_gate",
-    "nearest_statement",
     "query_key",
 ]

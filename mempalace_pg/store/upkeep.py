@@ -15,7 +15,7 @@ from mempalace.backends.base import (
 from psycopg import sql
 
 from mempalace_pg.db import locks
-from mempalace_pg.store import search
+from mempalace_pg.store import words
 
 if TYPE_CHECKING:
     from mempalace_pg.db.pool import Database
@@ -80,7 +80,7 @@ class CollectionUpkeep:
         )
         return {
             "rows": int(count),
-            "fresh_rows": self.partition.fresh_count(),
+            "fresh_rows": self.partition.index.fresh_count(),
             "dimension": self.partition.dimension,
             "vector_index": segments[-1] if segments else None,
             "vector_index_segments": list(segments or []),
@@ -115,7 +115,7 @@ class CollectionUpkeep:
                                 sql.Identifier(graph, "Fact"),
                             )
                         )
-                    search.remember_common_words(conn, db.schema, self.partition.pk)
+                    words.remember_common_words(conn, db.schema, self.partition.pk)
                     return MaintenanceResult(kind=kind, status="ran", stats={"table": rel, "graph": graph})
                 dim = self.partition.known_dimension()
                 if dim is None:

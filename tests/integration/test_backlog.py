@@ -35,13 +35,13 @@ def test_a_writer_waits_for_the_folder_and_never_for_good(make_collection, monke
 
     # The segments held (as a bulk load does): no folder can fold, so the write past the limit waits
     # MAX_WAIT_S, says so, and writes on.
-    held = indexing.pause(part)
+    held = part.index.pause()
     try:
         with caplog.at_level(logging.WARNING, logger="mempalace_pg.store.backlog"):
             took = write(col, 200, 600, rng)
         assert took >= 1.5
         assert any("wait for the vector index" in r.getMessage() for r in caplog.records), caplog.text
-        assert backlog.rows_waiting(part, 10_000) >= 600
+        assert backlog.rows_waiting(part.index, 10_000) >= 600
     finally:
         held.close()
 
@@ -49,8 +49,8 @@ def test_a_writer_waits_for_the_folder_and_never_for_good(make_collection, monke
     monkeypatch.setattr(backlog, "MAX_WAIT_S", 60.0)
     took = write(col, 800, 200, rng)
     assert took < 60.0
-    assert backlog.rows_waiting(part, 10_000) <= 500
-    assert indexing.layout(part, fresh=True).segments, "the folder built no segment"
+    assert backlog.rows_waiting(part.index, 10_000) <= 500
+    assert part.index.layout(fresh=True, start_folder=True).segments, "the folder built no segment"
 
 
 def test_no_writer_waits_where_no_folder_runs(make_collection, monkeypatch):
@@ -62,4 +62,4 @@ def test_no_writer_waits_where_no_folder_runs(make_collection, monkeypatch):
     col = make_collection()
     took = sum(write(col, start, 500, rng) for start in range(0, 3000, 500))
     assert took < 5.0
-    assert backlog.rows_waiting(col.partition, 10_000) == 3000  # nothing folded, nobody waited
+    assert backlog.rows_waiting(col.partition.index, 10_000) == 3000  # nothing folded, nobody waited

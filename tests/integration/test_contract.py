@@ -311,7 +311,7 @@ def test_close_palace_evicts_handles(make_collection, backend, tmp_path):
 def test_maintenance(make_collection):
     col = make_collection()
     seed(col)
-    indexing.settle(col.partition)  # the folder the writes started builds the first segment
+    col.partition.index.settle()  # the folder the writes started builds the first segment
     state = col.maintenance_state()
     assert state["rows"] == 3 and state["dimension"] == 2 and state["vector_index"]
     assert state["vector_index_valid"] is True and state["fresh_rows"] == 0
@@ -393,9 +393,9 @@ def test_wing_room_query_arms_agree_with_exact_answer(make_collection, monkeypat
     (few), chosen inside the statement from facet_counts; both give the exact top k here."""
     import numpy as np
 
-    from mempalace_pg.store import search as search_module
+    from mempalace_pg.store import nearest
 
-    monkeypatch.setattr(search_module, "EXACT_SCAN_MAX", exact_scan_max)
+    monkeypatch.setattr(nearest, "EXACT_SCAN_MAX", exact_scan_max)
     col = make_collection()
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(600, 16)).astype("float32")
@@ -430,7 +430,7 @@ def test_reindex_recreates_a_missing_index(make_collection, pg_dsn):
 
     col = make_collection()
     seed(col)
-    name = indexing.settle(col.partition) and col.maintenance_state()["vector_index"]
+    name = col.partition.index.settle() and col.maintenance_state()["vector_index"]
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'DROP INDEX "{col.partition.db.schema}"."{name}"')
     assert col.maintenance_state()["vector_index_valid"] is None  # listed, but its index is gone
@@ -499,7 +499,7 @@ def test_written_rows_are_found_at_once_then_folded_into_segments(make_collectio
         )
     # straight after the writes, the rows are searched exactly (the folder waits for writes to pause)
     assert col.query(query_embeddings=[q.tolist()], n_results=5).ids[0] == exact(q, 5, list(range(30)))
-    first = indexing.settle(col.partition, timeout=60)
+    first = col.partition.index.settle(timeout=60)
     assert len(first.segments) == 1 and col.partition.fresh_count() == 0
     for start in range(30, 120, 10):
         col.add(
@@ -508,7 +508,7 @@ def test_written_rows_are_found_at_once_then_folded_into_segments(make_collectio
             metadatas=[{"wing": "w"}] * 10,
             embeddings=vectors[start : start + 10].tolist(),
         )
-    assert indexing.settle(col.partition, timeout=60).top >= first.top
+    assert col.partition.index.settle(timeout=60).top >= first.top
     state = col.maintenance_state()
     assert state["fresh_rows"] == 0 and state["rows"] == 120 and state["vector_index_valid"]
     folder = col.partition.db.run(
@@ -521,11 +521,11 @@ def test_written_rows_are_found_at_once_then_folded_into_segments(make_collectio
     assert folder[0] != os.getpid() and folder[2] is None
     # rows written again leave their segment for the tail; the query spans both
     col.update(ids=ids[:60], metadatas=[{"touched": True}] * 60)
-    assert indexing.layout(col.partition, fresh=True).has_tail
+    assert col.partition.index.layout(fresh=True, start_folder=True).has_tail
     res = col.query(query_embeddings=[q.tolist()], n_results=8, include=["distances"])
     assert res.ids[0] == exact(q, 8, list(range(120)))
     assert res.distances[0] == sorted(res.distances[0])
-    indexing.settle(col.partition, timeout=60)
+    col.partition.index.settle(timeout=60)
     res = col.query(query_embeddings=[q.tolist()], n_results=8, where={"touched": True})
     assert res.ids[0] == exact(q, 8, list(range(60)))
 

@@ -13,7 +13,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from mempalace_pg.store import search
+from mempalace_pg.store import nearest
 from mempalace_pg.store.filters import wing_room_equalities
 
 DIM = 16
@@ -140,15 +140,15 @@ def test_a_big_room_is_walked_and_a_small_one_scanned(make_collection, pg_dsn, p
             ({"$and": [{"wing": "w3"}, {"room": "r4"}]}, False),  # 20 match: scan them
         ):
             condition, params = part.condition(where)
-            statement, params = search.nearest_sql(
-                part,
+            statement, params = nearest.nearest_sql(
+                part.index,
                 columns=sql.SQL("id"),
                 condition=condition,
                 params=params,
                 n=10,
                 dim=DIM,
                 filtered=True,
-                gate=search.wing_room_gate(part, wing_room_equalities(where)),
+                gate=nearest.wing_room_gate(part.index, wing_room_equalities(where)),
             )
             explained = conn.execute(
                 sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),

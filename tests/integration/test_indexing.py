@@ -195,7 +195,7 @@ def test_a_query_over_several_segments_finds_the_exact_nearest(
             folder.Folder(conn, pg_schema, col.partition.pk).fold(
                 indexing.read_layout(conn, pg_schema, col.partition.pk), 32, 10**6
             )
-    current = indexing.layout(col.partition, fresh=True)
+    current = col.partition.index.layout(fresh=True, start_folder=True)
     assert len(current.segments) == 3 and not current.has_tail
     assert (
         indexing.search_breadth(current, col.partition.db.settings.ef_search) == indexing.MIN_SEARCH_BREADTH
@@ -323,7 +323,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
     a tail row through rewrites and deletes, and none once the rows are in a segment."""
     import numpy as np
 
-    from mempalace_pg.store import search
+    from mempalace_pg.store import nearest
 
     monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # no segment: every row is in the tail
     col = make_collection()
@@ -360,7 +360,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert entries(conn) == (5800, 5800) and waiting(conn, pg_schema, pk) == (5800, 0)
     unit = vecs[kept] / np.linalg.norm(vecs[kept], axis=1, keepdims=True)
-    assert 5800 > search.TAIL_CANDIDATES
+    assert 5800 > nearest.TAIL_CANDIDATES
     # queries near rows (as a search for something filed is): a query near none ranks rows whose
     # distances nearly tie, whose order the sign bits may not keep
     for q in np.vstack([centres[[7, 12, 33, 57]], vecs[[5, 400, 2500, 5799]]]) + 0.2 * rng.normal(
@@ -382,7 +382,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
 
     for where in (None, {"wing": "a"}):
         plan = col.explain_query(query_embedding=centres[7].tolist(), n_results=10, where=where)
-        assert first_pass_rows(plan["Plan"]) > search.TAIL_CANDIDATES  # the first pass ran
+        assert first_pass_rows(plan["Plan"]) > nearest.TAIL_CANDIDATES  # the first pass ran
     with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk)
@@ -391,8 +391,8 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
         # a reader whose layout predates the segment still searches its rows as tail, through their
         # entries: they stay until every reader has read the layout again
         stale = indexing.Layout((), 10**12)
-        kept_plan = search.nearest_sql(
-            col.partition,
+        kept_plan = nearest.nearest_sql(
+            col.partition.index,
             columns=psycopg.sql.SQL("id"),
             condition=psycopg.sql.SQL("true"),
             params={},
@@ -491,7 +491,7 @@ def test_a_rebuild_makes_as_few_segments_as_one_build_holds(
     assert len(names) == 3 and set(names) <= indexes
     assert rows == [1667, 1667, 1666]
     assert not [n for n in indexes if n.startswith(f"records_c{pk}_vec_") and n not in names]
-    current = indexing.layout(col.partition, fresh=True)
+    current = col.partition.index.layout(fresh=True, start_folder=True)
     assert len(current.segments) == 3 and not current.has_tail
     unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     for q in rng.normal(size=(10, 32)).astype("float32"):

@@ -138,7 +138,7 @@ def test_a_wing_filter_samples_common_words_through_its_index_or_row_by_row(make
     """Under a wing filter, a common word's sample comes from reading the word's rows and testing the
     wing on each when the wing holds a large share of the palace, through the wing's index when it
     holds a small one; either way every hit is in the wing and the rare word's drawers come first."""
-    from mempalace_pg.store import search
+    from mempalace_pg.store import nearest, search
 
     words = [f"filler{i}" for i in range(40)]
     ids, docs, metas = [], [], []
@@ -160,7 +160,7 @@ def test_a_wing_filter_samples_common_words_through_its_index_or_row_by_row(make
         ]
         assert len(hits) == 10 and all(h.startswith(f"{wing}-") for h in hits), (wing, hits)
         assert set(hits[: len(rare[wing])]) == rare[wing], (wing, hits)
-        gate = search.wing_room_gate(col.partition, {"wing": wing})
+        gate = nearest.wing_room_gate(col.partition.index, {"wing": wing})
         condition, params = col.partition.condition({"wing": wing})
         stmt, args = search.lexical_sql(col.partition, condition, params, 10, gate=gate)
         with psycopg.connect(pg_dsn) as conn:
@@ -235,9 +235,10 @@ def test_common_words_are_counted_exactly_and_scored_with_their_counts(
     grow by LEXICAL_RECOUNT_GROWTH. (A cap of 20 makes common words of 400 real documents.)"""
     import random
 
-    from mempalace_pg.store import search
+    from mempalace_pg.store import search, words
 
     monkeypatch.setattr(search, "LEXICAL_DF_CAP", 20)
+    monkeypatch.setattr(words, "LEXICAL_DF_CAP", 20)
     docs = real_documents(limit=400)
     texts = [d.text for d in docs]
     col = make_collection(name="lexical-common")
@@ -281,15 +282,15 @@ def test_common_words_are_counted_exactly_and_scored_with_their_counts(
     # the folder's recount: not until the collection has grown by the share
     with psycopg.connect(pg_dsn, autocommit=True) as pg:
         recount = f"SELECT {pg_schema}.remember_common_words(%s, 20, %s)"
-        assert pg.execute(recount, (col.partition.pk, search.LEXICAL_RECOUNT_GROWTH)).fetchone()[0] is None
-        more = int(len(texts) * search.LEXICAL_RECOUNT_GROWTH) + 1
+        assert pg.execute(recount, (col.partition.pk, words.LEXICAL_RECOUNT_GROWTH)).fetchone()[0] is None
+        more = int(len(texts) * words.LEXICAL_RECOUNT_GROWTH) + 1
         col.add(
             ids=[f"e{i}" for i in range(more)],
             documents=texts[:more],
             metadatas=[{"wing": "w"}] * more,
             embeddings=vectors(more),
         )
-        assert pg.execute(recount, (col.partition.pk, search.LEXICAL_RECOUNT_GROWTH)).fetchone()[0] > 0
+        assert pg.execute(recount, (col.partition.pk, words.LEXICAL_RECOUNT_GROWTH)).fetchone()[0] > 0
         documents = pg.execute(
             f"SELECT DISTINCT documents FROM {pg_schema}.lexical_common_words WHERE collection_pk = %s",
             (col.partition.pk,),

@@ -119,7 +119,8 @@ def start_build(backend, path, schema_name: str, dsn: str, monkeypatch, rows: in
         )
     monkeypatch.delenv("MEMPALACE_PG_FOLDER")
     build = Build(dsn, schema_name, col.partition.pk)
-    col.partition.layout(fresh=True)  # a collection with a tail and no folder gets one
+    # a collection with a tail and no folder gets one
+    col.partition.index.layout(fresh=True, start_folder=True)
     build.wait_started()
     return col, build
 
@@ -138,7 +139,7 @@ def building(pg_env, pg_dsn, pg_schema, tmp_path, monkeypatch):
 
 def assert_whole(col, rows: int = ROWS) -> None:
     """Every row searchable through one valid segment, once the folder (or the maintenance) is done."""
-    layout = indexing.settle(col.partition, timeout=300)
+    layout = col.partition.index.settle(timeout=300)
     assert layout.segments and not layout.has_tail
     state = col.maintenance_state()
     assert state["rows"] == rows and state["vector_index_valid"] is True, state
@@ -166,7 +167,7 @@ def test_builds_use_parallel_workers_only_where_pgvector_is_fixed(
         assert conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0] == (
             str(indexing.BUILD_WORKERS) if fixed else "0"
         )
-    indexing.settle(col.partition, timeout=300)
+    col.partition.index.settle(timeout=300)
     build.finish()
     if fixed:
         assert build.workers_seen >= 1, "a fixed pgvector builds with the parallel worker it is given"
@@ -187,7 +188,7 @@ def test_reindex_waits_for_the_build_then_rebuilds(building):
     col, build = building
     result = col.run_maintenance("reindex")
     assert result.status == "ran", result
-    assert len(indexing.layout(col.partition, fresh=True).segments) == 1
+    assert len(col.partition.index.layout(fresh=True, start_folder=True).segments) == 1
     assert_whole(col)
 
 

@@ -211,7 +211,6 @@ def test_mine_and_search_through_the_pooler_with_the_folder_direct(
     """A user's path: `mempalace mine` through PgBouncer, the folder it starts indexes the rows over the
     session DSN, and `mempalace search` from another process finds them through PgBouncer, and directly."""
     from mempalace_pg.atomic import open_drawers
-    from mempalace_pg.store import indexing
 
     palace = Palace(tmp_path, "postgres", embedding_url)
     corpus = tmp_path / "corpus"
@@ -219,7 +218,7 @@ def test_mine_and_search_through_the_pooler_with_the_folder_direct(
     palace.init_and_mine(corpus)
     drawers, kg = open_drawers(str(palace.path), create=False)
     try:
-        layout = indexing.settle(drawers.partition, timeout=120)
+        layout = drawers.partition.index.settle(timeout=120)
         assert layout.segments and not layout.has_tail  # the folder ran, over the direct connection
     finally:
         kg.close()
@@ -250,7 +249,6 @@ def test_without_a_session_dsn_searches_stay_exact_and_bulk_work_says_what_it_ne
 ):
     from mempalace_pg.config import ConfigError
     from mempalace_pg.db import pool
-    from mempalace_pg.store import indexing
 
     monkeypatch.setenv("MEMPALACE_PG_DSN", pooler_dsn)
     monkeypatch.delenv("MEMPALACE_PG_SESSION_DSN", raising=False)
@@ -260,7 +258,8 @@ def test_without_a_session_dsn_searches_stay_exact_and_bulk_work_says_what_it_ne
         with caplog.at_level(logging.WARNING, logger="mempalace_pg.store.indexing"):
             col.upsert(ids=["a", "b"], documents=["alpha", "beta"], embeddings=[[1.0, 0.0], [0.0, 1.0]])
         assert "MEMPALACE_PG_SESSION_DSN is not set" in caplog.text
-        assert indexing.layout(col.partition, fresh=True).has_tail  # no folder: the rows wait, exact
+        # no folder: the rows wait, searched exactly
+        assert col.partition.index.layout(fresh=True, start_folder=True).has_tail
         assert col.query(query_embeddings=[[0.0, 1.0]], n_results=1).ids == [["b"]]
         with pytest.raises(ConfigError) as refused:
             col.run_maintenance("reindex")

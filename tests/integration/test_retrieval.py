@@ -215,9 +215,9 @@ def test_around_entity_fuse_matches_the_slow_way(world):
 
 def test_around_entity_by_the_index_arm_too(world, monkeypatch):
     """Large evidence sets go through the HNSW index (iterative scan) instead of an exact scan."""
-    from mempalace_pg.store import search
+    from mempalace_pg.store import nearest
 
-    monkeypatch.setattr(search, "EXACT_SCAN_MAX", 0)
+    monkeypatch.setattr(nearest, "EXACT_SCAN_MAX", 0)
     q = world["vecs"][5]
     expected, evidence = slow_around(world, world["names"][0], q, 3, None, 10)
     assert len(evidence) > 10
