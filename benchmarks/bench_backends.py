@@ -216,7 +216,7 @@ def run_child(name: str, n: int, dsn: str) -> dict:
             # Those rows wait in the tail until the folder process builds them a segment: time it.
 
             t0 = time.perf_counter()
-            fresh_before = col.partition.fresh_count()
+            fresh_before = col.partition.index.fresh_count()
             col.partition.index.settle(timeout=600)
             out["incremental"]["merge_drain_s"] = time.perf_counter() - t0
             out["incremental"]["fresh_rows_at_end_of_writes"] = fresh_before

@@ -116,8 +116,9 @@ def child_search(store: str, n: int, dsn: str, workdir: str, tag: str, truth_fil
     queries = common.query_vectors(QUERIES, 777, centers)
     out: dict = {"started": started, "query": {}}
     if store == "postgres":
-        layout = col.partition.index.layout(fresh=True, start_folder=True)
-        out["index_at_start"] = {"segments": len(layout.segments), "waiting": col.partition.fresh_count()}
+        index = col.partition.index
+        layout = index.layout(fresh=True, start_folder=True)
+        out["index_at_start"] = {"segments": len(layout.segments), "waiting": index.fresh_count()}
     for label, where in FILTERS.items():
         times, recalls, returned = [], [], []
         budget = time.perf_counter() + PROBE_BUDGET_S

@@ -120,7 +120,7 @@ def child_write(
 def layout_now(col) -> dict:
 
     current = col.partition.index.layout(fresh=True, start_folder=True)
-    return {"segments": len(current.segments), "waiting": col.partition.fresh_count()}
+    return {"segments": len(current.segments), "waiting": col.partition.index.fresh_count()}
 
 
 def run_queries(col, queries: list, budget: float, stats=None, slowest: int = 0) -> dict:

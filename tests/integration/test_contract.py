@@ -500,7 +500,7 @@ def test_written_rows_are_found_at_once_then_folded_into_segments(make_collectio
     # straight after the writes, the rows are searched exactly (the folder waits for writes to pause)
     assert col.query(query_embeddings=[q.tolist()], n_results=5).ids[0] == exact(q, 5, list(range(30)))
     first = col.partition.index.settle(timeout=60)
-    assert len(first.segments) == 1 and col.partition.fresh_count() == 0
+    assert len(first.segments) == 1 and col.partition.index.fresh_count() == 0
     for start in range(30, 120, 10):
         col.add(
             ids=ids[start : start + 10],
