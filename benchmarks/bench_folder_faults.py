@@ -86,7 +86,7 @@ def collection_pk(dsn: str) -> int:
 def state(conn, pk: int) -> tuple[int, int, int, int]:
     """(rows waiting for the index, unregistered segment indexes, INVALID indexes, young segments) of the
     collection."""
-    from mempalace_pg.store import indexing
+    from mempalace_pg.engine import indexing
 
     top = conn.execute(
         f"SELECT COALESCE(max(hi), -1) FROM {SCHEMA}.vector_segments WHERE collection_pk = %s", (pk,)
@@ -106,7 +106,7 @@ def state(conn, pk: int) -> tuple[int, int, int, int]:
 
 
 def building(conn) -> tuple | None:
-    from mempalace_pg.store import indexing
+    from mempalace_pg.engine import indexing
 
     return conn.execute(
         "SELECT pid, extract(epoch FROM now() - query_start)::float FROM pg_stat_activity "
@@ -118,7 +118,7 @@ def building(conn) -> tuple | None:
 
 def no_folder(dsn: str, timeout: float = 120) -> None:
     """Wait until no folder of the schema is connected."""
-    from mempalace_pg.store import indexing
+    from mempalace_pg.engine import indexing
 
     deadline = time.monotonic() + timeout
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -132,7 +132,7 @@ def no_folder(dsn: str, timeout: float = 120) -> None:
 
 
 def one_fault(fault: str, *, palace_dir: Path, env: dict, dsn: str, pk: int, first: int, rows: int) -> dict:
-    from mempalace_pg.store import indexing
+    from mempalace_pg.engine import indexing
 
     quiet = {**env, "MEMPALACE_PG_FOLDER": "off"}
     no_folder(dsn)  # the last round's folder lingers a while once idle: it would take these rows
@@ -140,7 +140,7 @@ def one_fault(fault: str, *, palace_dir: Path, env: dict, dsn: str, pk: int, fir
     common.run_code(WRITE, str(palace_dir), str(first), str(rows), env=quiet, timeout=1800)
     result = {"fault": fault, "rows": rows, "write_s": round(time.monotonic() - t0, 1)}
     folder = subprocess.Popen(
-        [sys.executable, "-m", "mempalace_pg.store.folder", SCHEMA, str(pk)],
+        [sys.executable, "-m", "mempalace_pg.engine.folder", SCHEMA, str(pk)],
         env={**env, indexing.DSN_VARIABLE: dsn},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -81,7 +81,7 @@ def main() -> int:
         vectors = np.vstack([b[3] for b in batches])
         queries = common.query_vectors(args.queries, 777, centers)
     truth = [set(np.argsort(-(vectors @ (q / np.linalg.norm(q))))[:10].tolist()) for q in queries]
-    from mempalace_pg.store import builds
+    from mempalace_pg.engine import builds
 
     notices: list[str] = []
     table = "mempalace_pg_bench_index"

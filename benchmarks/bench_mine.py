@@ -201,7 +201,7 @@ def start_embedder(model: str) -> tuple[subprocess.Popen, str]:
 def drop_postgres(dsn: str, schema: str) -> None:
     import psycopg
 
-    from mempalace_pg.store.indexing import folder_application_name
+    from mempalace_pg.engine.indexing import folder_application_name
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(

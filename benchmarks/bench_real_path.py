@@ -226,7 +226,7 @@ def run_case(
 def _cleanup(store: str, dsn: str, tag: str, table) -> None:
     import psycopg
 
-    from mempalace_pg.store.indexing import folder_application_name
+    from mempalace_pg.engine.indexing import folder_application_name
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         if store == "postgres":

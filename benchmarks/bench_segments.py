@@ -3,7 +3,7 @@
     python benchmarks/bench_segments.py                        # 100k drawers, writes RESULTS.md
     python benchmarks/bench_segments.py --n 20000 --no-write --json /tmp/seg.json
 
-What the folder's choices rest on (mempalace_pg/store/indexing.py): a palace written through ``upsert`` is
+What the folder's choices rest on (mempalace_pg/engine/indexing.py): a palace written through ``upsert`` is
 searched, until the folder has merged everything, over several HNSW segments at once. Here one palace of
 ``--n`` drawers (bench_backends' 384-d vectors in 50 clusters, written through MemPalace's backend API with
 no folder running) is given, in turn, the segment layouts a 100k ingest leaves behind (one segment; 74% +
@@ -68,7 +68,7 @@ def child_layout(dsn: str, tag: str, pk: int, shares: str) -> dict:
     import psycopg
     from psycopg import sql
 
-    from mempalace_pg.store import builds, indexing
+    from mempalace_pg.engine import builds, indexing
 
     schema = f"bench_{tag}"
     table = sql.Identifier(schema, f"records_c{pk}")
@@ -144,7 +144,7 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
     or the parallel workers of a merge built meanwhile."""
     os.environ["MEMPALACE_CONFIG_DIR"] = str(Path(workdir) / "config")
     os.environ["MEMPALACE_PG_FOLDER"] = "off"
-    from mempalace_pg.store import indexing
+    from mempalace_pg.engine import indexing
 
     if breadth != "policy":
         # every segment walked at exactly this breadth: the configured one, and no narrower
@@ -171,7 +171,7 @@ def child_query(dsn: str, workdir: str, tag: str, truth_file: str, breadth: str,
         import psycopg
         from psycopg import sql
 
-        from mempalace_pg.store import builds
+        from mempalace_pg.engine import builds
 
         schema, done = f"bench_{tag}", []
 

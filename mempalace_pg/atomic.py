@@ -38,9 +38,9 @@ from mempalace.backends import PalaceRef
 from psycopg import sql
 
 from mempalace_pg.config import Settings
+from mempalace_pg.engine import backlog
 from mempalace_pg.graph.kg import AgeKnowledgeGraph
 from mempalace_pg.graph.values import entity_id_of
-from mempalace_pg.store import backlog
 from mempalace_pg.store.collection import DRAWERS_COLLECTION, PostgresCollection
 from mempalace_pg.store.records import clean_batch
 from mempalace_pg.text import storable

@@ -12,9 +12,9 @@ for the process, in the module that uses it:
   What a pool's connections learn of the way to the server (a pooler between, the search path) is the
   pool's own (``HotFirstPool.route``).
 - On each ``Database`` (``Database.kept``), gone with it: per collection, its vector index's
-  ``IndexState`` (``store/indexing.py``): the layout as last read (``LAYOUT_TTL_S``), the folder this
+  ``IndexState`` (``engine/indexing.py``): the layout as last read (``LAYOUT_TTL_S``), the folder this
   process started, when it last looked for one and whether it was told none can run, and the rows
-  written since it last counted those waiting for the index (``store/backlog.py``).
+  written since it last counted those waiting for the index (``engine/backlog.py``).
 - ``graph/kg.py``: ``_PALACE_PKS``, palace identity -> palace_pk, until ``forget_palaces()``.
 - ``graph/values.py``: ``_MEMPALACE``, MemPalace's helpers imported once, for the process.
 - ``graph/routing.py``: ``_SQLITE_CLASS``, MemPalace's own SQLite ``KnowledgeGraph``, for the process.

@@ -45,8 +45,8 @@ def main() -> int:
     os.environ["MEMPALACE_PG_SCHEMA"] = schema
     from mempalace_pg import unit_of_work
     from mempalace_pg.db import pool
+    from mempalace_pg.engine.indexing import folder_application_name
     from mempalace_pg.retrieval import PalaceSearch
-    from mempalace_pg.store.indexing import folder_application_name
 
     try:
         with unit_of_work(palace_key="smoke") as uow:

@@ -8,10 +8,10 @@ from typing import Optional, Sequence
 from psycopg import sql
 
 from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
+from mempalace_pg.engine import nearest
 from mempalace_pg.graph.values import checked_text, entity_id_of
 from mempalace_pg.retrieval.base import SearchBase, loaded_json, wing_room_keys
 from mempalace_pg.retrieval.hybrid import RRF_K
-from mempalace_pg.store import nearest
 from mempalace_pg.store.collection import PostgresCollection
 
 #: In "boost" mode, how much a drawer that is evidence for the neighbourhood gains (added to its

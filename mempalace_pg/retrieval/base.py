@@ -11,9 +11,9 @@ from psycopg import sql
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import Kept, StatementCache
+from mempalace_pg.engine import nearest
 from mempalace_pg.graph.kg import AgeKnowledgeGraph
 from mempalace_pg.graph.values import checked_text, mempalace_helpers, start_key
-from mempalace_pg.store import nearest
 from mempalace_pg.store.collection import PostgresCollection
 from mempalace_pg.store.records import as_matrix
 

@@ -8,10 +8,11 @@ from typing import Optional, Sequence
 from psycopg import sql
 
 from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
+from mempalace_pg.engine import nearest
 from mempalace_pg.graph.values import checked_text
 from mempalace_pg.retrieval.base import loaded_json, wing_room_keys
 from mempalace_pg.retrieval.staleness import Staleness, checked_stale_mode
-from mempalace_pg.store import nearest, search
+from mempalace_pg.store import search
 
 #: Reciprocal rank fusion constant (the usual 60): a document's fused score is sum(1 / (k + rank)).
 RRF_K = 60

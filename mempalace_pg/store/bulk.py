@@ -9,7 +9,7 @@ How it is fast:
 
 * no folder builds index segments during the load (it holds the segments as they are); at the end
   every row becomes one HNSW segment, built once with memory and a parallel worker, and the old
-  segments are dropped (see :mod:`mempalace_pg.store.indexing`);
+  segments are dropped (see :mod:`mempalace_pg.engine.indexing`);
 * each batch goes in with one binary COPY straight into the collection's partition;
 * the GIN indexes (full text, metadata) may buffer the whole load in their pending lists, which are
   merged once at the end (a small pending list, as the schema sets it, merges every few batches);

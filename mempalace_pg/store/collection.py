@@ -3,7 +3,7 @@
 
 Each collection's records live in their own partition of ``<schema>.records`` (``records_c<pk>``)
 with its vector index as HNSW segments over rows already written (the newest rows are searched
-exactly until a folder builds them a segment, see :mod:`mempalace_pg.store.indexing`). Every
+exactly until a folder builds them a segment, see :mod:`mempalace_pg.engine.indexing`). Every
 operation is one SQL statement on one pooled connection, filters are compiled to SQL (see
 :mod:`mempalace_pg.store.filters`), search statements are built in :mod:`mempalace_pg.store.search`,
 and every value travels as a bound parameter, vectors in binary.
@@ -32,7 +32,8 @@ from psycopg.types.json import Jsonb
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db.sqlkit import StatementCache, clamped_row_count
-from mempalace_pg.store import backlog, chroma_lexical, nearest, search
+from mempalace_pg.engine import backlog, nearest
+from mempalace_pg.store import chroma_lexical, search
 from mempalace_pg.store.filters import INDEX_PREFIX, wing_room_equalities
 from mempalace_pg.store.partition import COPY_THRESHOLD, DRAWERS_COLLECTION, Partition
 from mempalace_pg.store.records import (

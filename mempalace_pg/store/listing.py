@@ -20,7 +20,7 @@ from typing import Optional
 
 from psycopg import sql
 
-from mempalace_pg.store.nearest import facet_key_filter
+from mempalace_pg.engine.nearest import facet_key_filter
 from mempalace_pg.store.partition import Partition
 
 

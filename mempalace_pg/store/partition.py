@@ -18,9 +18,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from mempalace_pg.db.schema import records_table
-from mempalace_pg.store import builds, words
+from mempalace_pg.engine import builds, words
+from mempalace_pg.engine.indexing import SegmentIndex
 from mempalace_pg.store.filters import compile_filters
-from mempalace_pg.store.indexing import SegmentIndex
 from mempalace_pg.store.records import clean_lookup_ids
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 The lexical statement is one SQL statement, usable on its own (``lexical_search``) or as a subquery of a
 larger one (:mod:`mempalace_pg.retrieval` joins it with the graph). The nearest-vector statement is
-:mod:`mempalace_pg.store.nearest`'s.
+:mod:`mempalace_pg.engine.nearest`'s.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Optional
 from mempalace.backends.base import _IncludeSpec
 from psycopg import sql
 
-from mempalace_pg.store.nearest import Gate
-from mempalace_pg.store.words import LEXICAL_DF_CAP
+from mempalace_pg.engine.nearest import Gate
+from mempalace_pg.engine.words import LEXICAL_DF_CAP
 
 if TYPE_CHECKING:
     from mempalace_pg.store.partition import Partition
@@ -85,7 +85,7 @@ def lexical_sql(
     parameters are ``cparams``) by the words of the query text (the parameter ``text``, which the
     caller adds): id, document, metadata, score, best first (``rows=False``: id and score only).
     Returns the statement and its parameters but ``text``. ``gate``: the filter's wing/room gate
-    (:func:`mempalace_pg.store.nearest.wing_room_gate`), which lets a common word's sample be filtered
+    (:func:`mempalace_pg.engine.nearest.wing_room_gate`), which lets a common word's sample be filtered
     row by row when the filter matches a large share (LEXICAL_HEAP_FILTER).
 
     The query is split into words in SQL, by the function that splits the documents

@@ -15,7 +15,7 @@ from mempalace.backends.base import (
 from psycopg import sql
 
 from mempalace_pg.db import locks
-from mempalace_pg.store import words
+from mempalace_pg.engine import words
 
 if TYPE_CHECKING:
     from mempalace_pg.db.pool import Database

@@ -79,7 +79,7 @@ def stop_folders(conn, schema: str) -> None:
     """End the vector index folders of the palace in ``schema`` (a running build holds locks a DROP of the
     schema needs), and no other palace's: another test run may share the server. Only those this role may
     signal (its own, or any for a superuser), so that no role fails here."""
-    from mempalace_pg.store.indexing import folder_application_name
+    from mempalace_pg.engine.indexing import folder_application_name
 
     conn.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

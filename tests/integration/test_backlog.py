@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from mempalace_pg.store import backlog, indexing
+from mempalace_pg.engine import backlog, indexing
 
 
 def write(col, start: int, n: int, rng) -> float:
@@ -37,7 +37,7 @@ def test_a_writer_waits_for_the_folder_and_never_for_good(make_collection, monke
     # MAX_WAIT_S, says so, and writes on.
     held = part.index.pause()
     try:
-        with caplog.at_level(logging.WARNING, logger="mempalace_pg.store.backlog"):
+        with caplog.at_level(logging.WARNING, logger="mempalace_pg.engine.backlog"):
             took = write(col, 200, 600, rng)
         assert took >= 1.5
         assert any("wait for the vector index" in r.getMessage() for r in caplog.records), caplog.text

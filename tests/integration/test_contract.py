@@ -18,8 +18,9 @@ from mempalace.backends import (
 )
 from mempalace.backends.base import EmbedderIdentity, UnsupportedMaintenanceKindError
 
+from mempalace_pg.engine import indexing
 from mempalace_pg.marker import MARKER_FILENAME
-from mempalace_pg.store import bulk, indexing
+from mempalace_pg.store import bulk
 from mempalace_pg.store.backend import PostgresBackend
 
 from _backend_conformance import assert_partition_isolation  # noqa: PLC2701 - MemPalace's file, kept under its name
@@ -393,7 +394,7 @@ def test_wing_room_query_arms_agree_with_exact_answer(make_collection, monkeypat
     (few), chosen inside the statement from facet_counts; both give the exact top k here."""
     import numpy as np
 
-    from mempalace_pg.store import nearest
+    from mempalace_pg.engine import nearest
 
     monkeypatch.setattr(nearest, "EXACT_SCAN_MAX", exact_scan_max)
     col = make_collection()

@@ -13,7 +13,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from mempalace_pg.store import nearest
+from mempalace_pg.engine import nearest
 from mempalace_pg.store.filters import wing_room_equalities
 
 DIM = 16

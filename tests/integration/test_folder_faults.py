@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from mempalace_pg.store import builds, indexing
+from mempalace_pg.engine import builds, indexing
 from tests.integration.test_indexing import random_drawers, waiting
 
 
@@ -72,7 +72,7 @@ def _start_folder(pg_session_dsn: str, schema: str, pk: int) -> subprocess.Popen
     env = {k: v for k, v in os.environ.items() if k != "MEMPALACE_PG_FOLDER"}
     env[indexing.DSN_VARIABLE] = pg_session_dsn
     return subprocess.Popen(
-        [sys.executable, "-m", "mempalace_pg.store.folder", schema, str(pk)],
+        [sys.executable, "-m", "mempalace_pg.engine.folder", schema, str(pk)],
         env=env,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
@@ -216,7 +216,7 @@ def test_a_folder_that_dies_mid_build(
 
 MERGE_THEN_DIE = """
 import os, signal, sys
-from mempalace_pg.store import folder
+from mempalace_pg.engine import folder
 schema, pk, dim = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 conn = folder.connect_folder(os.environ["MEMPALACE_PG_FOLDER_DSN"], schema)
 f = folder.Folder(conn, schema, pk)
@@ -235,7 +235,7 @@ def test_a_folder_killed_right_after_a_merge(
     col = make_collection()
     pk = col.partition.pk
     vecs = random_drawers(col, 3000, 16, seed=12)
-    from mempalace_pg.store import folder
+    from mempalace_pg.engine import folder
 
     with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)

@@ -14,7 +14,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from mempalace_pg.store import builds, folder, indexing
+from mempalace_pg.engine import builds, folder, indexing
 
 #: A writer: upserts ROWS drawers in batches of 50 into the palace at argv[1], prints "written", then
 #: waits on stdin (so the test chooses how it ends).
@@ -323,7 +323,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
     a tail row through rewrites and deletes, and none once the rows are in a segment."""
     import numpy as np
 
-    from mempalace_pg.store import nearest
+    from mempalace_pg.engine import nearest
 
     monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # no segment: every row is in the tail
     col = make_collection()
@@ -506,7 +506,7 @@ def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
     """warm() reads a segment's every block into shared buffers (pg_prewarm), and the folder does it
     before it registers the segment, so no search is planned over a cold one."""
 
-    from mempalace_pg.store import warm
+    from mempalace_pg.engine import warm
 
     monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test folds itself
     with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:

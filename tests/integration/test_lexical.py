@@ -138,7 +138,8 @@ def test_a_wing_filter_samples_common_words_through_its_index_or_row_by_row(make
     """Under a wing filter, a common word's sample comes from reading the word's rows and testing the
     wing on each when the wing holds a large share of the palace, through the wing's index when it
     holds a small one; either way every hit is in the wing and the rare word's drawers come first."""
-    from mempalace_pg.store import nearest, search
+    from mempalace_pg.engine import nearest
+    from mempalace_pg.store import search
 
     words = [f"filler{i}" for i in range(40)]
     ids, docs, metas = [], [], []
@@ -235,7 +236,8 @@ def test_common_words_are_counted_exactly_and_scored_with_their_counts(
     grow by LEXICAL_RECOUNT_GROWTH. (A cap of 20 makes common words of 400 real documents.)"""
     import random
 
-    from mempalace_pg.store import search, words
+    from mempalace_pg.engine import words
+    from mempalace_pg.store import search
 
     monkeypatch.setattr(search, "LEXICAL_DF_CAP", 20)
     monkeypatch.setattr(words, "LEXICAL_DF_CAP", 20)

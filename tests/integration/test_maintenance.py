@@ -30,7 +30,7 @@ from server_tools import server_tool
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db import defects, schema
-from mempalace_pg.store import builds, indexing
+from mempalace_pg.engine import builds, indexing
 from mempalace_pg.store.backend import PostgresBackend
 from mempalace_pg.tools.backup import backup
 

@@ -255,7 +255,7 @@ def test_without_a_session_dsn_searches_stay_exact_and_bulk_work_says_what_it_ne
     pool.close_all()
     try:
         col = make_collection(name=f"nosession-{uuid.uuid4().hex[:6]}")
-        with caplog.at_level(logging.WARNING, logger="mempalace_pg.store.indexing"):
+        with caplog.at_level(logging.WARNING, logger="mempalace_pg.engine.indexing"):
             col.upsert(ids=["a", "b"], documents=["alpha", "beta"], embeddings=[[1.0, 0.0], [0.0, 1.0]])
         assert "MEMPALACE_PG_SESSION_DSN is not set" in caplog.text
         # no folder: the rows wait, searched exactly

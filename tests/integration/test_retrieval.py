@@ -215,7 +215,7 @@ def test_around_entity_fuse_matches_the_slow_way(world):
 
 def test_around_entity_by_the_index_arm_too(world, monkeypatch):
     """Large evidence sets go through the HNSW index (iterative scan) instead of an exact scan."""
-    from mempalace_pg.store import nearest
+    from mempalace_pg.engine import nearest
 
     monkeypatch.setattr(nearest, "EXACT_SCAN_MAX", 0)
     q = world["vecs"][5]

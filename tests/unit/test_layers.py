@@ -1,7 +1,8 @@
 """The package's layers, as CONTRIBUTING.md's table (docs/architecture.md) draws them, kept by a check.
 
 Each module of ``mempalace_pg`` is on one floor and imports only from its own floor or those below it,
-at module level or inside a function alike; ``graph/`` never imports ``store/``. No module takes
+at module level or inside a function alike: the vector-index engine (``engine/``) sits below ``store/`` and
+never imports it; ``graph/`` never imports ``store/``. No module takes
 another module's private name (``from x import _y``) or reaches into another object's private
 attribute (``obj._y`` where ``obj`` is not ``self`` or ``cls``). The few reach-ins into MemPalace's
 own private names are deliberate and listed in :data:`ALLOWED_PRIVATE`, each with the module using it.
@@ -22,16 +23,17 @@ FLOORS = {
     "marker": 0,
     "patching": 0,
     "db": 1,
-    "store": 2,
-    "graph": 2,
-    "tools": 3,
-    "atomic": 3,
-    "mining": 3,
-    "retrieval": 3,
-    "mcp_tools": 3,
-    "hooks": 3,
-    "cli": 3,
-    "registries": 3,
+    "engine": 2,
+    "store": 3,
+    "graph": 3,
+    "tools": 4,
+    "atomic": 4,
+    "mining": 4,
+    "retrieval": 4,
+    "mcp_tools": 4,
+    "hooks": 4,
+    "cli": 4,
+    "registries": 4,
 }
 
 #: Private attributes read on an object other than ``self``, on purpose, by the module that reads them:

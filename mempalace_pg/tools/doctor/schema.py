@@ -10,7 +10,7 @@ from psycopg import sql
 
 from mempalace_pg.config import Settings
 from mempalace_pg.db.schema import records_table
-from mempalace_pg.store.indexing import HNSW_MAX_DIM
+from mempalace_pg.engine.indexing import HNSW_MAX_DIM
 from mempalace_pg.tools.doctor.report import Report
 
 
@@ -177,7 +177,7 @@ def mib(n: int) -> str:
 
 
 def _check_index_memory(report: Report, conn: psycopg.Connection, index_bytes: int) -> None:
-    from mempalace_pg.store.warm import prewarm_function, shared_buffers_bytes
+    from mempalace_pg.engine.warm import prewarm_function, shared_buffers_bytes
 
     report.add("memory", *index_memory_finding(index_bytes, shared_buffers_bytes(conn)))
     if prewarm_function(conn) is None:

@@ -1,7 +1,8 @@
 """Building a collection's HNSW segments: the build session (memory, workers where pgvector's parallel
 build is safe), how many rows one build holds, registering a built segment, rebuilding every row at once
-(bulk loads, ``reindex``) and finding the indexes no segment lists. The folder (:mod:`mempalace_pg.store.
-folder`) and bulk loads call these; the layout and the folder's policy are :mod:`mempalace_pg.store.indexing`.
+(bulk loads, ``reindex``) and finding the indexes no segment lists. The folder
+(:mod:`mempalace_pg.engine.folder`) and bulk loads call these; the layout and the folder's policy are
+:mod:`mempalace_pg.engine.indexing`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from psycopg import sql
 
 from mempalace_pg.db import defects, locks
 from mempalace_pg.db.schema import records_table
-from mempalace_pg.store.indexing import (
+from mempalace_pg.engine.indexing import (
     BUILD_MEMORY,
     BUILD_ROW_OVERHEAD,
     BUILD_WORKERS,
@@ -27,7 +28,7 @@ from mempalace_pg.store.indexing import (
     segment_ddl,
     segment_name,
 )
-from mempalace_pg.store.warm import warm, warm_segments
+from mempalace_pg.engine.warm import warm, warm_segments
 
 log = logging.getLogger(__name__)
 

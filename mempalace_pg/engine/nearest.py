@@ -2,7 +2,7 @@
 
 One SQL statement, usable on its own (``PostgresCollection.query``) or as a subquery of a larger one
 (:mod:`mempalace_pg.retrieval` joins it with the graph). It takes the collection's
-:class:`~mempalace_pg.store.indexing.SegmentIndex`: the layout it is written for, its table and width.
+:class:`~mempalace_pg.engine.indexing.SegmentIndex`: the layout it is written for, its table and width.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Optional
 from psycopg import sql
 
 from mempalace_pg.db.sqlkit import MAX_ROW_COUNT, Kept, StatementCache, row_count
-from mempalace_pg.store import indexing
-from mempalace_pg.store.indexing import SegmentIndex
+from mempalace_pg.engine import indexing
+from mempalace_pg.engine.indexing import SegmentIndex
 
 #: A filtered query takes this many times n_results candidates from the index before re-ranking: the
 #: iterative scan returns batches out of order, and a few more candidates put the best ones back in

@@ -1,4 +1,4 @@
-"""The vector index's pure parts (mempalace_pg.store.indexing): how wide a search over segments walks, and
+"""The vector index's pure parts (mempalace_pg.engine.indexing): how wide a search over segments walks, and
 the SQL that names a segment. tests/integration/test_indexing.py runs the index on the server."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from psycopg import sql
 
-from mempalace_pg.store import indexing
+from mempalace_pg.engine import indexing
 
 
 def test_breadth_narrows_with_the_share_of_the_largest_segment():

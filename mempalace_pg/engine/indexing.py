@@ -12,7 +12,7 @@ How. Every write gives its row the next ``records.vector_seq``. A collection's v
 every segment) exactly, all in one statement, so a row is found the moment its transaction commits.
 A row written again takes a new vector_seq and so leaves its segment: no graph insert either.
 
-Who. A *folder* process per collection (``python -m mempalace_pg.store.folder``) turns the tail into
+Who. A *folder* process per collection (``python -m mempalace_pg.engine.folder``) turns the tail into
 segments and merges segments, with ``CREATE INDEX CONCURRENTLY``, so no writer or reader waits for it.
 Any process that writes to a collection, or searches one that has a tail, starts a folder when none
 runs. The folder is a session of its own: it outlives the CLI that started it (Ctrl-C included), and
@@ -34,7 +34,7 @@ worth it, and where pgvector can insert beside VACUUM safely a small quiet tail 
 newest segment instead. Under sustained writes, once there are more than MAX_SEGMENTS, the newest
 MERGE_TIER or more of similar size are merged, up to TIER_MERGE_ROWS (size tiers): no merge then
 holds the tail up for long, and each row is rebuilt about once per tier. A writer that outruns the
-folder waits for it once more than BACKLOG_ROWS rows wait (:mod:`mempalace_pg.store.backlog`). What the
+folder waits for it once more than BACKLOG_ROWS rows wait (:mod:`mempalace_pg.engine.backlog`). What the
 folder builds while writes go on is *young*: built with a narrower construction search
 (YOUNG_HNSW_OPTIONS), faster to build, so the folder keeps up with a writer; once writes pause,
 each young segment is rebuilt with HNSW_OPTIONS, in a merge or alone (``vector_segments.young``);
@@ -115,7 +115,7 @@ TIER_MERGE_ROWS = 50 * FOLD_ROWS
 #: search_breadth; measured in benchmarks/RESULTS.md, "Search breadth over segments").
 MIN_SEARCH_BREADTH = 60
 #: A writer whose collection has more rows than this waiting for the index waits for the folder before
-#: it writes on (:mod:`mempalace_pg.store.backlog`): every query scans those rows, so a palace searched
+#: it writes on (:mod:`mempalace_pg.engine.backlog`): every query scans those rows, so a palace searched
 #: right after a bulk write (an MCP server that files, then searches) stays quick. MEMPALACE_PG_BACKLOG_ROWS
 #: sets another number (0: writers never wait).
 BACKLOG_ROWS = process_setting("backlog_rows")
@@ -163,7 +163,7 @@ CONNECTION_CHECK_MS = 1000
 #: The environment variable that carries the DSN to a folder (never its command line, which `ps` shows).
 DSN_VARIABLE = "MEMPALACE_PG_FOLDER_DSN"
 #: The module a folder runs (``python -m``).
-FOLDER_MODULE = "mempalace_pg.store.folder"
+FOLDER_MODULE = "mempalace_pg.engine.folder"
 
 
 def folder_application_name(schema: str) -> str:
@@ -297,7 +297,7 @@ class SegmentIndex:
 
         ``start_folder``: when the layout is read anew and shows work for a folder (a tail, or segment
         indexes no segment lists, which a folder that died left behind: the folder started sweeps
-        them, :meth:`~mempalace_pg.store.folder.Folder.sweep_orphans`), start one unless one runs (a
+        them, :meth:`~mempalace_pg.engine.folder.Folder.sweep_orphans`), start one unless one runs (a
         read that may start a process says so at the call)."""
         state = self.state
         now = time.monotonic()

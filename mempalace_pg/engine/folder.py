@@ -1,10 +1,10 @@
 """The folder: the process that turns a collection's tail into vector index segments and merges them.
 
-``python -m mempalace_pg.store.folder SCHEMA COLLECTION_PK`` (the DSN in MEMPALACE_PG_FOLDER_DSN), started
-by :meth:`mempalace_pg.store.indexing.SegmentIndex.ensure_folder` in whichever process writes to or searches a
-collection with rows waiting, and detached from it, so it outlives a CLI that exits. Its policy (when
-to fold, when and what to merge) and the thresholds it follows are described in
-:mod:`mempalace_pg.store.indexing`.
+``python -m mempalace_pg.engine.folder SCHEMA COLLECTION_PK`` (the DSN in MEMPALACE_PG_FOLDER_DSN), started
+by :meth:`mempalace_pg.engine.indexing.SegmentIndex.ensure_folder` in whichever process writes to or
+searches a collection with rows waiting, and detached from it, so it outlives a CLI that exits. Its
+policy (when to fold, when and what to merge) and the thresholds it follows are described in
+:mod:`mempalace_pg.engine.indexing`.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from psycopg import sql
 from mempalace_pg.db import defects, locks
 from mempalace_pg.db.connect import KEEPALIVES
 from mempalace_pg.db.schema import records_table
-from mempalace_pg.store.builds import (
+from mempalace_pg.engine.builds import (
     build_capacity,
     build_session,
     forget_folded,
     forget_tail,
     register,
 )
-from mempalace_pg.store.indexing import (
+from mempalace_pg.engine.indexing import (
     ABSORB_ROWS,
     BACKLOG_ROWS,
     DSN_VARIABLE,
@@ -56,8 +56,8 @@ from mempalace_pg.store.indexing import (
     segment_ddl,
     segment_name,
 )
-from mempalace_pg.store.warm import warm, warm_segments
-from mempalace_pg.store.words import LEXICAL_RECOUNT_GROWTH, remember_common_words
+from mempalace_pg.engine.warm import warm, warm_segments
+from mempalace_pg.engine.words import LEXICAL_RECOUNT_GROWTH, remember_common_words
 
 
 class Folder:
@@ -164,7 +164,7 @@ class Folder:
         if current.newest != self.last_newest:
             self.last_newest, self.last_change = current.newest, now
         tail = self.count_above(current.top) if current.has_tail else 0
-        # More rows waiting than a writer may leave: it waits for this folder (mempalace_pg.store.backlog),
+        # More rows waiting than a writer may leave: it waits for this folder (mempalace_pg.engine.backlog),
         # it has not stopped. A full build now would hold it up; a young fold lets it write on.
         backlogged = 0 < BACKLOG_ROWS < tail
         quiet = now - self.last_change >= QUIET_S and not backlogged
@@ -446,7 +446,7 @@ def connect_folder(dsn: str, schema: str) -> psycopg.Connection:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m mempalace_pg.store.folder SCHEMA COLLECTION_PK``, the DSN in MEMPALACE_PG_FOLDER_DSN."""
+    """``python -m mempalace_pg.engine.folder SCHEMA COLLECTION_PK``, the DSN in MEMPALACE_PG_FOLDER_DSN."""
     schema, pk = argv[0], int(argv[1])
     dsn = os.environ.get(DSN_VARIABLE)
     if not dsn:

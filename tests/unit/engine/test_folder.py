@@ -1,10 +1,10 @@
-"""The folder's plan (mempalace_pg.store.folder): which segments it merges, decided without a database.
+"""The folder's plan (mempalace_pg.engine.folder): which segments it merges, decided without a database.
 tests/integration/test_indexing.py runs folders against the server."""
 
 from __future__ import annotations
 
-from mempalace_pg.store import indexing
-from mempalace_pg.store.folder import Folder
+from mempalace_pg.engine import indexing
+from mempalace_pg.engine.folder import Folder
 
 CAPACITY = 700_000  # rows one build fits in memory
 
@@ -34,7 +34,7 @@ def test_merges_leave_full_segments_as_they_are():
 
 
 def test_under_writes_each_row_is_rebuilt_about_once_per_tier():
-    # a writer held to the folder's pace (mempalace_pg.store.backlog) leaves folds of a few thousand rows
+    # a writer held to the folder's pace (mempalace_pg.engine.backlog) leaves folds of a few thousand rows
     segments, hi, built = [], 0, 0
     while hi < 1_000_000:
         segments.append(segment(4_500, hi))

@@ -1,11 +1,11 @@
 """Back-pressure: a writer waits for the folder when too many of its rows wait for the vector index.
 
 Why. Rows no segment holds yet (the *tail*) are searched by every query, at a cost that grows with
-them; the folder (:mod:`mempalace_pg.store.folder`) turns them into segments, but a bulk writer (``mempalace
+them; the folder (:mod:`mempalace_pg.engine.folder`) turns them into segments, but a bulk writer (``mempalace
 mine``, a migration) can write faster than the folder builds while it also merges. A process that files a
 hundred thousand drawers and then searches at once (an MCP server) met tens of thousands of rows in the
 tail ("A big palace while it is being written" in benchmarks/RESULTS.md). So once more than
-:data:`~mempalace_pg.store.indexing.BACKLOG_ROWS` rows wait, a writer waits for the folder before it
+:data:`~mempalace_pg.engine.indexing.BACKLOG_ROWS` rows wait, a writer waits for the folder before it
 writes on: the tail a search meets stays about that long, and a writer runs at the folder's pace.
 
 A writer waits only where a folder can run (see :meth:`SegmentIndex.folder_may_run`: not behind a pooler
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Optional
 
 from psycopg import sql
 
-from mempalace_pg.store import indexing
+from mempalace_pg.engine import indexing
 
 if TYPE_CHECKING:
-    from mempalace_pg.store.indexing import SegmentIndex
+    from mempalace_pg.engine.indexing import SegmentIndex
 
 log = logging.getLogger(__name__)
 
