@@ -11,6 +11,7 @@ for the process, in the module that uses it:
   pooled connection's hnsw.ef_search, is weakly keyed by the connection and lives as long as it.
   What a pool's connections learn of the way to the server (a pooler between, the search path) is the
   pool's own (``HotFirstPool.route``).
+- ``db/schema.py``: ``head_revision()`` (``lru_cache``), the migrations' head: immutable.
 - On each ``Database`` (``Database.kept``), gone with it: per collection, its vector index's
   ``IndexState`` (``engine/indexing.py``): the layout as last read (``LAYOUT_TTL_S``), the folder this
   process started, when it last looked for one and whether it was told none can run, and the rows
@@ -20,6 +21,8 @@ for the process, in the module that uses it:
 - ``graph/routing.py``: ``_SQLITE_CLASS``, MemPalace's own SQLite ``KnowledgeGraph``, for the process.
 - ``graph/statements.py``: ``statements()`` (``lru_cache``), each graph's statements, each keeping its
   timeline pages in a bounded ``StatementCache``, until ``statements.cache_clear()``.
+- ``mining.py``: ``_MINING``, a context variable: the mined item's transactions of this thread or task,
+  for as long as MemPalace mines one source file.
 - ``patching.py``: ``_PATCHES`` and ``_patched``, the registered patches and the modules patched, for
   the process.
 - ``mcp_tools/in_mempalace.py``: ``_tools``, the pg_* tools per palace directory, until ``forget()``.

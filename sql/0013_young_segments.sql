@@ -5,7 +5,7 @@
 --
 -- Under sustained writes the folder builds segments that a quiet pass will merge or rebuild anyway:
 -- those it builds with a narrower construction search (YOUNG_HNSW_OPTIONS in
--- mempalace_pg/engine/indexing.py), which builds faster, so that the folder keeps up
+-- mempalace_pg/store/indexing.py), which builds faster, so that the folder keeps up
 -- with a writer and the rows searched exactly (the tail) stay few. Queries re-rank every candidate by
 -- the exact distance either way. Once writes pause, the folder rebuilds each young segment with the
 -- full options (alone, or in a merge); this column tells it which ones, and tells whoever reads the

@@ -6,7 +6,7 @@
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS age;
 -- Optional, from PostgreSQL's contrib: a vector index segment just built is read into shared buffers before
--- searches switch to it (mempalace_pg/engine/warm.py). Not trusted either, so the bootstrap creates it, where
+-- searches switch to it (mempalace_pg/store/warm.py). Not trusted either, so the bootstrap creates it, where
 -- the server has it.
 SELECT 'CREATE EXTENSION IF NOT EXISTS pg_prewarm'
 WHERE EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_prewarm') \gexec
