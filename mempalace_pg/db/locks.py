@@ -39,6 +39,24 @@ def segments_key(schema: str, pk: int) -> str:
     return f"mempalace_pg:segments:{schema}:{int(pk)}"
 
 
+def creation_key(schema: str, namespace: str, palace_key: str, collection: str) -> str:
+    """Held (transaction-level) by the one process creating a collection: a second creator waits, then
+    finds the first one's rows."""
+    return f"mempalace_pg:create:{schema}:{namespace}:{palace_key}:{collection}"
+
+
+def maintenance_key(kind: str, relname: str) -> str:
+    """Held by one run of maintenance ``kind`` (``analyze``, ``reindex``) of a collection's table ``relname``
+    at a time: a second finds it taken and reports ``already_running``."""
+    return f"mempalace_pg:{kind}:{relname}"
+
+
+def xact_lock(conn: psycopg.Connection, key: str) -> None:
+    """Take the transaction-level advisory lock ``key``, waiting for its holder (released at the end of the
+    transaction ``conn`` is in)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+
+
 def schema_key(schema: str) -> str:
     """Serializes schema migrations (a transaction-level lock: no build runs under it, see upgrade)."""
     return f"mempalace_pg:schema:{schema}"
@@ -92,6 +110,9 @@ def held(
 __all__ = [
     "DEFAULT_WAIT_S",
     "acquire",
+    "creation_key",
+    "maintenance_key",
+    "xact_lock",
     "folder_key",
     "held",
     "release",

@@ -379,7 +379,7 @@ def run_migrations_online(context) -> None:
         )
         with context.begin_transaction():
             # Serialize concurrent first use: the second process waits, then finds the head applied.
-            raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (locks.schema_key(settings.schema),))
+            locks.xact_lock(raw, locks.schema_key(settings.schema))
             # A revision that builds an HNSW index builds it serially where pgvector's parallel build
             # is unsafe (db/defects.py); PostgreSQL's default would use two workers on a large table.
             if not defects.parallel_hnsw_build_safe(raw):

@@ -33,6 +33,13 @@ from mempalace_pg.engine.warm import warm, warm_segments
 log = logging.getLogger(__name__)
 
 
+def drop_index(conn: psycopg.Connection, schema: str, name: str, *, concurrently: bool = True) -> None:
+    """Drop the segment index ``name`` if it is there: CONCURRENTLY (the folder's way: no reader or writer
+    waits), or in the caller's session holding the segments lock (a rebuild, whose writers wait anyway)."""
+    how = sql.SQL("CONCURRENTLY " if concurrently else "")
+    conn.execute(sql.SQL("DROP INDEX {}IF EXISTS {}").format(how, sql.Identifier(schema, name)))
+
+
 def build_workers(conn: psycopg.Connection, wanted: int = BUILD_WORKERS) -> int:
     """The parallel workers a segment build on this server may use: ``wanted``, or none where the
     server's pgvector has the parallel HNSW build overflow (CVE-2026-3172, fixed in 0.8.2)."""
@@ -175,7 +182,7 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
             # the rows' first-pass entries too (without old segments, the folder's next pass does it)
             forget_tail(conn, schema, pk, lo)
         for stale in orphan_indexes(conn, schema, pk):  # the replaced segments, and any interrupted build's
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, stale)))
+            drop_index(conn, schema, stale, concurrently=False)
         if len(built) > 1:  # each segment's prewarm may have evicted blocks of the one before
             warm_segments(conn, schema, pk)
         return built
@@ -184,6 +191,7 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
 
 
 __all__ = [
+    "drop_index",
     "build_workers",
     "build_session",
     "build_capacity",

@@ -25,6 +25,7 @@ from mempalace_pg.db.schema import records_table
 from mempalace_pg.engine.builds import (
     build_capacity,
     build_session,
+    drop_index,
     forget_folded,
     forget_tail,
     register,
@@ -248,9 +249,7 @@ class Folder:
                     self._running = False
         except BaseException as exc:
             # an interrupted concurrent build leaves an invalid index behind
-            self.conn.execute(
-                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, name))
-            )
+            drop_index(self.conn, self.schema, name)
             if yielded.is_set() and isinstance(exc, psycopg.errors.QueryCanceled):
                 return  # writes came: the young folds go first
             raise
@@ -313,9 +312,7 @@ class Folder:
         for orphan in orphan_indexes(self.conn, self.schema, self.pk):
             if orphan in retired:
                 continue
-            self.conn.execute(
-                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, orphan))
-            )
+            drop_index(self.conn, self.schema, orphan)
 
     def fold(self, current: Layout, dim: int, capacity: int, *, young: bool = False) -> None:
         """The tail becomes a segment (rows written during the build stay in the tail), of at most
@@ -420,9 +417,7 @@ class Folder:
         if now == float("inf") and self.retired:
             time.sleep(max(0.0, max(when for when, _ in self.retired) - time.monotonic()))
         for name in due:
-            self.conn.execute(
-                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(self.schema, name))
-            )
+            drop_index(self.conn, self.schema, name)
         self.retired = [(when, name) for when, name in self.retired if name not in due]
         # their buffers are free now: the segments that stay get back what the last prewarm evicted
         warm_segments(self.conn, self.schema, self.pk)

@@ -31,6 +31,7 @@ from mempalace.backends.base import (
 from psycopg import sql
 
 from mempalace_pg.config import Settings, dsn_target
+from mempalace_pg.db import locks
 from mempalace_pg.db.schema import records_table
 from mempalace_pg.marker import (
     BACKEND_NAME,
@@ -269,10 +270,7 @@ class PostgresBackend(BaseBackend):
 
         def make(conn):
             # One creator at a time per collection; a second one finds the first one's rows.
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))",
-                (f"mempalace_pg:create:{db.schema}:{namespace}:{palace_key}:{collection_name}",),
-            )
+            locks.xact_lock(conn, locks.creation_key(db.schema, namespace, palace_key, collection_name))
             found = conn.execute(find, args).fetchone()
             if found:
                 return found[0], found[1]

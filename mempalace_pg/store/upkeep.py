@@ -94,11 +94,10 @@ class CollectionUpkeep:
             raise UnsupportedMaintenanceKindError(f"postgres backend has no maintenance kind {kind!r}")
         db = self.database()
         rel = self.partition.relname
-        key = f"mempalace_pg:{kind}:{rel}"
+        key = locks.maintenance_key(kind, rel)
         # a session lock held across statements (and a VACUUM): a session of its own, even behind a pooler
         with db.session(f"maintenance {kind!r}") as conn:
-            got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]
-            if not got:
+            if not locks.try_acquire(conn, key):
                 return MaintenanceResult(kind=kind, status="already_running")
             try:
                 if kind == "analyze":
@@ -128,7 +127,7 @@ class CollectionUpkeep:
                     stats={"table": rel, "seconds": round(time.perf_counter() - t0, 3)},
                 )
             finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+                locks.release(conn, key)
 
     def health(self) -> HealthStatus:
         if self._closed or self._backend.closed:
