@@ -4,9 +4,22 @@ options that name it."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
+from typing import Any, Callable, Iterable
 
 from mempalace_pg.config import ConfigError, Settings
+
+
+def report(args, result: Any, lines: Callable[[], Iterable[str]], *, ok: bool = True) -> int:
+    """Print what a command did or found, and return its exit code (1 when not ``ok``): with ``--json``
+    one JSON document (``result``, or its ``as_dict()``), else the lines ``lines()`` yields for a person."""
+    if getattr(args, "json", False):
+        print(json.dumps(result.as_dict() if hasattr(result, "as_dict") else result))
+    else:
+        for line in lines():
+            print(line)
+    return 0 if ok else 1
 
 
 def settings_of(args) -> Settings:
@@ -95,4 +108,12 @@ def palace_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-__all__ = ["settings_of", "palace_target", "open_kg", "open_search", "palace_handles", "palace_args"]
+__all__ = [
+    "report",
+    "settings_of",
+    "palace_target",
+    "open_kg",
+    "open_search",
+    "palace_handles",
+    "palace_args",
+]

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
-from mempalace_pg.cli.common import (
-    open_kg,
-    palace_args,
-)
+from mempalace_pg.cli.common import open_kg, palace_args, report
 from mempalace_pg.config import ConfigError
 
 
@@ -22,45 +18,42 @@ def cmd_kg_import(args) -> int:
         raise ConfigError(f"{args.sqlite}: no such file")
     kg = open_kg(args)
     show = print_table_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
-    report = import_sqlite(args.sqlite, kg, batch_size=args.batch, progress=show)
-    if args.json:
-        print(json.dumps(report.as_dict()))
-    else:
+    done = import_sqlite(args.sqlite, kg, batch_size=args.batch, progress=show)
+
+    def lines():
         for table in ("entities", "triples"):
-            w = report.written[table]
-            print(
-                f"{table}: {report.source_counts[table]} in {args.sqlite}; {w['inserted']} inserted, "
+            w = done.written[table]
+            yield (
+                f"{table}: {done.source_counts[table]} in {args.sqlite}; {w['inserted']} inserted, "
                 f"{w['updated']} updated, {w['unchanged']} unchanged; "
-                f"{report.verified[table]}/{report.source_counts[table]} verified in graph {kg.graph_name}"
+                f"{done.verified[table]}/{done.source_counts[table]} verified in graph {kg.graph_name}"
             )
-        print(f"{'OK' if report.ok else 'MISMATCH'} in {report.seconds:.1f} s ({kg!r})")
-    return 0 if report.ok else 1
+        yield f"{'OK' if done.ok else 'MISMATCH'} in {done.seconds:.1f} s ({kg!r})"
+
+    return report(args, done, lines, ok=done.ok)
 
 
 def cmd_kg_query(args) -> int:
     kg = open_kg(args)
     rows = kg.query_entity(args.entity, as_of=args.as_of, direction=args.direction)
-    if args.json:
-        print(json.dumps(rows))
-        return 0
-    if not rows:
-        print(f"nothing known about {args.entity!r}" + (f" as of {args.as_of}" if args.as_of else ""))
-    for r in rows:
-        span = f"[{r['valid_from'] or '…'} → {r['valid_to'] or 'now'}]"
-        print(f"{r['subject']} —{r['predicate']}→ {r['object']}  {span}")
-    return 0
+
+    def lines():
+        if not rows:
+            yield f"nothing known about {args.entity!r}" + (f" as of {args.as_of}" if args.as_of else "")
+        for r in rows:
+            span = f"[{r['valid_from'] or '…'} → {r['valid_to'] or 'now'}]"
+            yield f"{r['subject']} —{r['predicate']}→ {r['object']}  {span}"
+
+    return report(args, rows, lines)
 
 
 def cmd_kg_stats(args) -> int:
     stats = open_kg(args).stats()
-    if args.json:
-        print(json.dumps(stats))
-    else:
-        print(
-            f"{stats['entities']} entities, {stats['triples']} facts ({stats['current_facts']} current, "
-            f"{stats['expired_facts']} ended); predicates: {', '.join(stats['relationship_types']) or '-'}"
-        )
-    return 0
+    line = (
+        f"{stats['entities']} entities, {stats['triples']} facts ({stats['current_facts']} current, "
+        f"{stats['expired_facts']} ended); predicates: {', '.join(stats['relationship_types']) or '-'}"
+    )
+    return report(args, stats, lambda: [line])
 
 
 def register(sub) -> None:

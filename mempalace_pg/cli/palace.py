@@ -3,14 +3,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
+from typing import Iterator
 
-from mempalace_pg.cli.common import (
-    palace_args,
-    palace_handles,
-    settings_of,
-)
+from mempalace_pg.cli.common import palace_args, palace_handles, report, settings_of
 
 
 def cmd_export(args) -> int:
@@ -20,30 +16,25 @@ def cmd_export(args) -> int:
     drawers, kg = palace_handles(args, create=False)
     with write_atomically(args.file) as out:  # a cut-short export never looks complete
         counts = export_palace(out, drawers, kg)
-    print(
-        json.dumps(counts)
-        if args.json
-        else f"exported {', '.join(f'{v} {k}' for k, v in counts.items())} of {kg.palace_key!r} "
-        f"to {args.file}"
-    )
-    return 0
+    line = f"exported {', '.join(f'{v} {k}' for k, v in counts.items())} of {kg.palace_key!r} to {args.file}"
+    return report(args, counts, lambda: [line])
 
 
 def cmd_import(args) -> int:
     from mempalace_pg.tools.portable import import_palace
 
     drawers, kg = palace_handles(args, create=True)
-    report = import_palace(args.file, drawers, kg)
-    if args.json:
-        print(json.dumps(report.as_dict()))
-    else:
-        for key, expected in report.expected.items():
-            print(
-                f"{key}: {expected} in {args.file}; {report.written.get(key, 0)} written; "
-                f"{report.found.get(key, 0)} in the palace"
+    done = import_palace(args.file, drawers, kg)
+
+    def lines():
+        for key, expected in done.expected.items():
+            yield (
+                f"{key}: {expected} in {args.file}; {done.written.get(key, 0)} written; "
+                f"{done.found.get(key, 0)} in the palace"
             )
-        print(("OK" if report.ok else "MISMATCH") + f" ({kg.palace_key!r})")
-    return 0 if report.ok else 1
+        yield ("OK" if done.ok else "MISMATCH") + f" ({kg.palace_key!r})"
+
+    return report(args, done, lines, ok=done.ok)
 
 
 def _read_back(report) -> str:
@@ -59,7 +50,7 @@ def cmd_migrate(args) -> int:
     from mempalace_pg.tools.progress import print_collection_progress
 
     show = print_collection_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
-    report = migrate(
+    done = migrate(
         args.source,
         args.target,
         settings=settings_of(args),
@@ -67,36 +58,36 @@ def cmd_migrate(args) -> int:
         page=args.batch,
         progress=show,
     )
-    if args.json:
-        print(json.dumps(report.as_dict()))
-        return 0 if report.ok else 1
-    verb = "would copy" if report.dry_run else "copied"
-    print(f"{report.source} ({report.source_backend}) -> {report.target} (postgres)")
-    for name, c in report.collections.items():
+    return report(args, done, lambda: _migrate_lines(done), ok=done.ok)
+
+
+def _migrate_lines(done) -> Iterator[str]:
+    verb = "would copy" if done.dry_run else "copied"
+    yield f"{done.source} ({done.source_backend}) -> {done.target} (postgres)"
+    for name, c in done.collections.items():
         extra = (
             ""
-            if report.dry_run
+            if done.dry_run
             else (f": {c['written']} written, {c['skipped']} already there, {c['target']} in the target")
         )
-        read = report.reader.get(name)
+        read = done.reader.get(name)
         via = f", read from {'its files' if read == 'files' else read}" if read else ""
-        print(f"  {name}: {verb} {c['source']} records{extra}{via}")
-    if report.graph is not None:
-        g = report.graph
-        done = "" if report.dry_run else f" ({'verified' if g.get('ok') else 'NOT verified'})"
-        print(f"  knowledge graph: {verb} {g['entities']} entities, {g['triples']} triples into AGE{done}")
-    if report.dry_run:
-        print("dry run: nothing was written")
-        return 0
-    print(_read_back(report))
-    if report.ok:
-        print(
-            f"done in {report.seconds:.0f} s. Switch MemPalace over: `mempalace --palace {report.target} "
+        yield f"  {name}: {verb} {c['source']} records{extra}{via}"
+    if done.graph is not None:
+        g = done.graph
+        verified = "" if done.dry_run else f" ({'verified' if g.get('ok') else 'NOT verified'})"
+        yield f"  knowledge graph: {verb} {g['entities']} entities, {g['triples']} triples into AGE{verified}"
+    if done.dry_run:
+        yield "dry run: nothing was written"
+        return
+    yield _read_back(done)
+    if done.ok:
+        yield (
+            f"done in {done.seconds:.0f} s. Switch MemPalace over: `mempalace --palace {done.target} "
             "status`, "
-            f'or set "palace_path": "{report.target}" in MemPalace\'s config.json (with MEMPALACE_PG_DSN '
+            f'or set "palace_path": "{done.target}" in MemPalace\'s config.json (with MEMPALACE_PG_DSN '
             "set wherever MemPalace runs). The source palace is unchanged."
         )
-    return 0 if report.ok else 1
 
 
 def cmd_move_out(args) -> int:
@@ -105,7 +96,7 @@ def cmd_move_out(args) -> int:
     from mempalace_pg.tools.progress import print_collection_progress
 
     show = print_collection_progress if (not args.json and (args.progress or sys.stderr.isatty())) else None
-    report = move_out(
+    done = move_out(
         palace_target(args),
         args.target,
         backend=args.backend,
@@ -113,68 +104,64 @@ def cmd_move_out(args) -> int:
         page=args.batch,
         progress=show,
     )
-    if args.json:
-        print(json.dumps(report.as_dict()))
-        return 0 if report.ok else 1
-    print(f"{report.source} (postgres) -> {report.target} ({report.backend})")
-    for name, c in report.collections.items():
-        print(f"  {name}: {c['source']} records copied, {c['target']} in the new palace")
-    g = report.graph
-    print(
+    return report(args, done, lambda: _move_out_lines(done), ok=done.ok)
+
+
+def _move_out_lines(done) -> Iterator[str]:
+    yield f"{done.source} (postgres) -> {done.target} ({done.backend})"
+    for name, c in done.collections.items():
+        yield f"  {name}: {c['source']} records copied, {c['target']} in the new palace"
+    g = done.graph
+    yield (
         f"  knowledge graph: {g['entities']['target']} entities, {g['triples']['target']} facts "
-        f"in {report.graph_file}"
+        f"in {done.graph_file}"
     )
-    print(_read_back(report))
-    if report.ok:
-        print(
-            f"done in {report.seconds:.0f} s. Use it: `mempalace --palace {report.target} status`; "
+    yield _read_back(done)
+    if done.ok:
+        yield (
+            f"done in {done.seconds:.0f} s. Use it: `mempalace --palace {done.target} status`; "
             f"the postgres palace is unchanged."
         )
-    return 0 if report.ok else 1
 
 
 def cmd_switch(args) -> int:
     from mempalace_pg.tools.switch import switch
 
     result = switch(args.palace_dir)
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    before = result["before"]
-    print(
-        f"MemPalace now opens {result['palace_path']} ({result['backend']}) by default "
-        f"({result['config_file']}); before: {before['palace_path'] or 'its default palace'} "
-        f"({before['backend'] or 'chroma'})."
-    )
-    if result["backend"] == "postgres":
-        print("Every process that opens it needs MEMPALACE_PG_DSN (or postgres_dsn in that file).")
-    return 0
+
+    def lines():
+        before = result["before"]
+        yield (
+            f"MemPalace now opens {result['palace_path']} ({result['backend']}) by default "
+            f"({result['config_file']}); before: {before['palace_path'] or 'its default palace'} "
+            f"({before['backend'] or 'chroma'})."
+        )
+        if result["backend"] == "postgres":
+            yield "Every process that opens it needs MEMPALACE_PG_DSN (or postgres_dsn in that file)."
+
+    return report(args, result, lines)
 
 
 def cmd_backup(args) -> int:
     from mempalace_pg.tools.backup import backup
 
     result = backup(args.file, settings_of(args), pg_dump=args.pg_dump)
-    print(
-        json.dumps(result)
-        if args.json
-        else f"backed up schema {result['schema']} and graph {result['graph']} to {result['file']} "
+    line = (
+        f"backed up schema {result['schema']} and graph {result['graph']} to {result['file']} "
         f"({result['bytes'] / 1e6:.1f} MB); restore with `mempalace-pg restore {result['file']}`"
     )
-    return 0
+    return report(args, result, lambda: [line])
 
 
 def cmd_restore(args) -> int:
     from mempalace_pg.tools.backup import restore
 
     result = restore(args.file, settings_of(args), pg_restore=args.pg_restore)
-    print(
-        json.dumps(result)
-        if args.json
-        else f"restored schema {result['schema']} and graph {result['graph']} from {result['file']}; "
+    line = (
+        f"restored schema {result['schema']} and graph {result['graph']} from {result['file']}; "
         f"AGE sees {result['facts_seen_by_cypher']} facts. Check with `mempalace-pg doctor`."
     )
-    return 0
+    return report(args, result, lambda: [line])
 
 
 def register(sub) -> None:

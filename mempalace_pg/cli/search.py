@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import json
-from typing import Optional
+from typing import Iterator, Optional
 
-from mempalace_pg.cli.common import (
-    open_search,
-    palace_args,
-)
+from mempalace_pg.cli.common import open_search, palace_args, report
 
 
 def query_vector(text: str) -> list[float]:
@@ -45,31 +41,31 @@ def cmd_search_around(args) -> int:
             wing=args.wing,
             room=args.room,
         )
-    if args.json:
-        print(json.dumps(result))
-        return 0
+    return report(args, result, lambda: _around_lines(args, result))
+
+
+def _around_lines(args, result: dict) -> Iterator[str]:
     if not result["entity_found"]:
-        print(f"no entity {args.entity!r} in this palace's knowledge graph: nothing to search around")
-        return 0
-    print(
+        yield f"no entity {args.entity!r} in this palace's knowledge graph: nothing to search around"
+        return
+    yield (
         f"{args.entity}: {result['entities'] - 1} entities within {args.hops} hop(s), {result['facts']} "
         "facts, "
         f"{result['evidence_drawers']} source drawers" + (f" (as of {args.as_of})" if args.as_of else "")
     )
     if not result["hits"]:
-        print("no drawers found")
+        yield "no drawers found"
     for i, hit in enumerate(result["hits"], 1):
         mark = "*" if hit["evidence"] else " "
         meta = hit.get("metadata") or {}
-        print(
+        yield (
             f"{i:2d}.{mark} {hit['id']}  similarity {hit['similarity']:.3f}  "
             f"[{meta.get('wing', '-')}/{meta.get('room', '-')}]  {_snippet(hit['document'])}"
         )
         for fact in hit["facts"]:
-            print(f"       {_fact_line(fact)}")
+            yield f"       {_fact_line(fact)}"
     if args.mode == "boost":
-        print("(* = source of a fact in the neighbourhood, boosted)")
-    return 0
+        yield "(* = source of a fact in the neighbourhood, boosted)"
 
 
 def cmd_search_facts(args) -> int:
@@ -78,23 +74,23 @@ def cmd_search_facts(args) -> int:
         result = search.facts_with_evidence(
             args.entity, vector, as_of=args.as_of, direction=args.direction, limit=args.n
         )
-    if args.json:
-        print(json.dumps(result))
-        return 0
+    return report(args, result, lambda: _facts_lines(args, result))
+
+
+def _facts_lines(args, result: dict) -> Iterator[str]:
     if not result["entity_found"]:
-        print(f"no entity {args.entity!r} in this palace's knowledge graph")
-        return 0
+        yield f"no entity {args.entity!r} in this palace's knowledge graph"
+        return
     if not result["facts"]:
-        print(f"nothing known about {args.entity!r}" + (f" as of {args.as_of}" if args.as_of else ""))
+        yield f"nothing known about {args.entity!r}" + (f" as of {args.as_of}" if args.as_of else "")
     for fact in result["facts"]:
         sim = f"similarity {fact['similarity']:.3f}" if fact.get("similarity") is not None else ""
-        print(f"{_fact_line(fact)}  {sim}")
+        yield f"{_fact_line(fact)}  {sim}"
         if fact["source_drawer_id"]:
-            print(
+            yield (
                 f"    from drawer {fact['source_drawer_id']} ({fact['evidence']}): "
                 f"{_snippet(fact.get('document'))}"
             )
-    return 0
 
 
 def cmd_search_entities(args) -> int:
@@ -108,18 +104,18 @@ def cmd_search_entities(args) -> int:
             room=args.room,
             query_text=args.query,
         )
-    if args.json:
-        print(json.dumps(rows))
-        return 0
+    return report(args, rows, lambda: _entities_lines(rows))
+
+
+def _entities_lines(rows: list) -> Iterator[str]:
     if not rows:
-        print("no entities are linked to the drawers nearest to this query")
+        yield "no entities are linked to the drawers nearest to this query"
     for i, row in enumerate(rows, 1):
         best = "named in the query" if row["score"] is None else f"best similarity {row['score']:.3f}"
-        print(
+        yield (
             f"{i:2d}. {row['name'] or row['entity_id']} ({row['type']})  {best}  "
             f"{row['drawers']} drawer(s), {row['facts']} fact(s); best: {row['best_drawer']}"
         )
-    return 0
 
 
 def cmd_search_hybrid(args) -> int:
@@ -134,19 +130,19 @@ def cmd_search_hybrid(args) -> int:
             stale=args.stale,
             **({} if args.text_weight is None else {"text_weight": args.text_weight}),
         )
-    if args.json:
-        print(json.dumps(rows))
-        return 0
+    return report(args, rows, lambda: _hybrid_lines(rows))
+
+
+def _hybrid_lines(rows: list) -> Iterator[str]:
     if not rows:
-        print("no drawers found")
+        yield "no drawers found"
     for i, row in enumerate(rows, 1):
         ranks = f"vector #{row['vector_rank'] or '-'}, text #{row['text_rank'] or '-'}"
         meta = row.get("metadata") or {}
-        print(
+        yield (
             f"{i:2d}. {row['id']}  rrf {row['score']:.4f} ({ranks})  [{meta.get('wing', '-')}/"
             f"{meta.get('room', '-')}]{_staleness(row)}  {_snippet(row['document'])}"
         )
-    return 0
 
 
 def _staleness(row: dict) -> str:
