@@ -66,6 +66,22 @@ def forget_palaces() -> None:
         _PALACE_PKS.clear()
 
 
+def fact_names(subject: str, predicate: str, **objects: str) -> tuple[str, str, tuple[str, ...]]:
+    """A fact's subject, predicate and object(s) (by the field name an error names), each checked as
+    every write checks them: text PostgreSQL can hold, and not empty."""
+    return (
+        checked_text(subject, "subject", required=True),
+        checked_text(predicate, "predicate", required=True),
+        tuple(checked_text(value, field, required=True) for field, value in objects.items()),
+    )
+
+
+def new_triple_id(make_triple_id, sub_id: str, pred: str, obj_id: str, start: Optional[str]) -> str:
+    """A new fact's id, made as MemPalace makes it (``make_triple_id``, its helper): from the fact and the
+    moment it is written."""
+    return make_triple_id(sub_id, pred, obj_id, start, datetime.now().isoformat())
+
+
 class AgeKnowledgeGraph(Replication):
     """A palace's knowledge graph in Apache AGE, with MemPalace's ``KnowledgeGraph`` interface.
 
@@ -262,11 +278,9 @@ class AgeKnowledgeGraph(Replication):
                 f"valid_to={valid_to!r} is before valid_from={valid_from!r}; "
                 "an inverted interval would be invisible to every KG query"
             )
-        subject = checked_text(subject, "subject", required=True)
-        obj = checked_text(obj, "object", required=True)
-        predicate = checked_text(predicate, "predicate", required=True)
+        subject, predicate, (obj,) = fact_names(subject, predicate, object=obj)
         sub_id, obj_id, pred = entity_id_of(subject), entity_id_of(obj), predicate_key(predicate)
-        triple_id = make_triple_id(sub_id, pred, obj_id, valid_from, datetime.now().isoformat())
+        triple_id = new_triple_id(make_triple_id, sub_id, pred, obj_id, valid_from)
         return self._one(
             self._sql.add_triple,
             sub=sub_id,
@@ -297,9 +311,7 @@ class AgeKnowledgeGraph(Replication):
     def invalidate(self, subject: str, predicate: str, obj: str, ended: str = None) -> None:
         """Close every open (subject, predicate, object) fact at ``ended`` (default: today)."""
         _, sanitize, _ = mempalace_helpers()
-        subject = checked_text(subject, "subject", required=True)
-        obj = checked_text(obj, "object", required=True)
-        predicate = checked_text(predicate, "predicate", required=True)
+        subject, predicate, (obj,) = fact_names(subject, predicate, object=obj)
         ended = sanitize(ended or date.today().isoformat(), "ended")
         self._one(
             self._sql.invalidate,
@@ -325,13 +337,12 @@ class AgeKnowledgeGraph(Replication):
         """Close (subject, predicate, old_obj) and open (subject, predicate, new_obj) at one instant."""
         _, _, make_triple_id = mempalace_helpers()
         boundary = boundary_of(at)
-        subject = checked_text(subject, "subject", required=True)
-        old_obj = checked_text(old_obj, "old_obj", required=True)
-        new_obj = checked_text(new_obj, "new_obj", required=True)
-        predicate = checked_text(predicate, "predicate", required=True)
+        subject, predicate, (old_obj, new_obj) = fact_names(
+            subject, predicate, old_obj=old_obj, new_obj=new_obj
+        )
         sub_id, old_id, new_id = entity_id_of(subject), entity_id_of(old_obj), entity_id_of(new_obj)
         pred = predicate_key(predicate)
-        triple_id = make_triple_id(sub_id, pred, new_id, boundary, datetime.now().isoformat())
+        triple_id = new_triple_id(make_triple_id, sub_id, pred, new_id, boundary)
         return self._one(
             self._sql.supersede,
             sub=sub_id,
@@ -360,7 +371,7 @@ class AgeKnowledgeGraph(Replication):
         subject = self._one(self._sql.subject_of, triple_id=triple_id)
         if subject is None:
             return None
-        new_id = make_triple_id(subject[0], pred, obj_id, boundary, datetime.now().isoformat())
+        new_id = new_triple_id(make_triple_id, subject[0], pred, obj_id, boundary)
         return self._one(
             self._sql.rewrite,
             old_triple_id=triple_id,
@@ -513,4 +524,4 @@ class AgeKnowledgeGraph(Replication):
         )
 
 
-__all__ = ["forget_palaces", "AgeKnowledgeGraph"]
+__all__ = ["forget_palaces", "fact_names", "new_triple_id", "AgeKnowledgeGraph"]

@@ -27,6 +27,9 @@ def render(statement: sql.Composable) -> str:
 
 #: The shapes of query_entity's statement, by the ``direction`` it is given (any other: no facts).
 DIRECTIONS = {"outgoing": ("out",), "incoming": ("in",), "both": ("out", "in")}
+#: Each side of a fact as MemPalace's rows name it, the edge column that holds the entity asked about on
+#: that side, and the one that holds the entity at the other end.
+SIDES = {"out": ("outgoing", "start_id", "end_id"), "in": ("incoming", "end_id", "start_id")}
 
 
 class Parts:
@@ -114,4 +117,4 @@ class Parts:
         )
 
 
-__all__ = ["compose", "render", "DIRECTIONS", "Parts"]
+__all__ = ["compose", "render", "DIRECTIONS", "SIDES", "Parts"]

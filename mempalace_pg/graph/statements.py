@@ -10,7 +10,7 @@ import functools
 from psycopg import sql
 
 from mempalace_pg.db.sqlkit import StatementCache, row_count
-from mempalace_pg.graph.sql_parts import DIRECTIONS, Parts, compose, render
+from mempalace_pg.graph.sql_parts import DIRECTIONS, SIDES, Parts, compose, render
 
 #: The columns of MemPalace's SQLite ``entities`` and ``triples`` tables, in its order: what replication
 #: (dump_rows/apply_row), the SQLite snapshot of :meth:`AgeKnowledgeGraph._conn` and kg import carry.
@@ -201,8 +201,8 @@ class Statements:
     def _facts_of_entity(self, p: Parts) -> None:
         """query_entity's statements: one per shape (outgoing, incoming, both, none) and as_of or not."""
         sides = {
-            "out": self._side(p, "outgoing", 0, near="start_id", far="end_id"),
-            "in": self._side(p, "incoming", 1, near="end_id", far="start_id"),
+            side: self._side(p, name, i, near=near, far=far)
+            for i, (side, (name, near, far)) in enumerate(SIDES.items())
         }
         valid_at = self._valid_at(p)
         self._query_entity = {}

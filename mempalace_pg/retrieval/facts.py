@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 from psycopg import sql
 
 from mempalace_pg.db.sqlkit import Kept, clamped_row_count, row_count
+from mempalace_pg.graph.sql_parts import DIRECTIONS, SIDES
 from mempalace_pg.graph.values import checked_text, entity_id_of
 from mempalace_pg.retrieval.base import SearchBase, evidence_state, loaded_json
 from mempalace_pg.store.collection import PostgresCollection
@@ -33,7 +34,7 @@ class FactsWithEvidence(SearchBase):
         ``source_drawer_id``, ``evidence`` (``present``/``refiled``/``deleted``/``missing``/None) and
         the drawer's ``document``, ``wing``, ``room`` and ``similarity`` (None without a query).
         """
-        if direction not in ("outgoing", "incoming", "both"):
+        if direction not in DIRECTIONS:
             raise ValueError("direction must be 'outgoing', 'incoming' or 'both'")
         entity = checked_text(entity, "entity", required=True)
         as_of_key = self._as_of(as_of)
@@ -49,19 +50,12 @@ class FactsWithEvidence(SearchBase):
             arms = []
             # A fact from the entity to itself is in both arms with one seq: direction breaks that tie,
             # or two calls could list the pair in either order.
-            if direction in ("outgoing", "both"):
+            for side in DIRECTIONS[direction]:
+                name, near, _ = SIDES[side]
                 arms.append(
                     sql.SQL(
-                        "SELECT 'outgoing' AS direction, f.* FROM {fact} f WHERE f.start_id IN (SELECT id "
-                        "FROM v)"
-                    ).format(fact=self._fact)
-                )
-            if direction in ("incoming", "both"):
-                arms.append(
-                    sql.SQL(
-                        "SELECT 'incoming' AS direction, f.* FROM {fact} f WHERE f.end_id IN (SELECT id "
-                        "FROM v)"
-                    ).format(fact=self._fact)
+                        "SELECT {name} AS direction, f.* FROM {fact} f WHERE f.{near} IN (SELECT id FROM v)"
+                    ).format(name=sql.Literal(name), fact=self._fact, near=sql.Identifier(near))
                 )
             drawer, d_cols, similarity, dparams = self._evidence_join(col)
             query = sql.SQL(
