@@ -163,7 +163,7 @@ CONNECTION_CHECK_MS = 1000
 #: The environment variable that carries the DSN to a folder (never its command line, which `ps` shows).
 DSN_VARIABLE = "MEMPALACE_PG_FOLDER_DSN"
 #: The module a folder runs (``python -m``).
-FOLDER_MODULE = "mempalace_pg.engine.folder"
+FOLDER_MODULE = "mempalace_pg.engine.folder_process"
 
 
 def folder_application_name(schema: str) -> str:

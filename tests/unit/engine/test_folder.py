@@ -106,3 +106,23 @@ def test_nothing_to_merge_in_one_segment_or_none():
         assert Folder.merge_plan([segment(10)], quiet, CAPACITY) == []
         # full segments are never merged, however many
         assert Folder.merge_plan([segment(CAPACITY, i * 10**6) for i in range(5)], quiet, CAPACITY) == []
+
+
+def test_the_folder_process_starts_without_mempalaces_backends():
+    """The process ensure_folder starts imports MemPalace's backend base alone: not the backends package,
+    which imports chromadb (a second of CPU per folder start)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from mempalace_pg.engine.folder_process import load_backend_base\n"
+        "load_backend_base()\n"
+        "import mempalace_pg.engine.folder\n"
+        "from mempalace_pg.errors import BusyError\n"
+        "from mempalace.backends.base import BackendError\n"
+        "assert issubclass(BusyError, BackendError)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mempalace', 'chromadb')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['mempalace.backends.base']"
