@@ -244,6 +244,19 @@ SETTINGS: tuple[Setting, ...] = (
         low=0,
     ),
     Setting(
+        "ef_construction",
+        "MEMPALACE_PG_EF_CONSTRUCTION",
+        "",
+        256,
+        int,
+        "the construction search of a vector index segment's HNSW build (`ef_construction`): lower builds "
+        "faster and finds fewer of the true nearest rows (the recall of each value: benchmarks/RESULTS.md, "
+        '"Index parameters")',
+        scope="process",
+        low=32,
+        high=1000,
+    ),
+    Setting(
         "build_workers",
         "MEMPALACE_PG_BUILD_WORKERS",
         "",

@@ -82,7 +82,7 @@ def register(
     young: bool = False,
 ) -> None:
     """Make a built index a segment and retire the ones it replaces, in one transaction. ``young``: built
-    with YOUNG_HNSW_OPTIONS (vector_segments.young)."""
+    with YOUNG_EF_CONSTRUCTION (vector_segments.young)."""
     segs = sql.Identifier(schema, "vector_segments")
     table = sql.Identifier(schema, records_table(pk))
     with conn.transaction():

@@ -181,7 +181,7 @@ class Folder:
             return self.locked(lambda: self.fold(current, dim, capacity), f"folding {tail} rows")
         # A merge comes before a due tail: under sustained writes merge_plan has one only when the
         # segments are too many, and the tail is due again after every build. What is built while
-        # writes go on is young (YOUNG_HNSW_OPTIONS): quick to build, rebuilt once they pause.
+        # writes go on is young (YOUNG_EF_CONSTRUCTION): quick to build, rebuilt once they pause.
         plan = self.merge_plan(segments, quiet, capacity)
         if plan:
             return self.locked(
@@ -317,7 +317,7 @@ class Folder:
     def fold(self, current: Layout, dim: int, capacity: int, *, young: bool = False) -> None:
         """The tail becomes a segment (rows written during the build stay in the tail), of at most
         ``capacity`` rows: the rest of a larger tail (a folder that started late) is the next fold's.
-        ``young``: built with YOUNG_HNSW_OPTIONS."""
+        ``young``: built with YOUNG_EF_CONSTRUCTION."""
         self.sweep_orphans()
         newest = self.conn.execute(
             sql.SQL(

@@ -36,8 +36,8 @@ MERGE_TIER or more of similar size are merged, up to TIER_MERGE_ROWS (size tiers
 holds the tail up for long, and each row is rebuilt about once per tier. A writer that outruns the
 folder waits for it once more than BACKLOG_ROWS rows wait (:mod:`mempalace_pg.engine.backlog`). What the
 folder builds while writes go on is *young*: built with a narrower construction search
-(YOUNG_HNSW_OPTIONS), faster to build, so the folder keeps up with a writer; once writes pause,
-each young segment is rebuilt with HNSW_OPTIONS, in a merge or alone (``vector_segments.young``);
+(YOUNG_EF_CONSTRUCTION), faster to build, so the folder keeps up with a writer; once writes pause,
+each young segment is rebuilt at full settings, in a merge or alone (``vector_segments.young``);
 such a full build yields to a writer that comes back (YIELD_ROWS).
 A query over several segments walks each with a narrower breadth (:func:`search_breadth`). Bulk loads
 and ``reindex`` build every row at once, in as few segments of equal size as the capacity allows
@@ -69,20 +69,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: HNSW parameters of every settled segment: 16 links per node, built with ef_construction 256 over
-#: half-precision copies of the vectors (queries re-rank by the exact distance). With 64 or 128, a
-#: palace of files of several chunks on graded topics left drawers unreachable from the graph whatever
-#: the search breadth; more links (m) cost more build time and memory for less recall. See "Index
-#: parameters" in benchmarks/RESULTS.md for the recall and build time of the alternatives.
-HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 256")
-#: HNSW parameters of a *young* segment: one the folder builds while writes go on, which a quiet pass
-#: merges or rebuilds with HNSW_OPTIONS anyway (vector_segments.young). A narrower construction search
-#: builds faster ("Index parameters" in benchmarks/RESULTS.md), so
-#: the folder keeps up with a writer and few rows wait in the tail, each of which every query scans;
-#: queries re-rank by the exact distance either way. m stays: fewer links is what leaves rows unreachable;
-#: so did ef_construction 32 on clustered vectors, whatever the search breadth ("A big palace on the
-#: real write path" in benchmarks/RESULTS.md).
-YOUNG_HNSW_OPTIONS = sql.SQL("m = 16, ef_construction = 64")
+#: HNSW links per node of every segment. Every settled segment is built with ef_construction 256
+#: (MEMPALACE_PG_EF_CONSTRUCTION, :func:`hnsw_options`) over half-precision copies of the vectors (queries
+#: re-rank by the exact distance). With 64 or 128, a palace of files of several chunks on graded topics
+#: left drawers unreachable from the graph whatever the search breadth; more links (m) cost more build
+#: time and memory for less recall. See "Index parameters" in benchmarks/RESULTS.md for the recall and
+#: build time of the alternatives.
+HNSW_M = 16
+#: The construction search of a *young* segment (at most the settled one's): one the folder builds while
+#: writes go on, which a quiet pass merges or rebuilds at full settings anyway (vector_segments.young). A
+#: narrower construction search builds faster ("Index parameters" in benchmarks/RESULTS.md), so the
+#: folder keeps up with a writer and few rows wait in the tail, each of which every query scans; queries
+#: re-rank by the exact distance either way. m stays: fewer links is what leaves rows unreachable; so did
+#: ef_construction 32 on clustered vectors, whatever the search breadth ("A big palace on the real write
+#: path" in benchmarks/RESULTS.md).
+YOUNG_EF_CONSTRUCTION = 64
 #: pgvector's HNSW indexes `halfvec` of at most this many dimensions; wider ones are searched exactly.
 HNSW_MAX_DIM = 4000
 #: A tail this long is folded into a segment without waiting for writes to pause.
@@ -231,6 +232,15 @@ def half_type(dim: int) -> sql.Composable:
     return sql.SQL("halfvec({})").format(sql.Literal(int(dim)))
 
 
+def hnsw_options(*, young: bool = False) -> sql.Composable:
+    """The WITH options of a segment's HNSW index: HNSW_M links, and the construction search
+    MEMPALACE_PG_EF_CONSTRUCTION sets (read at each build), at most YOUNG_EF_CONSTRUCTION for a young one."""
+    ef = process_setting("ef_construction")
+    if young:
+        ef = min(ef, YOUNG_EF_CONSTRUCTION)
+    return sql.SQL("m = {}, ef_construction = {}").format(sql.Literal(HNSW_M), sql.Literal(int(ef)))
+
+
 def segment_ddl(
     index: str, table: sql.Composable, dim: int, lo: int, hi: int, *, concurrently: bool, young: bool = False
 ) -> sql.Composable:
@@ -242,7 +252,7 @@ def segment_ddl(
         name=sql.Identifier(index),
         table=table,
         ht=half_type(dim),
-        opts=YOUNG_HNSW_OPTIONS if young else HNSW_OPTIONS,
+        opts=hnsw_options(young=young),
         cond=segment_condition(lo, hi),
     )
 
@@ -481,8 +491,9 @@ class Pause:
 
 
 __all__ = [
-    "HNSW_OPTIONS",
-    "YOUNG_HNSW_OPTIONS",
+    "HNSW_M",
+    "YOUNG_EF_CONSTRUCTION",
+    "hnsw_options",
     "HNSW_MAX_DIM",
     "FOLD_ROWS",
     "QUIET_S",

@@ -74,3 +74,15 @@ def test_segment_names_are_fresh_and_lock_keys_per_collection():
     a, b = indexing.segment_name(7, 90), indexing.segment_name(7, 90)
     assert a != b and a.startswith("records_c7_vec_90_") and len(a) == len("records_c7_vec_90_") + 6
     assert indexing.lock_keys("s", 7) == ("mempalace_pg:folder:s:7", "mempalace_pg:segments:s:7")
+
+
+def test_the_construction_search_is_a_setting_and_young_segments_stay_narrow(monkeypatch):
+    def rendered(options) -> str:
+        return options.as_string(None)
+
+    monkeypatch.delenv("MEMPALACE_PG_EF_CONSTRUCTION", raising=False)
+    assert rendered(indexing.hnsw_options()) == "m = 16, ef_construction = 256"
+    assert rendered(indexing.hnsw_options(young=True)) == "m = 16, ef_construction = 64"
+    monkeypatch.setenv("MEMPALACE_PG_EF_CONSTRUCTION", "40")
+    assert rendered(indexing.hnsw_options()) == "m = 16, ef_construction = 40"
+    assert rendered(indexing.hnsw_options(young=True)) == "m = 16, ef_construction = 40"
