@@ -25,6 +25,13 @@ import psycopg
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+#: The construction search the tests' vector index segments are built with, unless a test asks for the
+#: full settings (the ``full_index_settings`` fixture) or the run sets MEMPALACE_PG_EF_CONSTRUCTION itself.
+#: Most tests do not measure the index, and its builds at the default were much of the server's CPU in
+#: a run (docs/testing.md); the folders and CLIs the tests start inherit the setting.
+TEST_EF_CONSTRUCTION = "64"
+os.environ.setdefault("MEMPALACE_PG_EF_CONSTRUCTION", TEST_EF_CONSTRUCTION)
 # The helpers the integration tests share (palace_pair, real_text, _backend_conformance) live in tests/.
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -73,6 +80,13 @@ def pg_admin_dsn(pg_dsn) -> str:
             pytrace=False,
         )
     return dsn
+
+
+@pytest.fixture
+def full_index_settings(monkeypatch):
+    """The vector index built as a user's is, at the default construction search (for a test that
+    measures the index: what it is built with, what a build interrupted at full length leaves)."""
+    monkeypatch.delenv("MEMPALACE_PG_EF_CONSTRUCTION", raising=False)
 
 
 def stop_folders(conn, schema: str) -> None:

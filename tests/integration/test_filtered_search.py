@@ -71,7 +71,9 @@ def plan_nodes(plan: dict):
         yield from plan_nodes(child)
 
 
-def test_a_big_room_is_walked_and_a_small_one_scanned(make_collection, pg_dsn, pg_schema):
+def test_a_big_room_is_walked_and_a_small_one_scanned(
+    make_collection, pg_dsn, pg_schema, full_index_settings
+):
     col = make_collection("filtered")
     ids, metas, vecs = palace_rows()
     for s in range(0, len(ids), 1000):

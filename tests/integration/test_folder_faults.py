@@ -157,7 +157,7 @@ def _restart_or_cut(pg_dsn: str) -> None:
 
 @pytest.mark.parametrize("fault", ["kill", "terminate", "restart"])
 def test_a_folder_that_dies_mid_build(
-    fault, pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch, tmp_path
+    fault, pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch, tmp_path, full_index_settings
 ):
     """``kill``: the folder gets SIGKILL; its build stops within seconds. ``terminate``: its backend is
     terminated; ``restart``: the server restarts; the folder exits within seconds either way. Then the
@@ -226,7 +226,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_a_folder_killed_right_after_a_merge(
-    pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch, tmp_path
+    pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch, tmp_path, full_index_settings
 ):
     """Killed right after a merge's switch, a folder leaves the segments it replaced (a whole second
     copy of the index) with no folder running and no row waiting; the next search, from a new process,

@@ -280,7 +280,7 @@ def test_a_fold_after_a_merge_leaves_the_replaced_segments_their_grace(
 
 
 def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
-    pg_session_dsn, pg_schema, make_collection, monkeypatch
+    pg_session_dsn, pg_schema, make_collection, monkeypatch, full_index_settings
 ):
     """While writes go on the folder builds with YOUNG_EF_CONSTRUCTION (quick, coarser); once they pause it
     rebuilds that segment with the full options, and the young one goes after its grace."""
