@@ -36,7 +36,10 @@ from psycopg import sql
 from mempalace_pg.store.records import Batch, clean_batch
 
 if TYPE_CHECKING:
-    from mempalace_pg.store.collection import PostgresCollection
+    from mempalace.backends.base import BaseCollection
+
+    from mempalace_pg.db.pool import Database
+    from mempalace_pg.store.partition import Partition
 
 #: Threads (and connections) writing batches concurrently.
 BULK_WORKERS = 2
@@ -49,10 +52,12 @@ _DONE = object()
 
 
 class BulkLoader:
-    def __init__(self, collection: "PostgresCollection"):
+    def __init__(self, collection: "BaseCollection", partition: "Partition", db: "Database"):
+        """A load into ``collection`` (its ``get`` finds ids already there), whose records are
+        ``partition`` of ``db``."""
         self.col = collection
-        self.part = collection.partition
-        self.db = collection.database()
+        self.part = partition
+        self.db = db
         self.part.check_writable()
         self.queue: queue.Queue = queue.Queue(maxsize=BULK_WORKERS)
         self.error: Optional[BaseException] = None

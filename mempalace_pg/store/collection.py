@@ -48,8 +48,9 @@ from mempalace_pg.store.upkeep import CollectionUpkeep
 from mempalace_pg.text import storable
 
 if TYPE_CHECKING:
+    from mempalace.backends.base import BaseBackend
+
     from mempalace_pg.db.pool import Database
-    from mempalace_pg.store.backend import PostgresBackend
     from mempalace_pg.store.bulk import BulkLoader
 
 #: Every collection MemPalace keeps in a palace.
@@ -64,7 +65,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
     def __init__(
         self,
         *,
-        backend: "PostgresBackend",
+        backend: "BaseBackend",
         db: "Database",
         palace: PalaceRef,
         namespace: str,
@@ -86,7 +87,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         return f"<PostgresCollection {self.name} of {self._palace.id!r} ({self.partition.table_name})>"
 
     @property
-    def backend(self) -> "PostgresBackend":
+    def backend(self) -> "BaseBackend":
         """The backend that opened this collection (it owns the collection's lifetime)."""
         return self._backend
 
@@ -125,7 +126,7 @@ class PostgresCollection(CollectionUpkeep, BaseCollection):
         """
         from mempalace_pg.store.bulk import BulkLoader
 
-        return BulkLoader(self)
+        return BulkLoader(self, self.partition, self.database())
 
     # -- writes ---------------------------------------------------------------------------------
     def _write(self, ids, documents, metadatas, embeddings, *, replace: bool) -> None:
