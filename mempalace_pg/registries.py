@@ -15,8 +15,8 @@ for the process, in the module that uses it:
 - On each ``Database`` (``Database.kept``), gone with it: per collection, its vector index's
   ``IndexState`` (``engine/indexing.py``): the layout as last read (``LAYOUT_TTL_S``), the folder this
   process started, when it last looked for one and whether it was told none can run, and the rows
-  written since it last counted those waiting for the index (``engine/backlog.py``).
-- ``graph/kg.py``: ``_PALACE_PKS``, palace identity -> palace_pk, until ``forget_palaces()``.
+  written since it last counted those waiting for the index (``engine/backlog.py``); and each palace's
+  key in its knowledge graph's tables (``graph/kg.py``), for every graph of it the process opens.
 - ``graph/values.py``: ``_MEMPALACE``, MemPalace's helpers imported once, for the process.
 - ``graph/routing.py``: ``_SQLITE_CLASS``, MemPalace's own SQLite ``KnowledgeGraph``, for the process.
 - ``graph/statements.py``: ``statements()`` (``lru_cache``), each graph's statements, each keeping its
@@ -33,19 +33,17 @@ Objects keep their own caches too (a collection's and a ``PalaceSearch``'s state
 from __future__ import annotations
 
 from mempalace_pg.db import pool
-from mempalace_pg.graph import kg
 from mempalace_pg.graph.statements import statements
 from mempalace_pg.mcp_tools import in_mempalace
 
 
 def reset() -> None:
     """Forget everything :mod:`this module <mempalace_pg.registries>` lists that a palace can change:
-    close every pool (and with its Database each collection's index state), drop palace keys, graph
-    statements and MCP tools. For tests that
-    drop and recreate schemas, and for a process that points at another database. MemPalace's helpers,
-    the patches and running folders stay (they do not depend on a database)."""
+    close every pool (and with its Database what is kept on it: each collection's index state, the
+    palace keys), drop the graph statements and the MCP tools. For tests that drop and recreate schemas,
+    and for a process that points at another database. MemPalace's helpers, the patches and running
+    folders stay (they do not depend on a database)."""
     pool.close_all()
-    kg.forget_palaces()
     statements.cache_clear()
     in_mempalace.forget()
 

@@ -54,16 +54,6 @@ from mempalace_pg.graph.values import (
 _BAD_INPUT_SQLSTATE = "MPKG1"
 
 _MIN_ENTITY_CANDIDATE_LEN = 3
-# palace identity -> palace_pk, shared by every instance in the process (MemPalace's Hermes
-# integration builds a KnowledgeGraph per call; that must stay cheap).
-_PALACE_PKS: dict[tuple, int] = {}
-_PALACE_LOCK = threading.Lock()
-
-
-def forget_palaces() -> None:
-    """Forget the palace keys this process resolved (a test that drops a schema; mempalace_pg.registries)."""
-    with _PALACE_LOCK:
-        _PALACE_PKS.clear()
 
 
 def fact_names(subject: str, predicate: str, **objects: str) -> tuple[str, str, tuple[str, ...]]:
@@ -161,9 +151,12 @@ class AgeKnowledgeGraph(Replication):
         """The palace's key in the schema's ``palaces`` table (created on first use unless read-only)."""
         if self._palace_pk is not None:
             return self._palace_pk
-        key = (self._settings.dsn, self._schema, self.namespace, self.palace_key)
-        with _PALACE_LOCK:
-            pk = _PALACE_PKS.get(key)
+        # Kept on the Database, for every graph of this palace in the process (MemPalace's Hermes
+        # integration builds a KnowledgeGraph per call; that must stay cheap), and gone with it.
+        db = self.database()
+        known = db.kept("palace keys", dict)
+        key = (self.namespace, self.palace_key)
+        pk = known.get(key)
         if pk is None:
             find, make = self._sql.find_palace, self._sql.make_palace
             params = {"namespace": self.namespace, "palace_key": self.palace_key}
@@ -175,9 +168,7 @@ class AgeKnowledgeGraph(Replication):
                     row = conn.execute(find, params).fetchone()
                 return row[0]
 
-            pk = self.database().run(resolve)
-            with _PALACE_LOCK:
-                _PALACE_PKS[key] = pk
+            pk = known.setdefault(key, db.run(resolve))
         self._palace_pk = pk
         return pk
 
@@ -524,4 +515,4 @@ class AgeKnowledgeGraph(Replication):
         )
 
 
-__all__ = ["forget_palaces", "fact_names", "new_triple_id", "AgeKnowledgeGraph"]
+__all__ = ["fact_names", "new_triple_id", "AgeKnowledgeGraph"]
