@@ -25,6 +25,11 @@ def _fact_line(f: dict) -> str:
     return f"{f['subject']} —{f['predicate']}→ {f['object']}  {span}"
 
 
+def _scope(args) -> dict:
+    """The options every search over drawers takes from its command line: how many, where, as of when."""
+    return {"n_results": args.n, "wing": args.wing, "room": args.room, "as_of": args.as_of}
+
+
 def cmd_search_around(args) -> int:
     from mempalace_pg.retrieval.around import query_without_entity
 
@@ -34,12 +39,9 @@ def cmd_search_around(args) -> int:
             args.entity,
             query_vector(ranked_by),
             hops=args.hops,
-            as_of=args.as_of,
-            n_results=args.n,
             mode=args.mode,
             boost=args.boost,
-            wing=args.wing,
-            room=args.room,
+            **_scope(args),
         )
     return report(args, result, lambda: _around_lines(args, result))
 
@@ -97,12 +99,9 @@ def cmd_search_entities(args) -> int:
     with open_search(args) as search:
         rows = search.entities_for_query(
             query_vector(args.query),
-            n_results=args.n,
             drawers=args.drawers,
-            as_of=args.as_of,
-            wing=args.wing,
-            room=args.room,
             query_text=args.query,
+            **_scope(args),
         )
     return report(args, rows, lambda: _entities_lines(rows))
 
@@ -123,11 +122,8 @@ def cmd_search_hybrid(args) -> int:
         rows = search.hybrid(
             args.query,
             query_vector(args.query),
-            n_results=args.n,
-            wing=args.wing,
-            room=args.room,
-            as_of=args.as_of,
             stale=args.stale,
+            **_scope(args),
             **({} if args.text_weight is None else {"text_weight": args.text_weight}),
         )
     return report(args, rows, lambda: _hybrid_lines(rows))
