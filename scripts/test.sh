@@ -41,6 +41,9 @@
 #                                           # superuser; "given" with MEMPALACE_PG_TEST_DSN, a superuser's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's line says when it started, in minutes and seconds since the run began (docs/testing.md says
+# where the time goes): "[test] 12:34 ...".
+at() { printf '%d:%02d' $((SECONDS / 60)) $((SECONDS % 60)); }
 
 stacks="${MEMPALACE_PG_STACKS:-trixie sid}"
 app_role_stacks="${MEMPALACE_PG_APP_ROLE_STACKS:-sid}"
@@ -103,7 +106,7 @@ lint=(mempalace_pg tests benchmarks scripts migrations)
 pooler_tier=(tests/integration/test_contract.py tests/integration/test_graph_integration.py
     tests/integration/test_mempalace_kg_suite.py tests/integration/test_retrieval.py
     tests/integration/test_atomic.py tests/integration/test_indexing.py)
-echo "[test] ruff check and ruff format --check: ${lint[*]}"
+echo "[test] $(at) ruff check and ruff format --check: ${lint[*]}"
 lint_status=0
 "$bin/ruff" check "${lint[@]}" || lint_status=1
 "$bin/ruff" format --check "${lint[@]}" || lint_status=1
@@ -112,7 +115,7 @@ tiers=0
 if [[ $# -eq 0 ]]; then
     tiers=1
     # The unit tier needs no database: run it once, with no DSN in sight.
-    echo "[test] unit tier (no database)"
+    echo "[test] $(at) unit tier (no database)"
     env -u MEMPALACE_PG_TEST_DSN "$py" -m pytest -p no:cacheprovider tests/unit || status=$?
     set -- tests/integration
 fi
@@ -126,7 +129,7 @@ run_stack() {
     if [[ "$stack" == given ]]; then
         dsn="$MEMPALACE_PG_TEST_DSN"; restart=""
     else
-        echo "[test] provisioning PostgreSQL ($stack)"
+        echo "[test] $(at) provisioning PostgreSQL ($stack)"
         if ! dsn=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-postgres.sh | tail -n 1); then
             echo "[test] FAILED: no $stack server (above)" >&2
             return 1
@@ -145,11 +148,11 @@ run_stack() {
         as_role=("$py" scripts/as_app_role.py)
         role="a fresh application role (scripts/as_app_role.py)"
     fi
-    echo "[test] pytest against the $stack server as $role: $*"
+    echo "[test] $(at) pytest against the $stack server as $role: $*"
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
         "${as_role[@]}" "$py" -m pytest -p no:cacheprovider --durations=30 "$@" || failed=1
     if [[ $tiers -eq 1 && "$stack" != given ]]; then
-        echo "[test] pooler tier ($stack): the same tests through PgBouncer, transaction pooling"
+        echo "[test] $(at) pooler tier ($stack): the same tests through PgBouncer, transaction pooling"
         if pooler=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh | tail -n 1); then
             MEMPALACE_PG_TEST_DSN="$pooler" MEMPALACE_PG_TEST_SESSION_DSN="$dsn" MEMPALACE_PG_TEST_ADMIN_DSN="$dsn" \
                 MEMPALACE_PG_TEST_STACK="$stack" "$py" -m pytest -p no:cacheprovider --durations=15 "${pooler_tier[@]}" || failed=1
@@ -184,7 +187,7 @@ for stack in $stacks; do
     if [[ -n "${beside[$stack]:-}" ]]; then
         rc=0
         wait "${beside[$stack]}" || rc=$?
-        echo "[test] ---- the $stack stack, run beside the $first stack (rc=$rc) ----"
+        echo "[test] $(at) ---- the $stack stack, run beside the $first stack (rc=$rc) ----"
         cat "$prep_logs/stack-$stack.log" || true
         [[ $rc -eq 0 ]] || status=1
     else
@@ -193,7 +196,7 @@ for stack in $stacks; do
 done
 if [[ $tiers -eq 1 ]]; then
     # Once, not per stack: the wheel and sdist a user installs, in a clean venv outside the repository.
-    echo "[test] release tier: python -m build, the wheel in a clean venv, the demo's smoke (scripts/release-check.sh)"
+    echo "[test] $(at) release tier: python -m build, the wheel in a clean venv, the demo's smoke (scripts/release-check.sh)"
     if [[ "$first" == given ]]; then
         release_dsn="$MEMPALACE_PG_TEST_DSN"
     else
@@ -203,7 +206,7 @@ if [[ $tiers -eq 1 ]]; then
 fi
 if [[ "$docker_tier" == on ]]; then
     prepared docker docker-build.log
-    echo "[test] docker tier: the homelab image (trixie) as its application role (scripts/docker-stack.sh)"
+    echo "[test] $(at) docker tier: the homelab image (trixie) as its application role (scripts/docker-stack.sh)"
     MEMPALACE_PG_IMAGE_STACK=trixie bash scripts/docker-stack.sh test || status=$?
     if ! bash scripts/docker-stack.sh stop "${stop_args[@]}"; then
         echo "[test] FAILED: scripts/docker-stack.sh stop did not remove the stack" >&2
@@ -215,4 +218,5 @@ if [[ $lint_status -ne 0 ]]; then
     echo "[test] FAILED: ruff found problems (above); 'ruff check --fix' and 'ruff format' fix many" >&2
     [[ $status -ne 0 ]] || status=1
 fi
+echo "[test] $(at) done (exit $status)"
 exit $status
