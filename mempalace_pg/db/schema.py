@@ -270,7 +270,7 @@ def upgrade(settings: Settings, revision: str = "head", *, scripts: Optional[Pat
         require_extension(
             conn, "age", "postgresql-{major}-age", "https://age.apache.org/getstarted/quickstart"
         )
-        # optional: new vector index segments are read into shared buffers with it (store/warm.py)
+        # optional: new vector index segments are read into shared buffers with it (engine/warm.py)
         create_if_allowed(conn, "pg_prewarm")
     cfg = _alembic_config(settings, scripts=scripts)
     with connect(settings, autocommit=True) as conn:

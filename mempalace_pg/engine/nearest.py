@@ -102,7 +102,7 @@ def nearest_sql(
     ``params``): ``columns`` plus ``distance``, nearest first. Returns the statement and its
     parameters but ``q``.
 
-    One arm per vector index segment of ``layout`` (default: the partition's current one; a caller that
+    One arm per vector index segment of ``layout`` (default: the collection's current one; a caller that
     keeps the statement keeps it per layout), each walking its HNSW graph with an iterative scan so
     a filter still fills n; one exact scan over the tail, the rows no segment holds yet; and, when
     ``gate`` (a :class:`Gate`) says at most EXACT_SCAN_MAX records match, an exact scan instead of all

@@ -197,7 +197,7 @@ def test_no_module_imports_itself_back_through_others():
             continue
         targets = set()
         for target in _module_level_imports(ast.parse(path.read_text(encoding="utf-8"))):
-            # `from mempalace_pg.store import indexing` names the module; `...store.indexing import x` too
+            # `from mempalace_pg.engine import indexing` names the module; `...engine.indexing import x` too
             targets.add(target)
         graph[module] = targets
     circles = []
