@@ -28,6 +28,8 @@
 #      the containers, network and volume, and stop the Docker engine if this run started it
 #      (scripts/docker-stack.sh stop). Only when the run has no pytest arguments and no
 #      MEMPALACE_PG_TEST_DSN of yours; MEMPALACE_PG_DOCKER=off skips it (e.g. a machine without root).
+#   The release and docker tiers start when the first stack's integration tier ends and run beside the
+#   pooler tiers (their output follows at the end).
 # A failed lint fails the run, after the tests have run, so one finding does not hide their results.
 #
 #   scripts/test.sh                         # both stacks: Debian 13 (PG 17, AGE 1.5) and sid (PG 18, AGE 1.8)
@@ -151,6 +153,7 @@ run_stack() {
     echo "[test] $(at) pytest against the $stack server as $role: $*"
     MEMPALACE_PG_TEST_DSN="$dsn" MEMPALACE_PG_TEST_RESTART="$restart" MEMPALACE_PG_TEST_STACK="$stack" \
         "${as_role[@]}" "$py" -m pytest -p no:cacheprovider --durations=30 "$@" || failed=1
+    [[ "$stack" != "$first" ]] || start_last_tiers   # the release and docker tiers, beside the pooler tiers
     if [[ $tiers -eq 1 && "$stack" != given ]]; then
         echo "[test] $(at) pooler tier ($stack): the same tests through PgBouncer, transaction pooling"
         if pooler=$(MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh | tail -n 1); then
@@ -161,6 +164,41 @@ run_stack() {
             failed=1
         fi
         MEMPALACE_PG_STACK="$stack" bash scripts/provision-pgbouncer.sh stop || true
+    fi
+    return $failed
+}
+
+# The release and docker tiers, once each (not per stack): started in the background when the first
+# stack's integration tier ends, so that they run beside the pooler tiers instead of after them; their
+# output follows, in order, at the end. Each needs what only this shell can wait for: the first stack's
+# server (up since the integration tiers started) and the image built in the background.
+last_pid=""
+start_last_tiers() {
+    [[ $tiers -eq 1 || "$docker_tier" == on ]] || return 0
+    [[ "$docker_tier" == off ]] || prepared docker docker-build.log
+    last_tiers >"$prep_logs/last-tiers.log" 2>&1 &
+    last_pid=$!
+    echo "[test] $(at) the release and docker tiers run beside the pooler tiers; their output follows when they end"
+}
+last_tiers() {
+    local failed=0 release_dsn
+    if [[ $tiers -eq 1 ]]; then
+        # The wheel and sdist a user installs, in a clean venv outside the repository.
+        echo "[test] $(at) release tier: python -m build, the wheel in a clean venv, the demo's smoke (scripts/release-check.sh)"
+        if [[ "$first" == given ]]; then
+            release_dsn="$MEMPALACE_PG_TEST_DSN"
+        else
+            release_dsn=$(MEMPALACE_PG_STACK="$first" bash scripts/provision-postgres.sh 2>/dev/null | tail -n 1) || release_dsn=""
+        fi
+        MEMPALACE_PG_PYTHON="$py" bash scripts/release-check.sh "$release_dsn" || failed=1
+    fi
+    if [[ "$docker_tier" == on ]]; then
+        echo "[test] $(at) docker tier: the homelab image (trixie) as its application role (scripts/docker-stack.sh)"
+        MEMPALACE_PG_IMAGE_STACK=trixie bash scripts/docker-stack.sh test || failed=1
+        if ! bash scripts/docker-stack.sh stop "${stop_args[@]}"; then
+            echo "[test] FAILED: scripts/docker-stack.sh stop did not remove the stack" >&2
+            failed=1
+        fi
     fi
     return $failed
 }
@@ -194,25 +232,14 @@ for stack in $stacks; do
         run_stack "$stack" "$@" || status=1
     fi
 done
-if [[ $tiers -eq 1 ]]; then
-    # Once, not per stack: the wheel and sdist a user installs, in a clean venv outside the repository.
-    echo "[test] $(at) release tier: python -m build, the wheel in a clean venv, the demo's smoke (scripts/release-check.sh)"
-    if [[ "$first" == given ]]; then
-        release_dsn="$MEMPALACE_PG_TEST_DSN"
-    else
-        release_dsn=$(MEMPALACE_PG_STACK="$first" bash scripts/provision-postgres.sh 2>/dev/null | tail -n 1) || release_dsn=""
-    fi
-    MEMPALACE_PG_PYTHON="$py" bash scripts/release-check.sh "$release_dsn" || status=1
-fi
-if [[ "$docker_tier" == on ]]; then
-    prepared docker docker-build.log
-    echo "[test] $(at) docker tier: the homelab image (trixie) as its application role (scripts/docker-stack.sh)"
-    MEMPALACE_PG_IMAGE_STACK=trixie bash scripts/docker-stack.sh test || status=$?
-    if ! bash scripts/docker-stack.sh stop "${stop_args[@]}"; then
-        echo "[test] FAILED: scripts/docker-stack.sh stop did not remove the stack" >&2
-        [[ $status -ne 0 ]] || status=1
-    fi
-    docker_tier=off   # removed: nothing left for cleanup
+[[ -n "$last_pid" ]] || start_last_tiers   # not started yet (the first stack stopped before its tests)
+if [[ -n "$last_pid" ]]; then
+    rc=0
+    wait "$last_pid" || rc=$?
+    echo "[test] $(at) ---- the release and docker tiers, run beside the pooler tiers (rc=$rc) ----"
+    cat "$prep_logs/last-tiers.log" || true
+    [[ $rc -eq 0 ]] || status=1
+    docker_tier=off   # stopped and removed by the docker tier: nothing left for cleanup
 fi
 if [[ $lint_status -ne 0 ]]; then
     echo "[test] FAILED: ruff found problems (above); 'ruff check --fix' and 'ruff format' fix many" >&2
