@@ -12,9 +12,14 @@ import threading
 import time
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from mempalace_pg.engine import builds, folder, indexing
+
+# These tests measure the index itself (a row found by its own vector through a segment, the exact
+# nearest over several): it is built at the default construction search, as a user's is.
+pytestmark = pytest.mark.usefixtures("full_index_settings")
 
 #: A writer: upserts ROWS drawers in batches of 50 into the palace at argv[1], prints "written", then
 #: waits on stdin (so the test chooses how it ends).
@@ -280,7 +285,7 @@ def test_a_fold_after_a_merge_leaves_the_replaced_segments_their_grace(
 
 
 def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
-    pg_session_dsn, pg_schema, make_collection, monkeypatch, full_index_settings
+    pg_session_dsn, pg_schema, make_collection, monkeypatch
 ):
     """While writes go on the folder builds with YOUNG_EF_CONSTRUCTION (quick, coarser); once they pause it
     rebuilds that segment with the full options, and the young one goes after its grace."""
