@@ -115,7 +115,7 @@ def child_layout(dsn: str, tag: str, pk: int, shares: str) -> dict:
                 replaced=old if i == 0 else [],
             )
         for name in old:
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, name)))
+            builds.drop_index(conn, schema, name, concurrently=False)
         conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(table))
         rows = [
             r[0]

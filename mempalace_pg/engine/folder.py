@@ -1,9 +1,10 @@
 """The folder: the process that turns a collection's tail into vector index segments and merges them.
 
-``python -m mempalace_pg.engine.folder SCHEMA COLLECTION_PK`` (the DSN in MEMPALACE_PG_FOLDER_DSN), started
-by :meth:`mempalace_pg.engine.indexing.SegmentIndex.ensure_folder` in whichever process writes to or
-searches a collection with rows waiting, and detached from it, so it outlives a CLI that exits. Its
-policy (when to fold, when and what to merge) and the thresholds it follows are described in
+``python -m mempalace_pg.engine.folder_process SCHEMA COLLECTION_PK`` (the DSN in
+MEMPALACE_PG_FOLDER_DSN), started by :meth:`mempalace_pg.engine.indexing.SegmentIndex.ensure_folder` in
+whichever process writes to or searches a collection with rows waiting, and detached from it, so it
+outlives a CLI that exits. Its policy (when to fold, when and what to merge) and the thresholds it
+follows are described in
 :mod:`mempalace_pg.engine.indexing`.
 """
 

@@ -4,8 +4,8 @@ MEMPALACE_PG_FOLDER_DSN), what :meth:`~mempalace_pg.engine.indexing.SegmentIndex
 It runs :func:`mempalace_pg.engine.folder.main` after loading MemPalace's ``mempalace.backends.base`` on
 its own (:func:`load_backend_base`): the plugin's errors derive from its ``BackendError``, and importing
 it the usual way first runs MemPalace's ``mempalace.backends`` package, which imports every backend
-MemPalace ships, chromadb among them: about a second of CPU that a folder, which never uses MemPalace,
-would spend each time it starts, and a process that writes starts one per collection after each pause.
+MemPalace ships, chromadb among them: CPU a folder, which never uses MemPalace, would spend each time it
+starts (docs/testing.md), and a process that writes starts one per collection after each pause.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ How. Every write gives its row the next ``records.vector_seq``. A collection's v
 every segment) exactly, all in one statement, so a row is found the moment its transaction commits.
 A row written again takes a new vector_seq and so leaves its segment: no graph insert either.
 
-Who. A *folder* process per collection (``python -m mempalace_pg.engine.folder``) turns the tail into
+Who. A *folder* process per collection (``python -m mempalace_pg.engine.folder_process``) turns the tail into
 segments and merges segments, with ``CREATE INDEX CONCURRENTLY``, so no writer or reader waits for it.
 Any process that writes to a collection, or searches one that has a tail, starts a folder when none
 runs. The folder is a session of its own: it outlives the CLI that started it (Ctrl-C included), and

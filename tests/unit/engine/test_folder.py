@@ -110,7 +110,7 @@ def test_nothing_to_merge_in_one_segment_or_none():
 
 def test_the_folder_process_starts_without_mempalaces_backends():
     """The process ensure_folder starts imports MemPalace's backend base alone: not the backends package,
-    which imports chromadb (a second of CPU per folder start)."""
+    which imports chromadb, each time a folder starts."""
     import subprocess
     import sys
 
