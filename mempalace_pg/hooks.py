@@ -47,6 +47,9 @@ set_backend), for ``postgres`` only    directory: ``init()`` writes the default 
                                        global one: ``mempalace --palace P serve`` serves
                                        config.json's palace_path. For a postgres palace (or with
                                        ``--backend postgres``) it serves P
+``chromadb`` (imported, its body       every MemPalace module imports the Chroma backend, which
+deferred: :mod:`mempalace_pg.          imports chromadb: most of a command's start on a postgres
+lazy_chromadb`)                        palace. Its package body runs at Chroma's first real use
 =====================================  ========================================================
 
 How the patches get in: the import hook of :mod:`mempalace_pg.patching` (on ``sys.meta_path``)
@@ -67,7 +70,7 @@ import os
 import sys
 from typing import Callable, Optional
 
-from mempalace_pg import patching
+from mempalace_pg import lazy_chromadb, patching
 from mempalace_pg.marker import BACKEND_NAME, MARKER_FILENAME
 from mempalace_pg.marker import has_marker as _is_postgres_palace
 
@@ -487,6 +490,7 @@ def install() -> None:
     what is already imported."""
     patching.register(PATCHES)
     patching.install()
+    lazy_chromadb.install()
 
 
 __all__ = [

@@ -30,18 +30,26 @@ import inspect
 import sys
 from contextlib import ExitStack
 from contextvars import ContextVar
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from mempalace_pg.graph.kg import AgeKnowledgeGraph
+if TYPE_CHECKING:
+    from mempalace_pg.graph.kg import AgeKnowledgeGraph
 
 _MINING: ContextVar[Optional["ItemTransactions"]] = ContextVar("mempalace_pg_mining", default=None)
+
+
+def _is_age_graph(kg: Any) -> bool:
+    """``kg`` is a postgres palace's graph. Asked without importing the graph (psycopg and the pool):
+    MemPalace's CLI imports this module at its start, and a process that never opened one has none."""
+    module = sys.modules.get("mempalace_pg.graph.kg")
+    return module is not None and isinstance(kg, module.AgeKnowledgeGraph)
 
 
 class ItemTransactions:
     """The items of one mine: one held transaction per item, opened by its first write."""
 
     def __init__(self) -> None:
-        self.kg: Optional[AgeKnowledgeGraph] = None
+        self.kg: Optional["AgeKnowledgeGraph"] = None
         self._stack: Optional[ExitStack] = None
         self._item: Optional[str] = None
         self.drawer: Optional[str] = None  # the item's first drawer: its facts' evidence
@@ -49,7 +57,7 @@ class ItemTransactions:
 
     def attach(self, kg: Any) -> bool:
         """Use ``kg`` (the context's knowledge graph) if it is a postgres palace's graph."""
-        if self.kg is None and isinstance(kg, AgeKnowledgeGraph):
+        if self.kg is None and _is_age_graph(kg):
             self.kg = kg
         return self.kg is not None and kg is self.kg
 
@@ -132,7 +140,7 @@ class ItemGraph:
     """The context's knowledge graph, its writes made inside the item they belong to and linked to the
     item's first drawer."""
 
-    def __init__(self, kg: AgeKnowledgeGraph, items: ItemTransactions):
+    def __init__(self, kg: "AgeKnowledgeGraph", items: ItemTransactions):
         self._kg = kg
         self._items = items
 

@@ -22,6 +22,7 @@ FLOORS = {
     "text": 0,
     "marker": 0,
     "patching": 0,
+    "lazy_chromadb": 0,
     "db": 1,
     "engine": 2,
     "store": 3,
