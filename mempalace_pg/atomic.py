@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator, Optional
 
 import psycopg
-from mempalace.backends import PalaceRef
+from mempalace.backends.base import PalaceRef
 from psycopg import sql
 
 from mempalace_pg.config import Settings

@@ -3,7 +3,12 @@
 Every message says what is wrong and what to do about it, and never contains a password.
 """
 
-from mempalace.backends.base import BackendError
+from mempalace_pg import backend_base
+
+# MemPalace's backend base module alone, not the backends package with every backend it ships
+backend_base.load()
+
+from mempalace.backends.base import BackendError  # noqa: E402  (after load: not the package)
 
 
 class DatabaseUnavailableError(BackendError):

@@ -47,6 +47,9 @@ set_backend), for ``postgres`` only    directory: ``init()`` writes the default 
                                        global one: ``mempalace --palace P serve`` serves
                                        config.json's palace_path. For a postgres palace (or with
                                        ``--backend postgres``) it serves P
+``backends`` (the ``base`` attribute)  the plugin's own commands load ``backends.base`` alone
+                                       (:mod:`mempalace_pg.backend_base`); when the package runs
+                                       later it reuses the module but does not bind it: bound here
 ``chromadb`` (imported, its body       every MemPalace module imports the Chroma backend, which
 deferred: :mod:`mempalace_pg.          imports chromadb: most of a command's start on a postgres
 lazy_chromadb`)                        palace. Its package body runs at Chroma's first real use
@@ -70,7 +73,7 @@ import os
 import sys
 from typing import Callable, Optional
 
-from mempalace_pg import lazy_chromadb, patching
+from mempalace_pg import backend_base, lazy_chromadb, patching
 from mempalace_pg.marker import BACKEND_NAME, MARKER_FILENAME
 from mempalace_pg.marker import has_marker as _is_postgres_palace
 
@@ -87,7 +90,7 @@ def _palace_key(palace_path: str) -> str:
 
 def _drawers(palace_path: str, collection_name: str):
     """(backend, collection) of a postgres palace, opened read-only; (None, None) when it has none."""
-    from mempalace.backends import CollectionNotInitializedError, PalaceNotFoundError, PalaceRef
+    from mempalace.backends.base import CollectionNotInitializedError, PalaceNotFoundError, PalaceRef
 
     from mempalace_pg.store.backend import PostgresBackend
 
@@ -374,6 +377,10 @@ def _rebind_handler(module, original, patched) -> None:
             entry["handler"] = patched
 
 
+def _patch_backends_package(module) -> None:
+    backend_base.adopt(module)
+
+
 def _patch_chroma_module(module) -> None:
     original = module._sqlite_wing_room_counts
 
@@ -477,6 +484,7 @@ PATCHES: dict[str, Callable] = {
     "mempalace.palace_audit": _patch_palace_audit,
     "mempalace.kg_normalize": _patch_kg_normalize,
     "mempalace.mcp_server": _patch_mcp_server,
+    "mempalace.backends": _patch_backends_package,
     "mempalace.backends.chroma": _patch_chroma_module,
     "mempalace.integrations.hermes": _patch_knowledge_graph,
     "mempalace.config": _patch_config,

@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Optional
 
+from mempalace_pg import backend_base
 from mempalace_pg.cli import db, kg, palace, search, service
 from mempalace_pg.config import ConfigError
 
@@ -38,6 +39,9 @@ def _is_backend_error(exc: BaseException) -> bool:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    # before any command imports the store: MemPalace's backend base alone, not every backend it ships
+    # (a command that uses them, migrate from Chroma, imports them then)
+    backend_base.load()
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -78,7 +78,7 @@ def palace_handles(args, *, create: bool):
 
     settings = settings_of(args)
     if create and getattr(args, "palace", None) and not has_marker(os.path.expanduser(args.palace)):
-        from mempalace.backends import PalaceRef
+        from mempalace.backends.base import PalaceRef
 
         from mempalace_pg.store.backend import PostgresBackend
         from mempalace_pg.store.partition import DRAWERS_COLLECTION

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional, Sequence
 
-from mempalace.backends import CollectionNotInitializedError
+from mempalace.backends.base import CollectionNotInitializedError
 from psycopg import sql
 
 from mempalace_pg.config import Settings
@@ -83,7 +83,7 @@ class SearchBase:
         matrix = as_matrix([query_embedding], [0], what="query embedding")
         dim = col.partition.known_dimension()
         if dim is not None and matrix.shape[1] != dim:
-            from mempalace.backends import DimensionMismatchError
+            from mempalace.backends.base import DimensionMismatchError
 
             raise DimensionMismatchError(
                 f"query embedding has {matrix.shape[1]} dimensions; the palace's drawers have {dim}"

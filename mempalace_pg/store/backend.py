@@ -316,7 +316,7 @@ def existing_collections(
     """``{name: collection}`` of the MemPalace collections ``palace`` already has in ``backend`` (any
     MemPalace backend, given MemPalace's ``options``; a :class:`PostgresBackend` given ``settings``),
     opened without creating any."""
-    from mempalace.backends import CollectionNotInitializedError
+    from mempalace.backends.base import CollectionNotInitializedError
 
     out = {}
     for name in COLLECTIONS:

@@ -218,7 +218,7 @@ class _SourceReader:
 
 
 def _open_source(path: str, backend_name: str):
-    from mempalace.backends import PalaceRef
+    from mempalace.backends.base import PalaceRef
     from mempalace.backends.registry import get_backend_class
 
     from mempalace_pg.store.backend import existing_collections
@@ -273,7 +273,7 @@ class _TargetPalace:
 
     @classmethod
     def open(cls, path: str, source: str, settings: Settings) -> "_TargetPalace":
-        from mempalace.backends import PalaceRef
+        from mempalace.backends.base import PalaceRef
 
         from mempalace_pg.store.backend import PostgresBackend
 

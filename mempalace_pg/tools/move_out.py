@@ -75,7 +75,7 @@ def move_out(
     ``settings``: what :func:`mempalace_pg.cli.common.palace_target` gives) to a new ``backend`` palace in
     the directory ``target`` and its graph to ``graph_file`` (default ``<target>/knowledge_graph.sqlite3``).
     """
-    from mempalace.backends import PalaceRef
+    from mempalace.backends.base import PalaceRef
     from mempalace.backends.registry import get_backend_class
 
     from mempalace_pg.graph.kg import AgeKnowledgeGraph

@@ -23,6 +23,7 @@ FLOORS = {
     "marker": 0,
     "patching": 0,
     "lazy_chromadb": 0,
+    "backend_base": 0,
     "db": 1,
     "engine": 2,
     "store": 3,

@@ -116,8 +116,8 @@ def test_the_folder_process_starts_without_mempalaces_backends():
 
     code = (
         "import sys\n"
-        "from mempalace_pg.engine.folder_process import load_backend_base\n"
-        "load_backend_base()\n"
+        "from mempalace_pg import backend_base\n"
+        "backend_base.load()\n"
         "import mempalace_pg.engine.folder\n"
         "from mempalace_pg.errors import BusyError\n"
         "from mempalace.backends.base import BackendError\n"
