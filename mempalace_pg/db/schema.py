@@ -343,6 +343,11 @@ def records_table(pk: int) -> str:
     return f"records_c{int(pk)}"
 
 
+def records_identifier(schema: str, pk: int) -> sql.Identifier:
+    """Collection ``pk``'s partition of ``records`` in ``schema``, quoted for a statement."""
+    return sql.Identifier(schema, records_table(pk))
+
+
 def collection_pks(conn: psycopg.Connection, schema: str) -> list[int]:
     """The collections stored in ``schema`` (none when it has no collections table yet)."""
     table = sql.Identifier(schema, "collections")

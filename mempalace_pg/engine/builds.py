@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 
 from mempalace_pg.db import defects, locks
-from mempalace_pg.db.schema import records_table
+from mempalace_pg.db.schema import records_identifier
 from mempalace_pg.engine.indexing import (
     BUILD_MEMORY,
     BUILD_ROW_OVERHEAD,
@@ -84,7 +84,7 @@ def register(
     """Make a built index a segment and retire the ones it replaces, in one transaction. ``young``: built
     with YOUNG_EF_CONSTRUCTION (vector_segments.young)."""
     segs = sql.Identifier(schema, "vector_segments")
-    table = sql.Identifier(schema, records_table(pk))
+    table = records_identifier(schema, pk)
     with conn.transaction():
         rows = conn.execute(
             sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, segment_condition(lo, hi))
@@ -131,7 +131,7 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
     if dim > HNSW_MAX_DIM:
         return []
     changes = locks.segments_key(schema, pk)
-    table = sql.Identifier(schema, records_table(pk))
+    table = records_identifier(schema, pk)
     locks.acquire(conn, changes, what="rebuilding the vector index")
     try:
         old = [

@@ -22,7 +22,7 @@ from psycopg import sql
 
 from mempalace_pg.db import defects, locks
 from mempalace_pg.db.connect import KEEPALIVES
-from mempalace_pg.db.schema import records_table
+from mempalace_pg.db.schema import records_identifier
 from mempalace_pg.engine.builds import (
     build_capacity,
     build_session,
@@ -75,7 +75,7 @@ class Folder:
         self._running = False
         self.schema = schema
         self.pk = pk
-        self.table = sql.Identifier(schema, records_table(pk))
+        self.table = records_identifier(schema, pk)
         self.presence, self.changes = lock_keys(schema, pk)
         self.last_newest: Optional[int] = None
         self.last_change = time.monotonic()

@@ -62,7 +62,7 @@ from psycopg import sql
 
 from mempalace_pg.config import process_setting
 from mempalace_pg.db import locks
-from mempalace_pg.db.schema import records_table
+from mempalace_pg.db.schema import records_identifier, records_table
 
 if TYPE_CHECKING:
     from mempalace_pg.db.pool import Database
@@ -437,7 +437,7 @@ def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
             "WHERE collection_pk = %s), (SELECT max(vector_seq) FROM {table})"
         ).format(
             segs=sql.Identifier(schema, "vector_segments"),
-            table=sql.Identifier(schema, records_table(pk)),
+            table=records_identifier(schema, pk),
         ),
         (pk,),
     ).fetchone()

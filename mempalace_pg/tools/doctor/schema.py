@@ -9,7 +9,7 @@ import psycopg
 from psycopg import sql
 
 from mempalace_pg.config import Settings
-from mempalace_pg.db.schema import records_table
+from mempalace_pg.db.schema import records_identifier
 from mempalace_pg.engine.indexing import HNSW_MAX_DIM
 from mempalace_pg.tools.doctor.report import Report
 
@@ -111,7 +111,7 @@ def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: S
         {"schema": settings.schema},
     ).fetchall()
     for pk, name, palace, dim, segments, size, top, activity, _updated, error, age in rows:
-        table = sql.Identifier(settings.schema, records_table(pk))
+        table = records_identifier(settings.schema, pk)
         waiting = conn.execute(
             sql.SQL("SELECT count(*) FROM {records} WHERE vector_seq > {top}").format(
                 records=table, top=sql.Placeholder("top")
