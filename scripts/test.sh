@@ -210,6 +210,13 @@ last_tiers() {
 for stack in $stacks; do
     prepared "$stack" "provision-$stack.log"   # a background job of this shell: waited for here
 done
+joined() {   # wait for background job $1, then show its title $2 and its log $3; status 1 when it failed
+    local rc=0
+    wait "$1" || rc=$?
+    echo "[test] $(at) ---- $2 (rc=$rc) ----"
+    cat "$prep_logs/$3" || true
+    [[ $rc -eq 0 ]] || status=1
+}
 declare -A beside=()
 first=""
 for stack in $stacks; do
@@ -223,22 +230,14 @@ for stack in $stacks; do
 done
 for stack in $stacks; do
     if [[ -n "${beside[$stack]:-}" ]]; then
-        rc=0
-        wait "${beside[$stack]}" || rc=$?
-        echo "[test] $(at) ---- the $stack stack, run beside the $first stack (rc=$rc) ----"
-        cat "$prep_logs/stack-$stack.log" || true
-        [[ $rc -eq 0 ]] || status=1
+        joined "${beside[$stack]}" "the $stack stack, run beside the $first stack" "stack-$stack.log"
     else
         run_stack "$stack" "$@" || status=1
     fi
 done
 [[ -n "$last_pid" ]] || start_last_tiers   # not started yet (the first stack stopped before its tests)
 if [[ -n "$last_pid" ]]; then
-    rc=0
-    wait "$last_pid" || rc=$?
-    echo "[test] $(at) ---- the release and docker tiers, run beside the pooler tiers (rc=$rc) ----"
-    cat "$prep_logs/last-tiers.log" || true
-    [[ $rc -eq 0 ]] || status=1
+    joined "$last_pid" "the release and docker tiers, run beside the pooler tiers" last-tiers.log
     docker_tier=off   # stopped and removed by the docker tier: nothing left for cleanup
 fi
 if [[ $lint_status -ne 0 ]]; then
