@@ -19,7 +19,8 @@
 #      hand with --iptables=false --bridge=none and its own data root, exec root and socket under
 #      $MEMPALACE_PG_DOCKER_STATE (default /var/tmp/mempalace-pg-docker), as deployment-facts.md found works;
 #   3. the base image debian:trixie-slim, imported from a `debootstrap --variant=minbase trixie` root (no
-#      registry is reachable here); the root's tarball is cached in the state directory;
+#      registry is reachable here); the root's tarball is made once by scripts/debian-minbase.sh, which the
+#      trixie server's root (scripts/provision-postgres.sh) starts from too;
 #   4. docker/.env with two random passwords when there is none (a docker/.env of yours is used as it is);
 #   5. `docker-compose build` and `up -d db`, then waits for the health check to say healthy, and checks the
 #      image's packages: the pgvector library and extension are its package's version, with no parallel
@@ -162,25 +163,11 @@ log "engine: $(docker_cli version --format 'server {{.Server.Version}}' 2>/dev/n
 
 # ------------------------------------------------------------------ 3. the base image
 if ! docker_cli image inspect debian:trixie-slim >/dev/null 2>&1; then
-    tarball="$state/debian-trixie-minbase.tar"
-    if [[ ! -s "$tarball" ]]; then
-        mirror="${MEMPALACE_PG_MIRROR:-}"
-        if [[ -z "$mirror" ]]; then
-            mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-                     | awk '{print $2}' | grep -v -- '-security' | head -n1 || true)
-            mirror="${mirror:-http://deb.debian.org/debian}"
-        fi
-        root="$state/trixie-minbase"
-        begin "debootstrap --variant=minbase trixie (from $mirror)"
-        rm -rf "$root"
-        debootstrap --variant=minbase trixie "$root" "$mirror" >"$state/debootstrap.log" 2>&1 \
-            || { tail -n 20 "$state/debootstrap.log" >&2; die "debootstrap failed (log: $state/debootstrap.log)"; }
-        rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
-        tar -C "$root" --numeric-owner -cf "$tarball.part" .
-        mv "$tarball.part" "$tarball"
-        rm -rf "$root"
-        end "debootstrap + tar"
-    fi
+    # the same minbase root the trixie server's root starts from (scripts/provision-postgres.sh): made once
+    begin "trixie's minbase root (scripts/debian-minbase.sh)"
+    tarball=$(MEMPALACE_PG_MINBASE_DIR="${MEMPALACE_PG_ROOT_BASE:-/var/tmp/mempalace-pg}/minbase" \
+              bash scripts/debian-minbase.sh trixie | tail -n 1)
+    end "minbase root"
     begin "docker import $tarball as debian:trixie-slim"
     docker_cli import "$tarball" debian:trixie-slim >&2
     end "docker import"

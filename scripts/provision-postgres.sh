@@ -85,16 +85,14 @@ deb %s %s-security main
 if [[ ! -x "$root$pgbin/postgres" || ! -f "$root/usr/share/postgresql/$pgmajor/extension/vector.control" \
       || ! -f "$root/usr/share/postgresql/$pgmajor/extension/age.control" \
       || "$(cat "$updates_list" 2>/dev/null)" != "$(updates_lines)" ]]; then
-    if ! command -v debootstrap >/dev/null; then
-        log "installing debootstrap from the host's apt archive"
-        apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >&2
-    fi
     if [[ ! -x "$root/usr/bin/apt-get" ]]; then
-        log "debootstrap --variant=minbase $suite into $root (from $mirror)"
+        # the suite's minbase root, bootstrapped once for this root and the Docker image's base
+        minbase=$(MEMPALACE_PG_MIRROR="$mirror" MEMPALACE_PG_MINBASE_DIR="$base/minbase" \
+                  bash "$(dirname "$0")/debian-minbase.sh" "$suite" | tail -n 1)
+        log "$suite's minbase root ($minbase) into $root"
         rm -rf "$root"
-        mkdir -p "$base"
-        debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$base/debootstrap-$stack.log" 2>&1 \
-            || { tail -n 20 "$base/debootstrap-$stack.log" >&2; die "debootstrap failed (log: $base/debootstrap-$stack.log)"; }
+        mkdir -p "$root"
+        tar -C "$root" --numeric-owner -xf "$minbase"
     fi
     # Keep maintainer scripts from starting services, and the package from creating its own cluster.
     printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"; chmod +x "$root/usr/sbin/policy-rc.d"
