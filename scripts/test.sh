@@ -28,8 +28,8 @@
 #      the containers, network and volume, and stop the Docker engine if this run started it
 #      (scripts/docker-stack.sh stop). Only when the run has no pytest arguments and no
 #      MEMPALACE_PG_TEST_DSN of yours; MEMPALACE_PG_DOCKER=off skips it (e.g. a machine without root).
-#   The release and docker tiers start when the first stack's integration tier ends and run beside the
-#   pooler tiers (their output follows at the end).
+#   The release and docker tiers start when the first stack's integration tier ends and run beside each
+#   other and the pooler tiers (their output follows at the end).
 # A failed lint fails the run, after the tests have run, so one finding does not hide their results.
 #
 #   scripts/test.sh                         # both stacks: Debian 13 (PG 17, AGE 1.5) and sid (PG 18, AGE 1.8)
@@ -169,36 +169,43 @@ run_stack() {
 }
 
 # The release and docker tiers, once each (not per stack): started in the background when the first
-# stack's integration tier ends, so that they run beside the pooler tiers instead of after them; their
-# output follows, in order, at the end. Each needs what only this shell can wait for: the first stack's
-# server (up since the integration tiers started) and the image built in the background.
-last_pid=""
+# stack's integration tier ends, side by side with each other and with the pooler tiers instead of after
+# them; their output follows, in order, at the end. Each needs what only this shell can wait for: the
+# first stack's server (up since the integration tiers started) and the image built in the background.
+last_started=0 release_pid="" docker_pid=""
 start_last_tiers() {
-    [[ $tiers -eq 1 || "$docker_tier" == on ]] || return 0
-    [[ "$docker_tier" == off ]] || prepared docker docker-build.log
-    last_tiers >"$prep_logs/last-tiers.log" 2>&1 &
-    last_pid=$!
-    echo "[test] $(at) the release and docker tiers run beside the pooler tiers; their output follows when they end"
-}
-last_tiers() {
-    local failed=0 release_dsn
+    [[ $last_started -eq 0 ]] || return 0
+    last_started=1
     if [[ $tiers -eq 1 ]]; then
-        # The wheel and sdist a user installs, in a clean venv outside the repository.
-        echo "[test] $(at) release tier: python -m build, the wheel in a clean venv, the demo's smoke (scripts/release-check.sh)"
-        if [[ "$first" == given ]]; then
-            release_dsn="$MEMPALACE_PG_TEST_DSN"
-        else
-            release_dsn=$(MEMPALACE_PG_STACK="$first" bash scripts/provision-postgres.sh 2>/dev/null | tail -n 1) || release_dsn=""
-        fi
-        MEMPALACE_PG_PYTHON="$py" bash scripts/release-check.sh "$release_dsn" || failed=1
+        release_tier >"$prep_logs/release.log" 2>&1 &
+        release_pid=$!
     fi
     if [[ "$docker_tier" == on ]]; then
-        echo "[test] $(at) docker tier: the homelab image (trixie) as its application role (scripts/docker-stack.sh)"
-        MEMPALACE_PG_IMAGE_STACK=trixie bash scripts/docker-stack.sh test || failed=1
-        if ! bash scripts/docker-stack.sh stop "${stop_args[@]}"; then
-            echo "[test] FAILED: scripts/docker-stack.sh stop did not remove the stack" >&2
-            failed=1
-        fi
+        prepared docker docker-build.log
+        docker_tier_run >"$prep_logs/docker.log" 2>&1 &
+        docker_pid=$!
+    fi
+    [[ -z "$release_pid$docker_pid" ]] \
+        || echo "[test] $(at) the release and docker tiers run beside the pooler tiers; their output follows when they end"
+}
+release_tier() {
+    local release_dsn
+    # The wheel and sdist a user installs, in a clean venv outside the repository.
+    echo "[test] $(at) release tier: python -m build, the wheel in a clean venv, the demo's smoke (scripts/release-check.sh)"
+    if [[ "$first" == given ]]; then
+        release_dsn="$MEMPALACE_PG_TEST_DSN"
+    else
+        release_dsn=$(MEMPALACE_PG_STACK="$first" bash scripts/provision-postgres.sh 2>/dev/null | tail -n 1) || release_dsn=""
+    fi
+    MEMPALACE_PG_PYTHON="$py" bash scripts/release-check.sh "$release_dsn"
+}
+docker_tier_run() {
+    local failed=0
+    echo "[test] $(at) docker tier: the homelab image (trixie) as its application role (scripts/docker-stack.sh)"
+    MEMPALACE_PG_IMAGE_STACK=trixie bash scripts/docker-stack.sh test || failed=1
+    if ! bash scripts/docker-stack.sh stop "${stop_args[@]}"; then
+        echo "[test] FAILED: scripts/docker-stack.sh stop did not remove the stack" >&2
+        failed=1
     fi
     return $failed
 }
@@ -235,9 +242,10 @@ for stack in $stacks; do
         run_stack "$stack" "$@" || status=1
     fi
 done
-[[ -n "$last_pid" ]] || start_last_tiers   # not started yet (the first stack stopped before its tests)
-if [[ -n "$last_pid" ]]; then
-    joined "$last_pid" "the release and docker tiers, run beside the pooler tiers" last-tiers.log
+start_last_tiers   # unless started already (not when the first stack stopped before its tests)
+[[ -z "$release_pid" ]] || joined "$release_pid" "the release tier, run beside the pooler tiers" release.log
+if [[ -n "$docker_pid" ]]; then
+    joined "$docker_pid" "the docker tier, run beside the pooler tiers" docker.log
     docker_tier=off   # stopped and removed by the docker tier: nothing left for cleanup
 fi
 if [[ $lint_status -ne 0 ]]; then
