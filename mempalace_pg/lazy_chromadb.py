@@ -25,6 +25,8 @@ import sys
 import threading
 import types
 
+from mempalace_pg.patching import find_with_others
+
 PACKAGE = "chromadb"
 #: Submodules that load without the package's body: what MemPalace binds at import time, and the
 #: optional module ``chromadb.config`` looks for (absent in the full client, an ``ImportError`` it catches).
@@ -83,7 +85,7 @@ class _DeferredLoader(importlib.abc.Loader):
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if fullname == PACKAGE:
-            spec = _find_with_others(fullname, path, target)
+            spec = find_with_others(self, fullname, path, target)
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 spec.loader = _DeferredLoader(spec.loader)
             return spec
@@ -92,17 +94,6 @@ class _Finder(importlib.abc.MetaPathFinder):
             if type(package) is _Deferred:
                 package.__spec__.loader.run(package)
         return None
-
-
-def _find_with_others(fullname, path, target):
-    for finder in sys.meta_path:
-        if isinstance(finder, _Finder):
-            continue
-        find = getattr(finder, "find_spec", None)
-        spec = find(fullname, path, target) if find else None
-        if spec is not None:
-            return spec
-    return None
 
 
 def install() -> None:

@@ -75,20 +75,27 @@ class _Loader(importlib.abc.Loader):
         return getattr(self._loader, attr)
 
 
+def find_with_others(finder, fullname, path=None, target=None):
+    """The spec the finders on ``sys.meta_path`` other than ``finder``'s kind find for ``fullname``: what
+    an import hook that wraps a module's loader starts from."""
+    for other in sys.meta_path:
+        if isinstance(other, type(finder)):
+            continue
+        find = getattr(other, "find_spec", None)
+        spec = find(fullname, path, target) if find else None
+        if spec is not None:
+            return spec
+    return None
+
+
 class _Finder(importlib.abc.MetaPathFinder):
     """Finds the patched modules with the other finders and wraps their loaders in :class:`_Loader`."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in _PATCHES:
             return None
-        for finder in sys.meta_path:
-            if isinstance(finder, _Finder):
-                continue
-            find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find else None
-            if spec is not None:
-                break
-        else:
+        spec = find_with_others(self, fullname, path, target)
+        if spec is None:
             return None
         if (
             spec.loader is not None
@@ -107,4 +114,4 @@ def install() -> None:
     apply_pending()
 
 
-__all__ = ["register", "install", "apply_pending"]
+__all__ = ["register", "install", "apply_pending", "find_with_others"]
