@@ -17,12 +17,8 @@ log() { printf '[minbase] %s\n' "$*" >&2; }
 die() { printf '[minbase] ERROR: %s\n' "$*" >&2; exit 1; }
 [[ "$(id -u)" == 0 ]] || die "run as root (debootstrap needs it)"
 
-mirror="${MEMPALACE_PG_MIRROR:-}"
-if [[ -z "$mirror" ]]; then
-    mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-             | awk '{print $2}' | grep -v -- '-security' | head -n1 || true)
-    mirror="${mirror:-http://deb.debian.org/debian}"
-fi
+source "$(dirname "$0")/debian-mirror.sh"
+mirror=$(host_mirror)
 dir="${MEMPALACE_PG_MINBASE_DIR:-/var/tmp/mempalace-pg/minbase}"
 mkdir -p "$dir"
 # the mirror is written into the root's sources.list: one tarball per suite and mirror

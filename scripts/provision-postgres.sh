@@ -44,19 +44,9 @@ password_file="$root/var/lib/mempalace-pg/superuser-password"
 
 [[ "$(id -u)" == 0 ]] || die "run as root (debootstrap and chroot need it), or set MEMPALACE_PG_TEST_DSN"
 
-mirror="${MEMPALACE_PG_MIRROR:-}"
-if [[ -z "$mirror" ]]; then
-    mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-             | awk '{print $2}' | grep -v -- '-security' | head -n1 || true)
-    mirror="${mirror:-http://deb.debian.org/debian}"
-fi
-
-security_mirror="${MEMPALACE_PG_SECURITY_MIRROR:-}"
-if [[ -z "$security_mirror" ]]; then
-    security_mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-                      | awk '{print $2}' | grep -- '-security' | head -n1 || true)
-    security_mirror="${security_mirror:-http://deb.debian.org/debian-security}"
-fi
+source "$(dirname "$0")/debian-mirror.sh"
+mirror=$(host_mirror)
+security_mirror=$(host_mirror security)
 [[ "$suite" == sid ]] && security_mirror=""
 
 apt_opts=(-o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false)

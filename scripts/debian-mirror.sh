@@ -1,0 +1,25 @@
+# Sourced (not run) by scripts/provision-postgres.sh and scripts/debian-minbase.sh: the Debian mirrors a
+# root is bootstrapped and updated from.
+#
+#   host_mirror            MEMPALACE_PG_MIRROR, else the host's apt mirror, else deb.debian.org's
+#   host_mirror security   MEMPALACE_PG_SECURITY_MIRROR, else the host's security mirror, else deb.debian.org's
+host_mirror() {
+    local given found
+    if [[ "${1:-}" == security ]]; then
+        given="${MEMPALACE_PG_SECURITY_MIRROR:-}"
+    else
+        given="${MEMPALACE_PG_MIRROR:-}"
+    fi
+    if [[ -n "$given" ]]; then
+        printf '%s\n' "$given"
+        return
+    fi
+    found=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
+            | awk '{print $2}' | if [[ "${1:-}" == security ]]; then grep -- '-security'; else grep -v -- '-security'; fi \
+            | head -n1 || true)
+    if [[ "${1:-}" == security ]]; then
+        printf '%s\n' "${found:-http://deb.debian.org/debian-security}"
+    else
+        printf '%s\n' "${found:-http://deb.debian.org/debian}"
+    fi
+}
