@@ -179,10 +179,9 @@ run_stack() {
 # stack's integration tier ends, side by side with each other and with the pooler tiers instead of after
 # them; their output follows, in order, at the end. Each needs what only this shell can wait for: the
 # first stack's server (up since the integration tiers started) and the image built in the background.
-last_started=0 release_pid="" docker_pid=""
+release_pid="" docker_pid=""
 start_last_tiers() {
-    [[ $last_started -eq 0 ]] || return 0
-    last_started=1
+    [[ -z "$release_pid$docker_pid" ]] || return 0   # started already
     if [[ $tiers -eq 1 ]]; then
         release_tier >"$prep_logs/release.log" 2>&1 &
         release_pid=$!
