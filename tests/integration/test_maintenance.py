@@ -37,8 +37,10 @@ from mempalace_pg.tools.backup import backup
 CLI = str(Path(sys.executable).parent / "mempalace-pg")
 #: Enough rows that the build of their segment takes a few seconds, so each pairing starts mid-build.
 ROWS = 12_000
-#: Enough rows (a heap above min_parallel_table_scan_size) that PostgreSQL plans a parallel build.
-PARALLEL_ROWS = 40_000
+#: Rows whose heap is above min_parallel_table_scan_size (8MB by default), so that PostgreSQL plans a
+#: parallel build: few rows with long documents rather than many short ones, so the build stays short.
+PARALLEL_ROWS = 8_000
+PARALLEL_TEXT = " ".join(f"word{i % 90}" for i in range(180))
 DIM = 64
 
 
@@ -100,10 +102,10 @@ class Build:
             self._watch.join(timeout=120)
 
 
-def start_build(backend, path, schema_name: str, dsn: str, monkeypatch, rows: int = ROWS):
-    """A fresh collection of ``rows`` rows whose folder is mid-build of their one segment: (collection,
-    Build). The rows are written with no folder (MEMPALACE_PG_FOLDER=off), then a read starts one, which
-    folds the whole quiet tail in one build."""
+def start_build(backend, path, schema_name: str, dsn: str, monkeypatch, rows: int = ROWS, text: str = ""):
+    """A fresh collection of ``rows`` rows (each document ending with ``text``) whose folder is mid-build
+    of their one segment: (collection, Build). The rows are written with no folder
+    (MEMPALACE_PG_FOLDER=off), then a read starts one, which folds the whole quiet tail in one build."""
     monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
     col = backend.get_collection(
         palace=PalaceRef(id=str(path), local_path=str(path)), collection_name="mempalace_drawers", create=True
@@ -113,7 +115,7 @@ def start_build(backend, path, schema_name: str, dsn: str, monkeypatch, rows: in
         ids = range(start, min(rows, start + 4000))
         col.upsert(
             ids=[f"d{i}" for i in ids],
-            documents=[f"drawer {i} about topic {i % 50}" for i in ids],
+            documents=[f"drawer {i} about topic {i % 50} {text}" for i in ids],
             metadatas=[{"wing": f"w{i % 4}", "room": f"r{i % 7}"} for i in ids],
             embeddings=rng.normal(size=(len(ids), DIM)).astype("float32").tolist(),
         )
@@ -160,7 +162,15 @@ def test_builds_use_parallel_workers_only_where_pgvector_is_fixed(
     pg_env, pg_dsn, pg_schema, tmp_path, monkeypatch
 ):
     backend = PostgresBackend()
-    col, build = start_build(backend, tmp_path / "parallel", pg_schema, pg_dsn, monkeypatch, PARALLEL_ROWS)
+    col, build = start_build(
+        backend, tmp_path / "parallel", pg_schema, pg_dsn, monkeypatch, PARALLEL_ROWS, PARALLEL_TEXT
+    )
+    heap = col.database().run(
+        lambda conn: conn.execute(
+            "SELECT pg_relation_size(%s::regclass)", (f"{pg_schema}.{build.relname}",)
+        ).fetchone()[0]
+    )
+    assert heap > 8 * 1024 * 1024, f"a heap of {heap} bytes: PostgreSQL would plan no parallel build"
     fixed = library_pgvector(pg_dsn) >= (0, 8, 2)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         builds.build_session(conn)
@@ -205,10 +215,26 @@ def test_a_bulk_load_waits_for_the_build_then_loads(building):
     assert_whole(col, ROWS + 3000)
 
 
-def test_a_backup_mid_build_holds_every_row_and_the_build_goes_on(building, pg_dsn, pg_schema, tmp_path):
+@pytest.fixture
+def building_alone(pg_env, pg_dsn, pg_schema, tmp_path, monkeypatch):
+    """building's (collection, Build), in a schema of its own, dropped afterwards: for a test whose
+    maintenance reads the whole schema, which in the session's schema would hold every earlier test's
+    collections too (a dump of them all took most of such a test's time)."""
+    own = f"{pg_schema}_alone"
+    monkeypatch.setenv("MEMPALACE_PG_SCHEMA", own)
+    backend = PostgresBackend()
+    col, build = start_build(backend, tmp_path / "alone", own, pg_dsn, monkeypatch)
+    yield col, build
+    build.finish()
+    backend.close()
+    schema.drop(Settings.load())
+
+
+def test_a_backup_mid_build_holds_every_row_and_the_build_goes_on(building_alone, pg_dsn, tmp_path):
     """`mempalace-pg backup` (pg_dump) while the folder builds: the dump's snapshot holds every row, the
     build waits for the dump's snapshot and then finishes (it takes no lock the build holds)."""
-    col, build = building
+    col, build = building_alone
+    pg_schema = Settings.load().schema
     path = tmp_path / "mid-build.dump"
     written = backup(str(path), Settings.load(), pg_dump=server_tool(pg_dsn, "pg_dump"))
     assert written["bytes"] > 0 and written["schema"] == pg_schema
