@@ -21,6 +21,7 @@ import pytest
 from psycopg import sql
 
 from mempalace_pg.engine import builds, indexing
+from tests.integration.conftest import TEST_EF_CONSTRUCTION
 from tests.integration.test_indexing import random_drawers, waiting
 
 
@@ -205,6 +206,9 @@ def test_a_folder_that_dies_mid_build(
     if fault != "kill":  # a folder whose connection was cut exits at once: it has nothing to tidy
         assert exited < 3, f"the folder took {exited:.1f} s to exit after its connection was cut"
     monkeypatch.delenv("MEMPALACE_PG_FOLDER")
+    # The build interrupted was at full length; the one that settles the palace need not be (at full
+    # settings it took most of the test's time).
+    monkeypatch.setenv("MEMPALACE_PG_EF_CONSTRUCTION", TEST_EF_CONSTRUCTION)
     settled = _search_then_settle(pg_dsn, pg_schema, pk, str(tmp_path / "palace"), vecs, fault_at)
     reader.stop()
     # a reader searching all along saw answers, or (the server restarting) the plugin's own error
