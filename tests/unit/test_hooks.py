@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from fresh_python import last_line
 
 
 def test_hooks_are_installed_when_python_starts(tmp_path):
@@ -27,8 +26,7 @@ def test_hooks_are_installed_when_python_starts(tmp_path):
         "    assert hasattr(f, '__wrapped__'), f\n"
         "print('ok')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+    assert last_line(code) == "ok"
 
 
 def test_the_global_palace_of_a_serve_command_line():

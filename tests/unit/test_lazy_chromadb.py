@@ -3,31 +3,13 @@ in the same process, its errors the very classes MemPalace catches."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-
-def run(code: str) -> str:
-    """Run ``code`` in a fresh interpreter; what it prints on the last line of stderr (MemPalace's MCP
-    server takes stdout for the protocol when it is imported)."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys\nprint = lambda *a: sys.stderr.write(' '.join(map(str, a)) + chr(10))\n" + code,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stderr.strip().splitlines()[-1]
+from fresh_python import last_line
 
 
 def test_mempalace_starts_with_chromadb_deferred():
     """What every MemPalace command and its MCP server import at their start leaves chromadb's package
     body unrun: only the two small modules whose classes MemPalace binds are loaded."""
-    out = run(
+    out = last_line(
         "import sys\n"
         "import mempalace.cli, mempalace.mcp_server, mempalace.searcher\n"
         "from mempalace.backends import get_backend, available_backends\n"
@@ -41,7 +23,7 @@ def test_mempalace_starts_with_chromadb_deferred():
 def test_chroma_is_used_in_the_same_process_after_a_deferred_start(tmp_path):
     """After MemPalace's start a Chroma palace opens: the package's body runs at its first use, and
     what Chroma raises is the class MemPalace's modules bound while the body was deferred."""
-    out = run(
+    out = last_line(
         "import mempalace.mcp_server as server, mempalace.backends.chroma as chroma\n"
         "from mempalace_pg import lazy_chromadb\n"
         "assert lazy_chromadb.deferred()\n"
@@ -62,7 +44,7 @@ def test_chroma_is_used_in_the_same_process_after_a_deferred_start(tmp_path):
 def test_a_submodule_import_runs_the_package_body_first():
     """Importing any other chromadb module runs the package's body before it, as an ordinary import
     of it would."""
-    out = run(
+    out = last_line(
         "import chromadb\n"
         "from mempalace_pg import lazy_chromadb\n"
         "assert lazy_chromadb.deferred()\n"

@@ -111,8 +111,7 @@ def test_nothing_to_merge_in_one_segment_or_none():
 def test_the_folder_process_starts_without_mempalaces_backends():
     """The process ensure_folder starts imports MemPalace's backend base alone: not the backends package,
     which imports chromadb, each time a folder starts."""
-    import subprocess
-    import sys
+    from fresh_python import last_line
 
     code = (
         "import sys\n"
@@ -124,5 +123,4 @@ def test_the_folder_process_starts_without_mempalaces_backends():
         "assert issubclass(BusyError, BackendError)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mempalace', 'chromadb')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['mempalace.backends.base']"
+    assert last_line(code) == "['mempalace.backends.base']"
