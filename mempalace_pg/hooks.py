@@ -52,7 +52,8 @@ set_backend), for ``postgres`` only    directory: ``init()`` writes the default 
                                        later it reuses the module but does not bind it: bound here
 ``chromadb`` (imported, its body       every MemPalace module imports the Chroma backend, which
 deferred: :mod:`mempalace_pg.          imports chromadb: most of a command's start on a postgres
-lazy_chromadb`)                        palace. Its package body runs at Chroma's first real use
+lazy_chromadb`)                        palace. Its package body (and chromadb.config's) runs at
+                                       Chroma's first real use
 =====================================  ========================================================
 
 How the patches get in: the import hook of :mod:`mempalace_pg.patching` (on ``sys.meta_path``)
