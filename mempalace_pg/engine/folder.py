@@ -78,7 +78,12 @@ class Folder:
         self.table = records_identifier(schema, pk)
         self.presence, self.changes = lock_keys(schema, pk)
         self.last_newest: Optional[int] = None
-        self.last_change = time.monotonic()
+        self.last_change = time.monotonic()  # the newest row's last move seen, else the folder's start
+        # Whether this folder has seen a write (the newest row moved under it). Its first look says
+        # nothing of when the rows came: a CLI that wrote them and exited long ago starts a folder just
+        # as a writer at work does. Until it knows, it builds nothing young (to be rebuilt at once): it
+        # waits QUIET_S for a write, else builds the tail once, at full settings.
+        self.saw_writes = False
         self.retired: list[tuple[float, str]] = []  # (drop after, index) of replaced segments
         self.forget_due: Optional[float] = None  # when the rows of the newest segments leave vector_tail
         # On a pgvector whose HNSW vacuum can corrupt an index beside inserts (< 0.8.4), no row is ever
@@ -164,12 +169,16 @@ class Folder:
         )
         now = time.monotonic()
         if current.newest != self.last_newest:
-            self.last_newest, self.last_change = current.newest, now
+            if self.last_newest is not None:
+                self.last_change, self.saw_writes = now, True
+            self.last_newest = current.newest
         tail = self.count_above(current.top) if current.has_tail else 0
         # More rows waiting than a writer may leave: it waits for this folder (mempalace_pg.engine.backlog),
         # it has not stopped. A full build now would hold it up; a young fold lets it write on.
         backlogged = 0 < BACKLOG_ROWS < tail
         quiet = now - self.last_change >= QUIET_S and not backlogged
+        if not (quiet or backlogged or self.saw_writes):
+            return False  # whether writes go on is known QUIET_S after the start at the latest
         if dim not in self.capacity:  # a server round trip: once per dimension, not every poll
             self.capacity[dim] = build_capacity(self.conn, dim)
         capacity = self.capacity[dim]

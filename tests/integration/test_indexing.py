@@ -305,7 +305,9 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
     with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
         builds.build_session(conn)
         f = folder.Folder(conn, pg_schema, pk)
-        assert f.step(16)  # rows just written: not quiet, a tail of FOLD_ROWS or more
+        assert not f.step(16)  # a first look: whether writes go on is not known yet
+        col.upsert(ids=["d-more"], documents=["one more"], metadatas=[{"wing": "w"}], embeddings=[[0.5] * 16])
+        assert f.step(16)  # a write while it watched: not quiet, a tail of FOLD_ROWS or more
         [(young_name, young, options)] = segments(conn)
         assert young and "ef_construction=64" in options
         assert waiting(conn, pg_schema, pk) == (0, 1)
@@ -317,6 +319,34 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
         assert not f.step(16)  # settled: nothing left to rebuild
         f.drop_retired(float("inf"))
         assert indexing.orphan_indexes(conn, pg_schema, pk) == []
+    assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
+
+
+def test_a_folder_started_on_a_quiet_tail_builds_it_once_at_full_settings(
+    pg_session_dsn, pg_schema, make_collection, monkeypatch
+):
+    """A folder started long after the rows came (a CLI wrote them and exited, a search starts it) cannot
+    tell them from a writer's at work at its first look: it waits QUIET_S for a write, sees none, and
+    builds the tail once with the full options, not young and then again."""
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
+    col = make_collection()
+    pk = col.partition.pk
+    vecs = random_drawers(col, indexing.FOLD_ROWS + 500, 16, seed=13)
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        f = folder.Folder(conn, pg_schema, pk)
+        assert not f.step(16)  # a first look: it waits
+        time.sleep(indexing.QUIET_S)
+        assert f.step(16)  # no write came: quiet
+        built = conn.execute(
+            sql.SQL("SELECT rows, young FROM {} WHERE collection_pk = %s").format(
+                sql.Identifier(pg_schema, "vector_segments")
+            ),
+            (pk,),
+        ).fetchall()
+        assert built == [(indexing.FOLD_ROWS + 500, False)]
+        assert not f.step(16)  # settled: nothing to rebuild
+        assert waiting(conn, pg_schema, pk) == (0, 1)
     assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
 
 
@@ -447,7 +477,7 @@ def test_a_full_build_yields_to_a_writer(pg_dsn, pg_session_dsn, pg_schema, make
         thread.join()
         assert waiting(conn, pg_schema, pk) == (21_000, 0)  # nothing registered
         assert indexing.orphan_indexes(conn, pg_schema, pk) == []  # the cancelled index is gone
-        f.last_change = time.monotonic()  # writes are recent: the next step folds young
+        f.last_change, f.saw_writes = time.monotonic(), True  # the writer's: the next step folds young
         assert f.step(384)
         assert conn.execute(
             f"SELECT bool_and(young) FROM {pg_schema}.vector_segments WHERE collection_pk = %s", (pk,)
