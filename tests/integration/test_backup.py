@@ -92,13 +92,9 @@ with unit_of_work(palace_key="home") as uow:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     yield env
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        conn.execute(
-            "SELECT ag_catalog.drop_graph(name, true) FROM ag_catalog.ag_graph WHERE name = %s",
-            (f"{schema}_kg",),
-        )
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}_kg" CASCADE')
+    # as a user drops it, waiting for the folder's build of the 500 rows, which may have just started: a
+    # raw DROP SCHEMA beside it deadlocked with its CREATE INDEX CONCURRENTLY (seen in the docker tier)
+    drop_palace(env)
 
 
 def with_dbname(dsn: str, dbname: str) -> str:
