@@ -60,8 +60,7 @@ class PendingSettings:
         if name.startswith("_"):
             raise AttributeError(name)
         config = importlib.import_module(CONFIG)
-        if type(config) is _Deferred:
-            config.__spec__.loader.run(config)
+        _run_deferred(config)
         return getattr(self.real(config.Settings), name)
 
 
@@ -131,9 +130,7 @@ class _DeferredLoader(importlib.abc.Loader):
             try:
                 if module.__name__ == PACKAGE:
                     # the package's body reads chromadb.config's names: the real ones, first
-                    config = sys.modules.get(CONFIG)
-                    if type(config) is _Deferred:
-                        config.__spec__.loader.run(config)
+                    _run_deferred(sys.modules.get(CONFIG))
                 self._loader.exec_module(module)
             except BaseException:
                 # as a failed import would: the next import starts again, and says why
@@ -151,6 +148,12 @@ class _DeferredLoader(importlib.abc.Loader):
         return getattr(self._loader, attr)
 
 
+def _run_deferred(module) -> None:
+    """Run ``module``'s body now if it is still deferred (a module that ran, or None, is left as it is)."""
+    if type(module) is _Deferred:
+        module.__spec__.loader.run(module)
+
+
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if fullname == PACKAGE or (fullname == CONFIG and deferred()):
@@ -164,9 +167,7 @@ class _Finder(importlib.abc.MetaPathFinder):
                     spec.loader = _DeferredLoader(spec.loader)
             return spec
         if fullname.startswith(PACKAGE + ".") and fullname not in LIGHT:
-            package = sys.modules.get(PACKAGE)
-            if type(package) is _Deferred:
-                package.__spec__.loader.run(package)
+            _run_deferred(sys.modules.get(PACKAGE))
         return None
 
 
