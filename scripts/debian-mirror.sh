@@ -4,22 +4,18 @@
 #   host_mirror            MEMPALACE_PG_MIRROR, else the host's apt mirror, else deb.debian.org's
 #   host_mirror security   MEMPALACE_PG_SECURITY_MIRROR, else the host's security mirror, else deb.debian.org's
 host_mirror() {
-    local given found
+    local given fallback found pick=(grep -v -- '-security')
     if [[ "${1:-}" == security ]]; then
-        given="${MEMPALACE_PG_SECURITY_MIRROR:-}"
+        given="${MEMPALACE_PG_SECURITY_MIRROR:-}" fallback=http://deb.debian.org/debian-security
+        pick=(grep -- '-security')
     else
-        given="${MEMPALACE_PG_MIRROR:-}"
+        given="${MEMPALACE_PG_MIRROR:-}" fallback=http://deb.debian.org/debian
     fi
     if [[ -n "$given" ]]; then
         printf '%s\n' "$given"
         return
     fi
     found=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-            | awk '{print $2}' | if [[ "${1:-}" == security ]]; then grep -- '-security'; else grep -v -- '-security'; fi \
-            | head -n1 || true)
-    if [[ "${1:-}" == security ]]; then
-        printf '%s\n' "${found:-http://deb.debian.org/debian-security}"
-    else
-        printf '%s\n' "${found:-http://deb.debian.org/debian}"
-    fi
+            | awk '{print $2}' | "${pick[@]}" | head -n1 || true)
+    printf '%s\n' "${found:-$fallback}"
 }
