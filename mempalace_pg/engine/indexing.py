@@ -176,12 +176,13 @@ def folder_application_name(schema: str) -> str:
 
 
 class Layout(NamedTuple):
-    """A collection's segments as ``((lo, hi), ...)`` in write order, the newest vector_seq, and the
-    share of the indexed rows the largest segment holds."""
+    """A collection's segments as ``((lo, hi), ...)`` in write order, the newest vector_seq, the
+    share of the indexed rows the largest segment holds, and whether any segment is young."""
 
     segments: tuple
     newest: int
     largest: float = 1.0
+    young: bool = False
 
     @property
     def top(self) -> int:
@@ -207,8 +208,11 @@ def search_breadth(layout: Layout, configured: int) -> int:
 
     Every segment's walk runs at the statement's one breadth. The nearest rows are spread over the
     segments, so each walk needs only its share of them, from a smaller graph (recall and time per
-    layout: "Search breadth over segments" in benchmarks/RESULTS.md)."""
-    if len(layout.segments) < 2:
+    layout: "Search breadth over segments" in benchmarks/RESULTS.md). That holds for graphs built at
+    full settings; a young segment's graph (YOUNG_EF_CONSTRUCTION) finds its share only at the full
+    breadth, so a layout with one is searched at the configured breadth ("A big palace on the real
+    write path" in benchmarks/RESULTS.md: recall right after a write)."""
+    if len(layout.segments) < 2 or layout.young:
         return configured
     return min(configured, max(MIN_SEARCH_BREADTH, int(configured * layout.largest + 0.999)))
 
@@ -433,8 +437,8 @@ def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
     """The collection's layout, read now (one statement)."""
     row = conn.execute(
         sql.SQL(
-            "SELECT (SELECT COALESCE(array_agg(ARRAY[lo, hi, rows] ORDER BY lo), '{{}}') FROM {segs} "
-            "WHERE collection_pk = %s), (SELECT max(vector_seq) FROM {table})"
+            "SELECT (SELECT COALESCE(array_agg(ARRAY[lo, hi, rows, young::int] ORDER BY lo), '{{}}') "
+            "FROM {segs} WHERE collection_pk = %s), (SELECT max(vector_seq) FROM {table})"
         ).format(
             segs=sql.Identifier(schema, "vector_segments"),
             table=records_identifier(schema, pk),
@@ -442,9 +446,10 @@ def read_layout(conn: psycopg.Connection, schema: str, pk: int) -> Layout:
         (pk,),
     ).fetchone()
     return Layout(
-        tuple((int(lo), int(hi)) for lo, hi, _ in row[0]),
+        tuple((int(lo), int(hi)) for lo, hi, _, _ in row[0]),
         -1 if row[1] is None else int(row[1]),
-        largest_share(r for _, _, r in row[0]),
+        largest_share(r for _, _, r, _ in row[0]),
+        any(young for *_, young in row[0]),
     )
 
 

@@ -310,12 +310,14 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
         assert f.step(16)  # a write while it watched: not quiet, a tail of FOLD_ROWS or more
         [(young_name, young, options)] = segments(conn)
         assert young and "ef_construction=64" in options
+        assert indexing.read_layout(conn, pg_schema, pk).young  # searched at the configured breadth
         assert waiting(conn, pg_schema, pk) == (0, 1)
         assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
         f.last_change -= 2 * indexing.QUIET_S  # writes paused
         assert f.step(16)
         [(name, young, options)] = segments(conn)
         assert not young and "ef_construction=256" in options and name != young_name
+        assert not indexing.read_layout(conn, pg_schema, pk).young
         assert not f.step(16)  # settled: nothing left to rebuild
         f.drop_retired(float("inf"))
         assert indexing.orphan_indexes(conn, pg_schema, pk) == []

@@ -38,6 +38,16 @@ def test_largest_share(rows, share):
     assert indexing.largest_share(rows) == share
 
 
+def test_a_layout_with_a_young_segment_is_searched_at_the_configured_breadth():
+    # A young graph (built with YOUNG_EF_CONSTRUCTION) finds its share of the nearest rows only at the
+    # full breadth; the narrower walk over segments is for graphs built at full settings.
+    segments = ((-1, 34), (34, 64), (64, 86), (86, 100))
+    share = indexing.largest_share([34, 30, 22, 14])
+    assert indexing.search_breadth(indexing.Layout(segments, 100, share, young=True), 150) == 150
+    assert indexing.search_breadth(indexing.Layout(segments, 100, share), 150) == indexing.MIN_SEARCH_BREADTH
+    assert indexing.search_breadth(indexing.Layout(segments, 100, share, young=True), 40) == 40
+
+
 def test_breadth_is_the_configured_one_without_segments_and_never_below_the_floor():
     assert indexing.search_breadth(indexing.Layout((), -1), 150) == 150
     assert indexing.search_breadth(indexing.Layout(((-1, 5), (5, 9)), 9, 0.5), 1000) == 500
