@@ -237,7 +237,7 @@ SETTINGS: tuple[Setting, ...] = (
         "backlog_rows",
         "MEMPALACE_PG_BACKLOG_ROWS",
         "",
-        4000,
+        16000,
         int,
         "rows waiting for the vector index past which a writer waits for the folder (0: never)",
         scope="process",
