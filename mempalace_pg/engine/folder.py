@@ -44,6 +44,7 @@ from mempalace_pg.engine.indexing import (
     MERGE_TIER,
     POLL_S,
     QUIET_S,
+    STATISTICS_GROWTH,
     TIER_MERGE_ROWS,
     TIER_SPREAD,
     WORTH_REBUILD,
@@ -90,6 +91,7 @@ class Folder:
         # inserted into a built segment: a quiet tail becomes a segment of its own instead.
         self.may_absorb = defects.hnsw_insert_beside_vacuum_safe(conn)
         self.capacity: dict[int, int] = {}  # rows a build fits in memory, by dimension
+        self.analyzed_rows: Optional[int] = None  # indexed rows at this folder's last full ANALYZE
 
     # -- state people can read (doctor, psql) --------------------------------------------------
     def report(self, activity: str, error: Optional[str] = None) -> None:
@@ -280,14 +282,31 @@ class Folder:
             replaced=replaced,
             young=young,
         )
-        # The planner picks each arm's index by the rows it expects in the segment's vector_seq range.
-        self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))
+        self.analyze()
         # BM25's word counts, when the collection has grown enough since they were taken
         remember_common_words(self.conn, self.schema, self.pk, min_growth=LEXICAL_RECOUNT_GROWTH)
         due = time.monotonic() + GRACE_S
         self.retired += [(due, old) for old in replaced]
         if self.forget_due is None:  # the first build's: under sustained writes a later one would never come
             self.forget_due = due
+
+    def analyze(self) -> None:
+        """Statistics after a build: vector_seq's, and every column's when the indexed rows have moved by
+        STATISTICS_GROWTH since this folder last analyzed them all (its first build always does)."""
+        rows = self.conn.execute(
+            sql.SQL("SELECT COALESCE(sum(rows), 0) FROM {} WHERE collection_pk = %s").format(
+                sql.Identifier(self.schema, "vector_segments")
+            ),
+            (self.pk,),
+        ).fetchone()[0]
+        whole = self.analyzed_rows is None or abs(rows - self.analyzed_rows) >= STATISTICS_GROWTH * max(
+            self.analyzed_rows, 1
+        )
+        if whole:
+            self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))
+            self.analyzed_rows = int(rows)
+        else:
+            self.conn.execute(sql.SQL("ANALYZE {} (vector_seq)").format(self.table))
 
     def watch(self, done: threading.Event, yielded: threading.Event) -> None:
         """While a full build runs (until ``done``): cancel it once YIELD_ROWS rows have been written since

@@ -125,6 +125,13 @@ BACKLOG_ROWS = process_setting("backlog_rows")
 #: pause). A trickle of writes (an MCP server filing now and then) lets it finish. Never more than
 #: BACKLOG_ROWS: a writer waiting for the tail to shrink would otherwise wait for the whole build.
 YIELD_ROWS = min(5 * FOLD_ROWS, BACKLOG_ROWS or 5 * FOLD_ROWS)
+#: After each build the planner needs the new segment's vector_seq range in the statistics (it picks each
+#: arm's partial index by the rows it expects there): the folder analyzes vector_seq alone. The table's
+#: other columns (wing, room, the words), which plan a filter, are analyzed with it whenever the indexed
+#: rows have grown or shrunk by this share since they were: a full ANALYZE of a big table after every
+#: build took a third of the folder's time under a bulk write ("A big palace on the real write path" in
+#: benchmarks/RESULTS.md), and a table never analyzed in full plans filters blind.
+STATISTICS_GROWTH = 0.2
 #: How often a full build's watcher counts the rows written since it started.
 YIELD_POLL_S = 1.0
 #: A folder with nothing to do for this long exits (the next write starts another).
@@ -502,6 +509,7 @@ __all__ = [
     "HNSW_MAX_DIM",
     "FOLD_ROWS",
     "QUIET_S",
+    "STATISTICS_GROWTH",
     "BUILD_ROW_OVERHEAD",
     "WORTH_REBUILD",
     "ABSORB_ROWS",

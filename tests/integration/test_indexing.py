@@ -324,6 +324,55 @@ def test_segments_built_under_writes_are_young_and_rebuilt_once_writes_pause(
     assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
 
 
+def test_a_build_analyzes_every_column_only_when_the_rows_have_grown_enough(
+    pg_session_dsn, pg_schema, make_collection, monkeypatch
+):
+    """After each build the planner gets vector_seq's statistics (where the new segment lies); the other
+    columns are analyzed too at a folder's first build and once the indexed rows have grown by
+    STATISTICS_GROWTH since: a full ANALYZE after every build of a big palace costs the folder too much."""
+    import numpy as np
+
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")  # the test drives the folder itself
+    col = make_collection()
+    pk = col.partition.pk
+    rng = np.random.default_rng(17)
+
+    def write(start: int, stop: int, wing) -> None:
+        col.upsert(
+            ids=[f"d{i}" for i in range(start, stop)],
+            documents=[f"drawer {i}" for i in range(start, stop)],
+            metadatas=[{"wing": wing(i)} for i in range(start, stop)],
+            embeddings=rng.normal(size=(stop - start, 16)).tolist(),
+        )
+
+    def fold_and_read(conn) -> tuple[set, bool]:
+        """Fold the tail; then the wings the statistics know, and whether vector_seq's cover every row."""
+        f.fold(indexing.read_layout(conn, pg_schema, pk), 16, 10**6)
+        stats = dict(
+            conn.execute(
+                "SELECT attname, COALESCE(most_common_vals::text, histogram_bounds::text) FROM pg_stats "
+                "WHERE schemaname = %s AND tablename = %s AND attname IN ('wing', 'vector_seq')",
+                (pg_schema, f"records_c{pk}"),
+            ).fetchall()
+        )
+        newest = conn.execute(f"SELECT max(vector_seq) FROM {pg_schema}.records_c{pk}").fetchone()[0]
+        seq_top = max(int(v) for v in stats["vector_seq"].strip("{}").split(","))
+        return set(stats["wing"].strip("{}").split(",")), seq_top == newest
+
+    with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
+        builds.build_session(conn)
+        f = folder.Folder(conn, pg_schema, pk)
+        write(0, 1000, lambda i: f"w{i % 3}")
+        assert fold_and_read(conn) == ({"w0", "w1", "w2"}, True)  # the first build: every column
+        assert f.analyzed_rows == 1000
+        write(1000, 1100, lambda i: "late")  # 10 % more: vector_seq alone
+        assert fold_and_read(conn) == ({"w0", "w1", "w2"}, True)
+        assert f.analyzed_rows == 1000
+        write(1100, 1300, lambda i: "late")  # 30 % more than at the full one: every column again
+        assert fold_and_read(conn) == ({"w0", "w1", "w2", "late"}, True)
+        assert f.analyzed_rows == 1300
+
+
 def test_a_folder_started_on_a_quiet_tail_builds_it_once_at_full_settings(
     pg_session_dsn, pg_schema, make_collection, monkeypatch
 ):
