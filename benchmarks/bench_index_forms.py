@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -218,7 +219,7 @@ def run(args) -> dict:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
     meta = common.run_meta(
         dsn,
-        command="python benchmarks/bench_index_forms.py " + " ".join(sys.argv[1:]),
+        command="python benchmarks/bench_index_forms.py " + shlex.join(sys.argv[1:]),
         n=args.n,
         queries=args.queries,
         workers=workers,
