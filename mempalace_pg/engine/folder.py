@@ -168,6 +168,7 @@ class Folder:
             tuple((s[1], s[2]) for s in segments),
             -1 if newest is None else int(newest),
             largest_share(s[3] for s in segments),
+            any(s[4] for s in segments),
         )
         now = time.monotonic()
         if current.newest != self.last_newest:
@@ -293,18 +294,13 @@ class Folder:
     def analyze(self) -> None:
         """Statistics after a build: vector_seq's, and every column's when the indexed rows have moved by
         STATISTICS_GROWTH since this folder last analyzed them all (its first build always does)."""
-        rows = self.conn.execute(
-            sql.SQL("SELECT COALESCE(sum(rows), 0) FROM {} WHERE collection_pk = %s").format(
-                sql.Identifier(self.schema, "vector_segments")
-            ),
-            (self.pk,),
-        ).fetchone()[0]
+        rows = sum(s[3] for s in self.segment_rows())
         whole = self.analyzed_rows is None or abs(rows - self.analyzed_rows) >= STATISTICS_GROWTH * max(
             self.analyzed_rows, 1
         )
         if whole:
             self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))
-            self.analyzed_rows = int(rows)
+            self.analyzed_rows = rows
         else:
             self.conn.execute(sql.SQL("ANALYZE {} (vector_seq)").format(self.table))
 

@@ -129,8 +129,8 @@ YIELD_ROWS = min(5 * FOLD_ROWS, BACKLOG_ROWS or 5 * FOLD_ROWS)
 #: arm's partial index by the rows it expects there): the folder analyzes vector_seq alone. The table's
 #: other columns (wing, room, the words), which plan a filter, are analyzed with it whenever the indexed
 #: rows have grown or shrunk by this share since they were: a full ANALYZE of a big table after every
-#: build took a third of the folder's time under a bulk write ("A big palace on the real write path" in
-#: benchmarks/RESULTS.md), and a table never analyzed in full plans filters blind.
+#: build took the folder's time from its builds under a bulk write ("A big palace on the real write
+#: path" in benchmarks/RESULTS.md), and a table never analyzed in full plans filters blind.
 STATISTICS_GROWTH = 0.2
 #: How often a full build's watcher counts the rows written since it started.
 YIELD_POLL_S = 1.0
