@@ -63,12 +63,7 @@ def vectors_and_queries(n: int, count: int):
 
 
 def load_table(conn, table: str, vectors: np.ndarray) -> None:
-    conn.execute(f"DROP TABLE IF EXISTS {table}")
-    conn.execute(f"CREATE TABLE {table} (i int PRIMARY KEY, embedding vector({vectors.shape[1]}))")
-    with conn.cursor().copy(f"COPY {table} (i, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
-        copy.set_types(["int4", "vector"])
-        for i, v in enumerate(vectors):
-            copy.write_row((i, v))
+    common.scratch_vectors(conn, table, vectors, f"vector({vectors.shape[1]})")
     conn.execute(f"VACUUM ANALYZE {table}")
 
 

@@ -89,12 +89,7 @@ def main() -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         register_vector(conn)
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-        conn.execute(f"CREATE TABLE {table} (i int PRIMARY KEY, embedding vector)")
-        with conn.cursor().copy(f"COPY {table} (i, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "vector"])
-            for i, v in enumerate(vectors):
-                copy.write_row((i, v))
+        common.scratch_vectors(conn, table, vectors)
         conn.execute(f"ANALYZE {table}")
         conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
         # as the backend builds: one worker where pgvector's parallel build is safe, else serial

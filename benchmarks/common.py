@@ -87,6 +87,17 @@ def batch_data(start: int, n: int, centers: np.ndarray):
     return ids, docs, metas, vecs
 
 
+def scratch_vectors(conn, table: str, vectors: np.ndarray, column: str = "vector") -> None:
+    """(Re)create ``table`` (i int PRIMARY KEY, embedding ``column``) holding ``vectors`` by binary COPY,
+    row i the i-th vector (the connection has pgvector's types registered)."""
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (i int PRIMARY KEY, embedding {column})")
+    with conn.cursor().copy(f"COPY {table} (i, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "vector"])
+        for i, v in enumerate(vectors):
+            copy.write_row((i, v))
+
+
 def query_vectors(k: int, seed: int, centers: np.ndarray) -> np.ndarray:
     rng = np.random.default_rng(seed)
     q = centers[rng.integers(0, CLUSTERS, k)] + 0.6 * rng.normal(size=(k, DIM)).astype(np.float32)
