@@ -84,7 +84,7 @@ def rows_waiting(index: "SegmentIndex", cap: int) -> int:
     query = sql.SQL(
         "SELECT count(*) FROM (SELECT 1 FROM {tail} WHERE collection_pk = %(pk)s AND vector_seq > "
         "(SELECT COALESCE(max(hi), -1) FROM {segs} WHERE collection_pk = %(pk)s) LIMIT %(cap)s) AS t"
-    ).format(tail=db.ident("vector_tail"), segs=db.ident("vector_segments"))
+    ).format(tail=db.ident("vector_bits"), segs=db.ident("vector_segments"))
     return int(db.run(lambda conn: conn.execute(query, {"pk": index.pk, "cap": cap}).fetchone()[0]))
 
 

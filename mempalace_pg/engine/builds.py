@@ -99,30 +99,6 @@ def register(
         )
 
 
-def forget_tail(conn: psycopg.Connection, schema: str, pk: int, top: int) -> None:
-    """The collection's rows up to vector_seq ``top`` are in segments every reader knows of: their
-    first-pass entries (vector_tail, sql/0014) go. Not sooner: a reader whose cached layout predates a
-    segment searches its rows as tail, through these entries (see :func:`forget_folded`)."""
-    conn.execute(
-        sql.SQL("DELETE FROM {} WHERE collection_pk = %s AND vector_seq <= %s").format(
-            sql.Identifier(schema, "vector_tail")
-        ),
-        (pk, top),
-    )
-
-
-def forget_folded(conn: psycopg.Connection, schema: str, pk: int, grace_s: float) -> None:
-    """:func:`forget_tail` up to the highest row of the segments registered at least ``grace_s`` ago:
-    every process has read the layout again since (LAYOUT_TTL_S), so none searches those rows as tail."""
-    conn.execute(
-        sql.SQL(
-            "DELETE FROM {t} WHERE collection_pk = %s AND vector_seq <= (SELECT COALESCE(max(hi), -1) "
-            "FROM {s} WHERE collection_pk = %s AND built_at < now() - make_interval(secs => %s))"
-        ).format(t=sql.Identifier(schema, "vector_tail"), s=sql.Identifier(schema, "vector_segments")),
-        (pk, pk, grace_s),
-    )
-
-
 def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[str]:
     """Make every row of the collection segments again, built in one go each (not concurrently: writes
     wait): one segment when the rows fit :func:`build_capacity`, else as few of equal size as do; drop
@@ -179,8 +155,6 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
         # readers that planned with the old layout just before the switch still use the old segments
         if old:
             time.sleep(max(0.0, switched + REBUILD_GRACE_S - time.monotonic()))
-            # the rows' first-pass entries too (without old segments, the folder's next pass does it)
-            forget_tail(conn, schema, pk, lo)
         for stale in orphan_indexes(conn, schema, pk):  # the replaced segments, and any interrupted build's
             drop_index(conn, schema, stale, concurrently=False)
         if len(built) > 1:  # each segment's prewarm may have evicted blocks of the one before
@@ -196,7 +170,5 @@ __all__ = [
     "build_session",
     "build_capacity",
     "register",
-    "forget_tail",
-    "forget_folded",
     "rebuild",
 ]

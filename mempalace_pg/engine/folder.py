@@ -27,8 +27,6 @@ from mempalace_pg.engine.builds import (
     build_capacity,
     build_session,
     drop_index,
-    forget_folded,
-    forget_tail,
     register,
 )
 from mempalace_pg.engine.indexing import (
@@ -86,7 +84,6 @@ class Folder:
         # waits QUIET_S for a write, else builds the tail once, at full settings.
         self.saw_writes = False
         self.retired: list[tuple[float, str]] = []  # (drop after, index) of replaced segments
-        self.forget_due: Optional[float] = None  # when the rows of the newest segments leave vector_tail
         # On a pgvector whose HNSW vacuum can corrupt an index beside inserts (< 0.8.4), no row is ever
         # inserted into a built segment: a quiet tail becomes a segment of its own instead.
         self.may_absorb = defects.hnsw_insert_beside_vacuum_safe(conn)
@@ -130,7 +127,6 @@ class Folder:
                     self.sweep_orphans()
                     swept = True
                 self.drop_retired(now)
-                self.forget(now)
                 if worked:
                     idle_since = now
                 elif now - idle_since > LINGER_S:
@@ -143,7 +139,6 @@ class Folder:
             # What is left (replaced segments) the next folder sweeps.
             if not (conn.broken or conn.closed):
                 self.drop_retired(float("inf"))
-                self.forget(float("inf"))
                 try:
                     self.report("exited")
                 finally:
@@ -288,8 +283,6 @@ class Folder:
         remember_common_words(self.conn, self.schema, self.pk, min_growth=LEXICAL_RECOUNT_GROWTH)
         due = time.monotonic() + GRACE_S
         self.retired += [(due, old) for old in replaced]
-        if self.forget_due is None:  # the first build's: under sustained writes a later one would never come
-            self.forget_due = due
 
     def analyze(self) -> None:
         """Statistics after a build: vector_seq's, and every column's when the indexed rows have moved by
@@ -306,7 +299,7 @@ class Folder:
 
     def watch(self, done: threading.Event, yielded: threading.Event) -> None:
         """While a full build runs (until ``done``): cancel it once YIELD_ROWS rows have been written since
-        it started (counted in vector_tail, on a connection of its own), and set ``yielded``."""
+        it started (counted in vector_bits, on a connection of its own), and set ``yielded``."""
         try:
             with psycopg.connect(
                 self.dsn, autocommit=True, application_name="mempalace-pg folder watch"
@@ -314,7 +307,7 @@ class Folder:
                 count = sql.SQL(
                     "SELECT count(*) FROM (SELECT 1 FROM {} WHERE collection_pk = %s AND vector_seq > %s "
                     "LIMIT %s) AS t"
-                ).format(sql.Identifier(self.schema, "vector_tail"))
+                ).format(sql.Identifier(self.schema, "vector_bits"))
                 newest = sql.SQL("SELECT COALESCE(max(vector_seq), -1) FROM {}").format(self.table)
                 start = w.execute(newest).fetchone()[0]
                 while not done.wait(YIELD_POLL_S):
@@ -376,7 +369,6 @@ class Folder:
             ),
             (self.pk, top),
         )
-        forget_tail(self.conn, self.schema, self.pk, top)
 
     @staticmethod
     def open_segments(segments: list, capacity: int) -> list:
@@ -425,15 +417,6 @@ class Folder:
 
     def merge(self, plan: list[tuple], dim: int, *, young: bool = False) -> None:
         self.build(dim, plan[0][1], plan[-1][2], [s[0] for s in plan], young=young)
-
-    def forget(self, now: float) -> None:
-        """Once GRACE_S has passed since a build, the rows of the segments built before it leave
-        vector_tail (:func:`builds.forget_folded`); ``inf``: wait for it (the folder is exiting)."""
-        if self.forget_due is None or (now < self.forget_due and now != float("inf")):
-            return
-        time.sleep(max(0.0, self.forget_due - time.monotonic()))
-        forget_folded(self.conn, self.schema, self.pk, GRACE_S)
-        self.forget_due = None
 
     def drop_retired(self, now: float) -> None:
         due = [name for when, name in self.retired if when <= now]

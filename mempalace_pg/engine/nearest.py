@@ -24,8 +24,16 @@ from mempalace_pg.engine.indexing import SegmentIndex
 FILTERED_OVERSAMPLE = 2
 #: A query whose filter matches at most this many records is answered by an exact scan.
 EXACT_SCAN_MAX = 3000
+#: A query filtered by wing and/or room that matches at most this many records for each index segment
+#: is answered from the filter's own rows: ranked by the Hamming distance of their sign bits
+#: (vector_bits, sql/0016), the best re-ranked by the exact distance, as the tail is. That costs about
+#: half a microsecond a matching row whatever the layout, where each segment's walk visits rows until
+#: its share of matches turns up, the more the smaller the filter's share; so the more segments a
+#: palace has (right after a large write, under sustained writes) the larger the filters this takes
+#: ("Filtered search while written" in benchmarks/RESULTS.md measures the two).
+OWN_ROWS_PER_SEGMENT = 5000
 #: A query unfiltered or filtered by wing and room ranks the tail (rows no index segment holds yet) by
-#: the Hamming distance of their binary-quantized vectors (vector_tail, sql/0014) first, and re-ranks by
+#: the Hamming distance of their binary-quantized vectors (vector_bits, sql/0016) first, and re-ranks by
 #: the exact distance the TAIL_OVERSAMPLE x n_results (at least TAIL_CANDIDATES) that rank best:
 #: reading the narrow table costs a fraction of reading every tail row, and the re-rank puts back the
 #: order the sign bits blur (bench_scale in benchmarks/RESULTS.md). Other filters scan the rows they
@@ -48,7 +56,8 @@ class Gate:
     params: dict
     walk_condition: Optional[sql.Composable] = None
     #: the filter's equalities, when it is exactly these (``{"wing": w, "room": r}``, either or both):
-    #: the tail's first pass applies them to vector_tail's copies of the columns
+    #: the first passes apply them to vector_bits' copies of the columns, and a filter with few matches
+    #: for the layout's segments is answered from its own rows there (OWN_ROWS_PER_SEGMENT)
     keys: Optional[dict] = None
 
 
@@ -132,16 +141,24 @@ def nearest_sql(
     walk = dict(fmt)  # the walks' and the tail's
     if gate is not None:
         params.update(gate.params)
-        gate_ann = sql.SQL(" AND (SELECT n FROM matching) > {}").format(sql.Literal(EXACT_SCAN_MAX))
+        own = gate.keys and dim <= indexing.HNSW_MAX_DIM
+        # the most matches answered without the walks: by their sign bits first, or by an exact scan
+        most = OWN_ROWS_PER_SEGMENT * max(1, len(layout.segments)) if own else EXACT_SCAN_MAX
+        gate_ann = sql.SQL(" AND (SELECT n FROM matching) > {}").format(sql.Literal(most))
         if gate.walk_condition is not None:
             walk["cond"] = gate.walk_condition
         parts.append(sql.SQL("matching AS MATERIALIZED ({})").format(gate.count))
+        first = sql.SQL("")
+        if own:
+            first = sql.SQL("vector_seq = ANY ({}) AND ").format(
+                bits_first_pass(index, gate.keys, sql.SQL("true"), dim, n)
+            )
         parts.append(
             sql.SQL(
                 "exact AS MATERIALIZED ("
                 " SELECT {cols}, (embedding::{vt} <=> %(q)s::{vt}) AS distance FROM {t}"
-                " WHERE {cond} AND (SELECT n FROM matching) <= {max} ORDER BY distance, id LIMIT {n})"
-            ).format(max=sql.Literal(EXACT_SCAN_MAX), **fmt)
+                " WHERE {first}{cond} AND (SELECT n FROM matching) <= {max} ORDER BY distance, id LIMIT {n})"
+            ).format(first=first, max=sql.Literal(most), **fmt)
         )
         arms.append("exact")
     for i, (lo, hi) in enumerate(layout.segments):
@@ -165,20 +182,8 @@ def nearest_sql(
     if keys is not None and dim <= indexing.HNSW_MAX_DIM:
         # the first pass over the narrow table (with the filter's wing and room, when it is those),
         # then the rows it picked (vector_seq = ANY: by index), which meet the whole condition
-        equal = sql.SQL("").join(
-            sql.SQL(" AND {} = {}").format(sql.Identifier(k), sql.Placeholder(f"walk_{k}")) for k in keys
-        )
-        tail = sql.SQL(
-            "vector_seq = ANY (ARRAY(SELECT vector_seq FROM {bits} WHERE collection_pk = {pk} AND {tail}{eq}"
-            " ORDER BY bits <~> (SELECT binary_quantize(%(q)s::{vt})::bit varying) LIMIT {k})) AND {tail}"
-        ).format(
-            bits=index.db.ident("vector_tail"),
-            pk=sql.Literal(index.pk),
-            tail=tail,
-            eq=equal,
-            vt=fmt["vt"],
-            k=row_count(min(MAX_ROW_COUNT, max(TAIL_CANDIDATES, TAIL_OVERSAMPLE * n))),
-        )
+        first = bits_first_pass(index, keys, tail, dim, n)
+        tail = sql.SQL("vector_seq = ANY ({}) AND {}").format(first, tail)
     parts.append(
         sql.SQL(
             "tail AS MATERIALIZED ("
@@ -192,6 +197,32 @@ def nearest_sql(
         sql.SQL(", ").join(parts), union, row_count(n)
     )
     return query, params
+
+
+def bits_first_pass(
+    index: SegmentIndex, keys: dict, rows: sql.Composable, dim: int, n: int
+) -> sql.Composable:
+    """The vector_seq of the TAIL_OVERSAMPLE x ``n`` (at least TAIL_CANDIDATES) rows nearest the query
+    by the Hamming distance of their sign bits (vector_bits), among those meeting ``rows`` (a condition
+    on vector_seq) and the equalities ``keys`` (wing and/or room: their first 256 characters as the
+    table's indexes have them, then the whole value), as an array. The caller re-ranks them exactly."""
+    equal = sql.SQL("").join(
+        sql.SQL(" AND left({k}, 256) = left({v}, 256) AND {k} = {v}").format(
+            k=sql.Identifier(k), v=sql.Placeholder(f"walk_{k}")
+        )
+        for k in keys
+    )
+    return sql.SQL(
+        "ARRAY(SELECT vector_seq FROM {bits} WHERE collection_pk = {pk} AND {rows}{eq}"
+        " ORDER BY bits <~> (SELECT binary_quantize(%(q)s::{vt})::bit varying) LIMIT {k})"
+    ).format(
+        bits=index.db.ident("vector_bits"),
+        pk=sql.Literal(index.pk),
+        rows=rows,
+        eq=equal,
+        vt=indexing.vector_type(dim),
+        k=row_count(min(MAX_ROW_COUNT, max(TAIL_CANDIDATES, TAIL_OVERSAMPLE * n))),
+    )
 
 
 def nearest_statement(
@@ -219,7 +250,9 @@ __all__ = [
     "TAIL_CANDIDATES",
     "Gate",
     "facet_key_filter",
+    "OWN_ROWS_PER_SEGMENT",
     "wing_room_gate",
+    "bits_first_pass",
     "nearest_sql",
     "nearest_statement",
 ]

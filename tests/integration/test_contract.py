@@ -388,15 +388,16 @@ def test_bulk_load_then_index_and_query(make_collection):
     assert col.count() == 3000 and col.maintenance_state()["vector_index_valid"]
 
 
-@pytest.mark.parametrize("exact_scan_max", [0, 10_000])
-def test_wing_room_query_arms_agree_with_exact_answer(make_collection, monkeypatch, exact_scan_max):
-    """A wing/room filter is answered by the HNSW arm (many matching records) or by an exact scan
-    (few), chosen inside the statement from facet_counts; both give the exact top k here."""
+@pytest.mark.parametrize("own_rows", [0, 10_000])
+def test_wing_room_query_arms_agree_with_exact_answer(make_collection, monkeypatch, own_rows):
+    """A wing/room filter is answered by the HNSW arm (many matching records) or from its own rows
+    (few: their sign bits first, then the exact distance), chosen inside the statement from
+    facet_counts; both give the exact top k here."""
     import numpy as np
 
     from mempalace_pg.engine import nearest
 
-    monkeypatch.setattr(nearest, "EXACT_SCAN_MAX", exact_scan_max)
+    monkeypatch.setattr(nearest, "OWN_ROWS_PER_SEGMENT", own_rows)
     col = make_collection()
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(600, 16)).astype("float32")

@@ -404,9 +404,10 @@ def test_a_folder_started_on_a_quiet_tail_builds_it_once_at_full_settings(
 def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
     pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch
 ):
-    """The tail's first pass (Hamming distance over vector_tail's sign bits, then the exact re-rank of
-    the best TAIL_CANDIDATES) returns what an exact scan of the tail returns; vector_tail holds one entry
-    a tail row through rewrites and deletes, and none once the rows are in a segment."""
+    """The tail's first pass (Hamming distance over vector_bits' sign bits, then the exact re-rank of
+    the best TAIL_CANDIDATES) returns what an exact scan of the tail returns; vector_bits holds one entry
+    a row through rewrites and deletes, and keeps it once the row is in a segment, where a wing's own
+    rows are searched through it too."""
     import numpy as np
 
     from mempalace_pg.engine import nearest
@@ -438,7 +439,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
 
     def entries(conn):
         return conn.execute(
-            f"SELECT count(*), count(DISTINCT vector_seq) FROM {pg_schema}.vector_tail "
+            f"SELECT count(*), count(DISTINCT vector_seq) FROM {pg_schema}.vector_bits "
             "WHERE collection_pk = %s",
             (pk,),
         ).fetchone()
@@ -463,7 +464,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
             assert col.query(query_embeddings=[q.tolist()], n_results=10, where=where).ids[0] == in_wing
 
     def first_pass_rows(node) -> int:
-        here = node["Actual Rows"] if node.get("Relation Name") == "vector_tail" else 0
+        here = node["Actual Rows"] if node.get("Relation Name") == "vector_bits" else 0
         return here + sum(first_pass_rows(child) for child in node.get("Plans", []))
 
     for where in (None, {"wing": "a"}):
@@ -475,7 +476,7 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
         f.fold(indexing.read_layout(conn, pg_schema, pk), 384, 10**6)
         assert waiting(conn, pg_schema, pk) == (0, 1)
         # a reader whose layout predates the segment still searches its rows as tail, through their
-        # entries: they stay until every reader has read the layout again
+        # entries, which stay
         stale = indexing.Layout((), 10**12)
         kept_plan = nearest.nearest_sql(
             col.partition.index,
@@ -490,9 +491,22 @@ def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
         with col.partition.db.connection() as reader:
             assert reader.execute(kept_plan[0], {**kept_plan[1], "q": vecs[2500]}).fetchone()[0] == "d2500"
         assert entries(conn) == (5800, 5800)
-        f.forget(float("inf"))  # after GRACE_S
-        assert entries(conn) == (0, 0)
     assert col.query(query_embeddings=[vecs[2500].tolist()], n_results=1).ids == [["d2500"]]
+    # Now in a segment: a wing of 3,866 rows (more than an exact scan takes, fewer than
+    # OWN_ROWS_PER_SEGMENT for the one segment) is searched through its own rows' entries, and a walk
+    # of the segment answers when the rule is switched off; both as an exact scan would.
+    assert 3866 > nearest.EXACT_SCAN_MAX and 3866 <= nearest.OWN_ROWS_PER_SEGMENT
+    q = centres[12] + 0.2 * rng.normal(size=384)
+    similarity = unit @ (q / np.linalg.norm(q))
+    in_wing = [ids[kept[i]] for i in np.argsort(-similarity) if kept[i] % 3][:10]
+    plan = col.explain_query(query_embedding=q.tolist(), n_results=10, where={"wing": "a"})
+    assert first_pass_rows(plan["Plan"]) == 3866  # the wing's entries, ranked by their bits
+    assert col.query(query_embeddings=[q.tolist()], n_results=10, where={"wing": "a"}).ids[0] == in_wing
+    monkeypatch.setattr(nearest, "OWN_ROWS_PER_SEGMENT", 0)
+    # (9 results: a statement of its own, not the one kept for 10)
+    plan = col.explain_query(query_embedding=q.tolist(), n_results=9, where={"wing": "a"})
+    assert first_pass_rows(plan["Plan"]) == 0  # the segment was walked, the tail is empty
+    assert col.query(query_embeddings=[q.tolist()], n_results=9, where={"wing": "a"}).ids[0] == in_wing[:9]
 
 
 def test_a_full_build_yields_to_a_writer(pg_dsn, pg_session_dsn, pg_schema, make_collection, monkeypatch):
