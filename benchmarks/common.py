@@ -327,7 +327,12 @@ QUESTIONS = {
         "bench_migrate",
         "commands_bulk",
     ),
-    "Big palaces: 300,000 to 1,000,000 drawers": ("bench_scale", "scale", "bench_index_forms"),
+    "Big palaces: 300,000 to 1,000,000 drawers": (
+        "bench_scale",
+        "scale",
+        "bench_filter_arms",
+        "bench_index_forms",
+    ),
     "The graph: facts, and the graph joined with the drawers": (
         "bench_retrieval_1m",
         "bench_retrieval",
