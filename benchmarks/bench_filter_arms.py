@@ -93,6 +93,21 @@ def stop_folder_process(dsn: str, tag: str) -> None:
         bench_scale.stop_folder(dsn, tag)
 
 
+def relation_sizes(dsn: str, tag: str) -> dict:
+    """The MB the sign bits take (vector_bits and its indexes) beside the records' table and indexes."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_relation_size(b), pg_indexes_size(b), pg_table_size(r), pg_indexes_size(r) "
+            "FROM (SELECT to_regclass(quote_ident(%(s)s) || '.vector_bits') AS b, "
+            "to_regclass(quote_ident(%(s)s) || '.records_c1') AS r) AS t",
+            {"s": f"bench_{tag}"},
+        ).fetchone()
+    names = ("vector_bits", "vector_bits_indexes", "records", "records_indexes")
+    return {k: v / 2**20 for k, v in zip(names, row)}
+
+
 def summarize(rows: list) -> dict:
     ms = [r[0] for r in rows]
     return {**common.summary(ms), "recall_at_10": float(np.mean([r[1] for r in rows]))}
@@ -145,7 +160,16 @@ def render(results: dict, meta: dict) -> str:
         if count:
             lines.append(f"| {span} | {count} | {' | '.join(cells)} |")
         low = high or low
-    lines += ["", f"Data: `benchmarks/out/{results['data']}`."]
+    sizes = results["sizes_mb"]
+    lines += [
+        "",
+        f"The sign bits of the {meta['n']:,} drawers: `vector_bits` {sizes['vector_bits']:,.0f} MB and "
+        f"its indexes {sizes['vector_bits_indexes']:,.0f} MB, beside the records' table "
+        f"{sizes['records']:,.0f} MB and indexes {sizes['records_indexes']:,.0f} MB "
+        "(the vector index segments among them).",
+        "",
+        f"Data: `benchmarks/out/{results['data']}`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -165,6 +189,7 @@ def main() -> int:
         argv=" ".join(sys.argv[1:]),
         shared_buffers=bench_scale.shared_buffers(dsn),
         own_rows_per_segment=nearest.OWN_ROWS_PER_SEGMENT,
+        n=args.n,
     )
     stamp = time.strftime("%Y%m%d_%H%M", time.gmtime())
     data = f"filter_arms_{stamp}.json"
@@ -179,6 +204,7 @@ def main() -> int:
             bench_scale.__file__, ["write", "postgres", args.n, dsn, workdir, tag, 0, 1000, 0], dsn
         )
         stop_folder_process(dsn, tag)
+        results["sizes_mb"] = relation_sizes(dsn, tag)
         print(f"written at {results['write']['rows_per_s']:.0f} rows/s; folder stopped", flush=True)
         for way in WAYS:
             results["measured"][way] = common.child_json(script, [way, dsn, workdir, tag, queries], dsn)
