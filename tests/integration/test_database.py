@@ -352,3 +352,58 @@ def test_one_caller_at_a_time_keeps_one_warm_backend():
     pids = [db.run(pid) for _ in range(6)]
     assert len(set(pids)) == 1 and pids[0] in both
     assert db.pool.get_stats()["pool_available"] == 2
+
+
+def test_upgrade_to_0016_gives_every_folded_row_its_sign_bits(pg_dsn, scratch_schema):
+    """A palace at revision 0015 whose folder had taken the folded rows' entries out of vector_tail
+    upgrades in place: the table is vector_bits, every row has its entry again, the partition's
+    triggers keep it (under their new names), and a wing's search through its own rows answers."""
+    from mempalace_pg.db.schema import upgrade
+
+    settings = Settings.load()
+    assert upgrade(settings, "0015_lock_order") == "0015_lock_order"
+    s = scratch_schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"SET search_path = {s}, public, ag_catalog")
+        palace = conn.execute(
+            "INSERT INTO palaces (namespace, palace_key) VALUES ('', 'up-0015') RETURNING palace_pk"
+        ).fetchone()[0]
+        pk = conn.execute(
+            "INSERT INTO collections (palace_pk, name, dimension) VALUES (%s, 'mempalace_drawers', 3) "
+            "RETURNING collection_pk",
+            (palace,),
+        ).fetchone()[0]
+        conn.execute(f"CREATE TABLE records_c{pk} PARTITION OF records FOR VALUES IN ({pk})")
+        conn.execute("SELECT records_partition_setup(%s::regclass)", (f"{s}.records_c{pk}",))
+        for i in range(6):
+            conn.execute(
+                f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
+                "VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
+                (pk, f"d{i}", f"doc {i}", json.dumps({"wing": "w" if i < 4 else "v"}), f"[{i + 1}, 1, 0]"),
+            )
+        # as 0015's folder left a palace: the entries of rows in segments gone, the tail's kept
+        seqs = [r[0] for r in conn.execute(f"SELECT vector_seq FROM records_c{pk} ORDER BY vector_seq")]
+        conn.execute("DELETE FROM vector_tail WHERE vector_seq <= %s", (seqs[3],))
+        assert conn.execute("SELECT count(*) FROM vector_tail").fetchone()[0] == 2
+    pool.close_all()
+    ref = PalaceRef(id="up-0015", local_path=None)
+    col = PostgresBackend().get_collection(palace=ref, collection_name="mempalace_drawers")  # upgrades
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert current_revision(conn, scratch_schema) == head_revision()
+        entries = lambda: conn.execute(  # noqa: E731
+            f"SELECT count(*), count(DISTINCT vector_seq) FROM {s}.vector_bits WHERE collection_pk = %s",
+            (pk,),
+        ).fetchone()
+        assert entries() == (6, 6)
+        triggers = conn.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND tgname LIKE 'note_%%' ORDER BY 1",
+            (f"{s}.records_c{pk}",),
+        ).fetchall()
+        assert [t[0] for t in triggers] == ["note_bits_delete", "note_bits_insert", "note_bits_update"]
+        assert conn.execute("SELECT to_regclass(%s)", (f"{s}.vector_tail",)).fetchone()[0] is None
+    col.upsert(ids=["d6"], documents=["doc 6"], metadatas=[{"wing": "w"}], embeddings=[[0.0, 1.0, 0.0]])
+    col.delete(ids=["d0"])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert entries() == (6, 6)
+    got = col.query(query_embeddings=[[0.0, 1.0, 0.0]], n_results=3, where={"wing": "w"})
+    assert got.ids == [["d6", "d1", "d2"]]
