@@ -11,9 +11,9 @@
 -- (hundreds of milliseconds at a million drawers). Ranking the filter's own rows by Hamming distance
 -- over this narrow table, then re-ranking the best few hundred by the exact distance, costs about half
 -- a microsecond a matching row, whatever the number of segments, and finds what an exact scan finds
--- (mempalace_pg/engine/nearest.py chooses between the two; "Filtered search while written" in
--- benchmarks/RESULTS.md measures both). So the table now keeps every row, under a name that says so,
--- with the indexes that find a wing's or a room's rows.
+-- (mempalace_pg/engine/nearest.py chooses between the two; "A filtered search right after a big
+-- write, each way" in benchmarks/RESULTS.md measures both). So the table now keeps every row, under a
+-- name that says so, with the indexes that find a wing's or a room's rows.
 --
 -- Its statement triggers stay as they were: an insert adds its rows' entries, an update replaces them,
 -- a delete removes them. The entries above a collection's newest segment are its tail's rows, as

@@ -30,7 +30,7 @@ EXACT_SCAN_MAX = 3000
 #: half a microsecond a matching row whatever the layout, where each segment's walk visits rows until
 #: its share of matches turns up, the more the smaller the filter's share; so the more segments a
 #: palace has (right after a large write, under sustained writes) the larger the filters this takes
-#: ("Filtered search while written" in benchmarks/RESULTS.md measures the two).
+#: ("A filtered search right after a big write, each way" in benchmarks/RESULTS.md).
 OWN_ROWS_PER_SEGMENT = 5000
 #: A query unfiltered or filtered by wing and room ranks the tail (rows no index segment holds yet) by
 #: the Hamming distance of their binary-quantized vectors (vector_bits, sql/0016) first, and re-ranks by
