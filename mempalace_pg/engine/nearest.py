@@ -151,7 +151,7 @@ def nearest_sql(
         first = sql.SQL("")
         if own:
             first = sql.SQL("vector_seq = ANY ({}) AND ").format(
-                bits_first_pass(index, gate.keys, sql.SQL("true"), dim, n)
+                bits_first_pass(index, gate.keys, sql.SQL("true"), dim, n, by_keys=True)
             )
         parts.append(
             sql.SQL(
@@ -182,7 +182,7 @@ def nearest_sql(
     if keys is not None and dim <= indexing.HNSW_MAX_DIM:
         # the first pass over the narrow table (with the filter's wing and room, when it is those),
         # then the rows it picked (vector_seq = ANY: by index), which meet the whole condition
-        first = bits_first_pass(index, keys, tail, dim, n)
+        first = bits_first_pass(index, keys, tail, dim, n, by_keys=False)
         tail = sql.SQL("vector_seq = ANY ({}) AND {}").format(first, tail)
     parts.append(
         sql.SQL(
@@ -200,17 +200,18 @@ def nearest_sql(
 
 
 def bits_first_pass(
-    index: SegmentIndex, keys: dict, rows: sql.Composable, dim: int, n: int
+    index: SegmentIndex, keys: dict, rows: sql.Composable, dim: int, n: int, *, by_keys: bool
 ) -> sql.Composable:
     """The vector_seq of the TAIL_OVERSAMPLE x ``n`` (at least TAIL_CANDIDATES) rows nearest the query
     by the Hamming distance of their sign bits (vector_bits), among those meeting ``rows`` (a condition
-    on vector_seq) and the equalities ``keys`` (wing and/or room: their first 256 characters as the
-    table's indexes have them, then the whole value), as an array. The caller re-ranks them exactly."""
+    on vector_seq) and the equalities ``keys`` (wing and/or room), as an array. The caller re-ranks them
+    exactly. ``by_keys``: the equalities in the form the table's wing/room indexes serve (their first
+    256 characters, then the whole value), to find a filter's rows; else as plain equalities no index
+    serves, so that a pass over the tail (``rows``: above the newest segment) reads it by vector_seq
+    and never a whole wing's entries."""
+    form = " AND left({k}, 256) = left({v}, 256) AND {k} = {v}" if by_keys else " AND {k} = {v}"
     equal = sql.SQL("").join(
-        sql.SQL(" AND left({k}, 256) = left({v}, 256) AND {k} = {v}").format(
-            k=sql.Identifier(k), v=sql.Placeholder(f"walk_{k}")
-        )
-        for k in keys
+        sql.SQL(form).format(k=sql.Identifier(k), v=sql.Placeholder(f"walk_{k}")) for k in keys
     )
     return sql.SQL(
         "ARRAY(SELECT vector_seq FROM {bits} WHERE collection_pk = {pk} AND {rows}{eq}"
