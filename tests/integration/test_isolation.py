@@ -423,6 +423,16 @@ def test_a_role_at_its_connection_limit_is_told_so_at_once_without_a_storm(peopl
         assert password not in message
     finally:
         held.pop().close()  # one free: the pool opens its first connection, and the next one is refused
+    # the server counts a role's connection until its backend has exited, a moment after the client
+    # closed it: wait for that, or the pool's first connection may still meet the limit
+    with psycopg.connect(people["admin"], autocommit=True) as admin:
+        t0 = time.monotonic()
+        while (
+            admin.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s", (role,)).fetchone()[0]
+            > 2
+        ):
+            assert time.monotonic() - t0 < 10, "a closed connection's backend never exited"
+            time.sleep(0.05)
     try:
         db = Database.get(Settings.load())
         with db.connection():
