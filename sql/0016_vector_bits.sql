@@ -7,10 +7,10 @@
 -- and the folder deleted them once the rows were in a segment. A search filtered by wing (and room)
 -- walks every segment's HNSW graph, each walk testing the filter on the rows it meets: right after a
 -- large write or under sustained writes a palace has a dozen segments or more, and a filter that matches
--- a few percent of the rows makes each walk visit thousands of rows before it has its share
--- (hundreds of milliseconds at a million drawers). Ranking the filter's own rows by Hamming distance
--- over this narrow table, then re-ranking the best few hundred by the exact distance, costs about half
--- a microsecond a matching row, whatever the number of segments, and finds what an exact scan finds
+-- a few percent of the rows makes each walk visit thousands of rows before it has its share.
+-- Ranking the filter's own rows by Hamming distance over this narrow table, then re-ranking the best
+-- few hundred by the exact distance, costs a fraction of an exact scan of those rows per matching row,
+-- whatever the number of segments, and finds what an exact scan finds
 -- (mempalace_pg/engine/nearest.py chooses between the two; "A filtered search right after a big
 -- write, each way" in benchmarks/RESULTS.md measures both). So the table now keeps every row, under a
 -- name that says so, with the indexes that find a wing's or a room's rows.

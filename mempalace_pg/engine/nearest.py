@@ -22,14 +22,15 @@ from mempalace_pg.engine.indexing import SegmentIndex
 #: iterative scan returns batches out of order, and a few more candidates put the best ones back in
 #: (see "Backends at 100,000 drawers" in benchmarks/RESULTS.md for the recall this gives).
 FILTERED_OVERSAMPLE = 2
-#: A query whose filter matches at most this many records is answered by an exact scan.
+#: A query whose filter matches at most this many records is answered by an exact scan (a filter of
+#: other kinds than wing/room equalities, or vectors too wide for the sign bits' first pass).
 EXACT_SCAN_MAX = 3000
 #: A query filtered by wing and/or room that matches at most this many records for each index segment
 #: is answered from the filter's own rows: ranked by the Hamming distance of their sign bits
-#: (vector_bits, sql/0016), the best re-ranked by the exact distance, as the tail is. That costs about
-#: half a microsecond a matching row whatever the layout, where each segment's walk visits rows until
-#: its share of matches turns up, the more the smaller the filter's share; so the more segments a
-#: palace has (right after a large write, under sustained writes) the larger the filters this takes
+#: (vector_bits, sql/0016), the best re-ranked by the exact distance, as the tail is. That costs a
+#: fraction of an exact scan per matching row, whatever the layout, where each segment's walk visits
+#: rows until its share of matches turns up, the more the smaller the filter's share; so the more
+#: segments a palace has (right after a large write, under sustained writes) the larger the filters this takes
 #: ("A filtered search right after a big write, each way" in benchmarks/RESULTS.md).
 OWN_ROWS_PER_SEGMENT = 5000
 #: A query unfiltered or filtered by wing and room ranks the tail (rows no index segment holds yet) by
