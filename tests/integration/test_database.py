@@ -11,6 +11,7 @@ import subprocess
 import psycopg
 import pytest
 from mempalace.backends import PalaceRef
+from psycopg import sql
 from run_cli import run_cli
 
 from mempalace_pg import registries
@@ -256,6 +257,25 @@ def test_upgrade_from_0003_replaces_the_graph_write_helpers(pg_dsn, scratch_sche
         }
 
 
+def _collection_by_sql(conn, schema: str, palace_key: str, setup: str) -> tuple[int, int]:
+    """A palace, its drawers collection (3 dimensions) and the collection's records partition, made by SQL
+    as an older release made them (``conn``'s search path on ``schema``); ``setup``, the partition's setup
+    function at that revision, attaches its triggers. Returns (palace_pk, collection_pk)."""
+    palace = conn.execute(
+        "INSERT INTO palaces (namespace, palace_key) VALUES ('', %s) RETURNING palace_pk", (palace_key,)
+    ).fetchone()[0]
+    pk = conn.execute(
+        "INSERT INTO collections (palace_pk, name, dimension) VALUES (%s, 'mempalace_drawers', 3) "
+        "RETURNING collection_pk",
+        (palace,),
+    ).fetchone()[0]
+    conn.execute(f"CREATE TABLE records_c{pk} PARTITION OF records FOR VALUES IN ({pk})")
+    conn.execute(
+        sql.SQL("SELECT {}(%s::regclass)").format(sql.Identifier(setup)), (f"{schema}.records_c{pk}",)
+    )
+    return palace, pk
+
+
 def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_dsn, scratch_schema):
     """A palace written at revision 0004 (by SQL, as that release wrote it) upgrades to head: records,
     embeddings, facet counts and facts unchanged; words inside paths found; long values now storable."""
@@ -272,16 +292,7 @@ def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_ds
     }
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"SET search_path = {s}, public, ag_catalog")
-        palace = conn.execute(
-            "INSERT INTO palaces (namespace, palace_key) VALUES ('', 'up-0004') RETURNING palace_pk"
-        ).fetchone()[0]
-        pk = conn.execute(
-            "INSERT INTO collections (palace_pk, name, dimension) VALUES (%s, 'mempalace_drawers', 3) "
-            "RETURNING collection_pk",
-            (palace,),
-        ).fetchone()[0]
-        conn.execute(f"CREATE TABLE records_c{pk} PARTITION OF records FOR VALUES IN ({pk})")
-        conn.execute("SELECT records_attach_triggers(%s::regclass)", (f"{s}.records_c{pk}",))
+        palace, pk = _collection_by_sql(conn, s, "up-0004", "records_attach_triggers")
         for i, (rid, doc) in enumerate(docs.items()):
             conn.execute(
                 f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
@@ -365,16 +376,7 @@ def test_upgrade_to_0016_gives_every_folded_row_its_sign_bits(pg_dsn, scratch_sc
     s = scratch_schema
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"SET search_path = {s}, public, ag_catalog")
-        palace = conn.execute(
-            "INSERT INTO palaces (namespace, palace_key) VALUES ('', 'up-0015') RETURNING palace_pk"
-        ).fetchone()[0]
-        pk = conn.execute(
-            "INSERT INTO collections (palace_pk, name, dimension) VALUES (%s, 'mempalace_drawers', 3) "
-            "RETURNING collection_pk",
-            (palace,),
-        ).fetchone()[0]
-        conn.execute(f"CREATE TABLE records_c{pk} PARTITION OF records FOR VALUES IN ({pk})")
-        conn.execute("SELECT records_partition_setup(%s::regclass)", (f"{s}.records_c{pk}",))
+        _, pk = _collection_by_sql(conn, s, "up-0015", "records_partition_setup")
         for i in range(6):
             conn.execute(
                 f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
