@@ -398,7 +398,8 @@ def test_upgrade_to_0016_gives_every_folded_row_its_sign_bits(pg_dsn, scratch_sc
         ).fetchone()
         assert entries() == (6, 6)
         triggers = conn.execute(
-            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND tgname LIKE 'note_%%' ORDER BY 1",
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND tgname LIKE 'note\\_%%' "
+            "AND tgname NOT LIKE 'note\\_keys%%' ORDER BY 1",
             (f"{s}.records_c{pk}",),
         ).fetchall()
         assert [t[0] for t in triggers] == ["note_bits_delete", "note_bits_insert", "note_bits_update"]
@@ -409,3 +410,66 @@ def test_upgrade_to_0016_gives_every_folded_row_its_sign_bits(pg_dsn, scratch_sc
         assert entries() == (6, 6)
     got = col.query(query_embeddings=[[0.0, 1.0, 0.0]], n_results=3, where={"wing": "w"})
     assert got.ids == [["d6", "d1", "d2"]]
+
+
+def test_upgrade_to_0017_lists_every_drawer_from_listing_keys(pg_dsn, scratch_schema):
+    """A palace at revision 0016 upgrades in place: every record gets its listing entry, the partition's
+    triggers keep them, records_listing_wing is gone, and pages of a wing come out as before."""
+    from mempalace_pg.db.schema import upgrade
+    from mempalace_pg.store.listing import logical_page
+
+    settings = Settings.load()
+    assert upgrade(settings, "0016_vector_bits") == "0016_vector_bits"
+    s = scratch_schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"SET search_path = {s}, public, ag_catalog")
+        _, pk = _collection_by_sql(conn, s, "up-0016", "records_partition_setup")
+        for i in range(8):
+            meta = {"wing": "w" if i % 2 else "v", "room": f"r{i % 3}"}
+            if i == 7:
+                meta["parent_drawer_id"] = "d0"  # a chunk of d0's logical drawer
+            conn.execute(
+                f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
+                "VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
+                (pk, f"d{i}", f"doc {i}", json.dumps(meta), f"[{i + 1}, 1, 0]"),
+            )
+    pool.close_all()
+    ref = PalaceRef(id="up-0016", local_path=None)
+    col = PostgresBackend().get_collection(palace=ref, collection_name="mempalace_drawers")  # upgrades
+
+    def state(conn):
+        kept = conn.execute(
+            f"SELECT id_key, wing_head, room_head FROM {s}.listing_keys WHERE collection_pk = %s ORDER BY 1",
+            (pk,),
+        ).fetchall()
+        wanted = conn.execute(
+            f"SELECT {s}.text_key(id), left(wing, 256), left(room, 256) FROM {s}.records_c{pk} ORDER BY 1"
+        ).fetchall()
+        return kept, wanted
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert current_revision(conn, scratch_schema) == head_revision()
+        kept, wanted = state(conn)
+        assert kept == wanted and len(kept) == 8
+        triggers = conn.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND tgname LIKE 'note\\_keys%%' "
+            "ORDER BY 1",
+            (f"{s}.records_c{pk}",),
+        ).fetchall()
+        assert [t[0] for t in triggers] == ["note_keys_delete", "note_keys_insert", "note_keys_update"]
+        assert conn.execute("SELECT to_regclass(%s)", (f"{s}.records_listing_wing",)).fetchone()[0] is None
+    col.upsert(
+        ids=["d8", "d1"],
+        documents=["doc 8", "doc 1"],
+        metadatas=[{"wing": "w"}, {"wing": "v"}],
+        embeddings=[[0.0, 1.0, 0.0]] * 2,
+    )
+    col.delete(ids=["d3"])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        kept, wanted = state(conn)
+        assert kept == wanted and len(kept) == 8
+    # wing w: d5, d8 of their own (d1 moved to v, d3 deleted), and d0's logical drawer through its chunk d7
+    page, total = logical_page(col.partition, wing="w", limit=10, offset=0)
+    assert (sorted(page), total) == (["d5", "d7", "d8"], 3)
+    page, total = logical_page(col.partition, wing="w", limit=1, offset=1)
+    assert total == 3 and page == ["d5"]

@@ -5,12 +5,14 @@ parity test)."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
+from psycopg import sql
 
 from mempalace_pg.store.counts import grouped_counts
-from mempalace_pg.store.listing import logical_page
+from mempalace_pg.store.listing import logical_page, page_statement
 
 
 def _scan(col) -> list[tuple]:
@@ -121,3 +123,111 @@ def test_a_page_of_logical_drawers_is_the_page_mempalace_makes(make_collection, 
         for limit, offset in ((20, 0), (7, 13), (50, 90), (10, 400)):
             page, total = logical_page(col.partition, wing=wing, room=room, limit=limit, offset=offset)
             assert (sorted(page), total) == _reference_page(col, wing, room, limit, offset), (wing, room)
+
+
+def _keys_and_records(col) -> tuple[list, list]:
+    """listing_keys' entries of the collection, and what they should be, computed from its records."""
+    db = col.partition.db
+
+    def read(conn):
+        kept = conn.execute(
+            sql.SQL(
+                "SELECT id_key, wing_head, room_head FROM {} WHERE collection_pk = %s ORDER BY id_key"
+            ).format(db.ident("listing_keys")),
+            (col.partition.pk,),
+        ).fetchall()
+        wanted = conn.execute(
+            sql.SQL(
+                "SELECT {}(id), left(wing, 256), left(room, 256) FROM {} WHERE collection_pk = %s ORDER BY 1"
+            ).format(db.ident("text_key"), col.partition.table),
+            (col.partition.pk,),
+        ).fetchall()
+        return kept, wanted
+
+    return db.run(read)
+
+
+def test_listing_keys_follow_every_write_and_long_values_stay_exact(make_collection):
+    col = make_collection("listing_keys")
+    long_wing = "w" * 300
+    twin_wing = "w" * 256 + "x" * 44  # the same first 256 characters as long_wing
+    ids = [f"d{i:03d}" for i in range(60)]
+    metas = [{"wing": (long_wing, twin_wing, "short")[i % 3], "room": f"r{i % 2}"} for i in range(60)]
+    metas[5] = {"room": "r0"}  # no wing at all
+    metas[6] = {"wing": 7, "room": "r0"}  # a wing that is not a string
+    col.add(
+        ids=ids,
+        documents=[f"text {i}" for i in range(60)],
+        metadatas=metas,
+        embeddings=[[1.0, float(i)] for i in range(60)],
+    )
+    kept, wanted = _keys_and_records(col)
+    assert kept == wanted and len(kept) == 60
+    # an upsert that moves rows to another wing, one that keeps them, an update of a room, deletes
+    col.upsert(
+        ids=["d000", "d001", "d100"],
+        documents=["a", "b", "c"],
+        metadatas=[{"wing": "short", "room": "r9"}, metas[1], {"wing": long_wing, "room": "r1"}],
+        embeddings=[[0.5, 1.0]] * 3,
+    )
+    col.update(ids=["d002"], metadatas=[{"wing": twin_wing, "room": "moved"}])
+    col.delete(ids=["d003", "d004"])
+    col.delete(where={"room": "r9"})
+    kept, wanted = _keys_and_records(col)
+    assert kept == wanted and len(kept) == 58
+    # a long wing is compared whole: its twin with the same head is not in its pages
+    for wing, room in ((long_wing, None), (twin_wing, "r1"), ("short", None), (None, "r0")):
+        for limit, offset in ((5, 0), (7, 3), (50, 10)):
+            page, total = logical_page(col.partition, wing=wing, room=room, limit=limit, offset=offset)
+            assert (sorted(page), total) == _reference_page(col, wing, room, limit, offset), (wing, room)
+
+
+@pytest.mark.parametrize(
+    "wing, room, index",
+    [
+        (None, None, "listing_keys_key"),
+        ("w1", None, "listing_keys_wing"),
+        ("w1", "r1", "listing_keys_wing_room"),
+        (None, "r2", "listing_keys_room"),
+    ],
+)
+def test_a_deep_page_skips_index_entries_not_drawers(make_collection, wing, room, index):
+    """The ids a page skips come from listing_keys by an index-only scan: no records row is read for
+    them (the records partition is read only for the page's own rows and the chunk rows)."""
+    col = make_collection(f"deep_{index}")
+    n = 2000
+    col.add(
+        ids=[f"drawer_{i:05d}" for i in range(n)],
+        documents=[f"text {i}" for i in range(n)],
+        metadatas=[{"wing": f"w{i % 2}", "room": f"r{i % 3}"} for i in range(n)],
+        embeddings=[[1.0, float(i)] for i in range(n)],
+    )
+    db = col.partition.db
+    with db.session("the test's VACUUM") as conn:  # as autovacuum leaves them: statistics, visibility map
+        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(db.ident("listing_keys")))
+        conn.execute(sql.SQL("ANALYZE {}").format(col.partition.table))
+    query, params = page_statement(col.partition, wing=wing, room=room, limit=20, offset=300)
+
+    def explain(conn):
+        conn.execute("SET LOCAL enable_seqscan = off")
+        return conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + query, params).fetchone()[0]
+
+    plan = db.run(explain, atomic=True)
+
+    def nodes(node):
+        yield node
+        for child in node.get("Plans", []):
+            yield from nodes(child)
+
+    scans = [p for p in nodes(plan[0]["Plan"]) if p.get("Index Name") == index]
+    assert scans and all(p["Node Type"] == "Index Only Scan" for p in scans), json.dumps(plan)[:2000]
+    assert sum(p["Actual Rows"] for p in scans) >= 320
+    # every records row the statement read, kept or filtered out: the page's own 20, looked up by key
+    read = sum(
+        (p["Actual Rows"] + p.get("Rows Removed by Filter", 0)) * p["Actual Loops"]
+        for p in nodes(plan[0]["Plan"])
+        if p.get("Relation Name", "").startswith("records")
+    )
+    assert read <= 40, json.dumps(plan)[:3000]
+    page, total = logical_page(col.partition, wing=wing, room=room, limit=20, offset=300)
+    assert (sorted(page), total) == _reference_page(col, wing, room, 20, 300)
