@@ -101,6 +101,16 @@ class Case:
         picks = rng.integers(0, n, 64)
         self.drawers = [skewed.drawer_id(int(i)) for i in picks]
         self.places = [(skewed.wing_name(int(i)), skewed.room_name(int(i))) for i in picks]
+        # how many drawers each scope holds, for the deep pages (half way into a scope)
+        wings, wing_n = np.unique(skewed.wing, return_counts=True)
+        rooms, room_n = np.unique(skewed.room, return_counts=True)
+        pairs, pair_n = np.unique(skewed.wing.astype(np.int64) * 1000 + skewed.room, return_counts=True)
+        self.scope_n = {
+            **{(f"wing_{w}", None): int(c) for w, c in zip(wings, wing_n)},
+            **{(None, f"room_{r}"): int(c) for r, c in zip(rooms, room_n)},
+            **{(f"wing_{p // 1000}", f"room_{p % 1000}"): int(c) for p, c in zip(pairs, pair_n)},
+            (None, None): n,
+        }
         self.entities = [f"Entity {i}" for i in range(0, 60, 3)]
         self.rows: dict = {}
         self.errlog = self.root / "servers.log"
@@ -497,6 +507,12 @@ def mempalace_tools(case: Case) -> list:
         lambda i: case.entities[i % len(case.entities)],
         case.question,
     )
+
+    def deep(wing, room, i) -> dict:
+        """A page half way into the scope (a little further on each call)."""
+        scope = {k: v for k, v in (("wing", wing), ("room", room)) if v is not None}
+        return {**scope, "limit": 20, "offset": case.scope_n[(wing, room)] // 2 + 7 * i}
+
     return [
         ("mempalace_status", "mempalace_status", lambda i: {}),
         ("mempalace_list_wings", "mempalace_list_wings", lambda i: {}),
@@ -525,6 +541,27 @@ def mempalace_tools(case: Case) -> list:
             "mempalace_list_drawers (wing and room)",
             "mempalace_list_drawers",
             lambda i: {"wing": place(i)[0], "room": place(i)[1], "limit": 20},
+        ),
+        (
+            "mempalace_list_drawers (a room)",
+            "mempalace_list_drawers",
+            lambda i: {"room": place(i)[1], "limit": 20},
+        ),
+        ("mempalace_list_drawers (deep page)", "mempalace_list_drawers", lambda i: deep(None, None, i)),
+        (
+            "mempalace_list_drawers (a wing, deep page)",
+            "mempalace_list_drawers",
+            lambda i: deep(place(i)[0], None, i),
+        ),
+        (
+            "mempalace_list_drawers (wing and room, deep page)",
+            "mempalace_list_drawers",
+            lambda i: deep(*place(i), i),
+        ),
+        (
+            "mempalace_list_drawers (a room, deep page)",
+            "mempalace_list_drawers",
+            lambda i: deep(None, place(i)[1], i),
         ),
         ("mempalace_kg_query", "mempalace_kg_query", lambda i: {"entity": ent(i)}),
         ("mempalace_kg_timeline (an entity)", "mempalace_kg_timeline", lambda i: {"entity": ent(i)}),
@@ -752,10 +789,21 @@ def render(cases: list[dict], meta: dict) -> str:
     head = (
         "| command or tool | called through | " + " | ".join(f"{n:,} {store}" for n, store in columns) + " |"
     )
+    upsert = meta.get("written") == "upsert"
+    if meta.get("part", "tools") != "tools":
+        title = "## Whole-palace jobs: export, backup, restore, migrate, against pg_dump/pg_restore"
+    elif upsert:
+        title = "## Every command and MCP tool on a palace written through upsert"
+    else:
+        title = "## Every command and MCP tool, as the palace grows"
+    written = (
+        "postgres written through MemPalace's `upsert` in batches of 1,000 and kept as the writer and the "
+        "index folder left it (no VACUUM; the folder's settle time in the last line)"
+        if upsert
+        else "postgres written by the bulk loader and quiet"
+    )
     lines = [
-        "## Every command and MCP tool, as the palace grows"
-        if meta.get("part", "tools") == "tools"
-        else "## Whole-palace jobs: export, backup, restore, migrate, against pg_dump/pg_restore",
+        title,
         "",
         f"`python benchmarks/bench_commands.py --sizes {meta['sizes']} --stores {meta['stores']} "
         f"--part {meta.get('part', 'tools')}`"
@@ -767,8 +815,8 @@ def render(cases: list[dict], meta: dict) -> str:
         )
         + f"({meta['when']}, {meta['machine']}, {meta['versions']}). Each palace a fresh clone of a kept"
         " palace (`benchmarks/kept_palaces.py`: the skewed wings and rooms of `benchmarks/skewed_palace.py`, "
-        f"{meta['facts']:,} facts between {meta['entities']:,} entities, each drawn from a drawer; postgres "
-        "written by the bulk loader and quiet, Chroma through MemPalace's backend API). "
+        f"{meta['facts']:,} facts between {meta['entities']:,} entities, each drawn from a drawer; "
+        f"{written}, Chroma through MemPalace's backend API). "
         "Cells: p50 / p95 ms, marked where p95 passes 1 s (a command line's: beyond the p50 of `mempalace "
         "--version`, MemPalace's own start); a first call over 1 s is shown; whole-palace jobs with their "
         "peak memory. "
@@ -804,7 +852,12 @@ def render(cases: list[dict], meta: dict) -> str:
         "Kept palaces: "
         + "; ".join(
             f"{c['n']:,} {c['store']} built in {c['kept']['build_s']:,.0f} s "
-            f"({c['kept']['bytes'] / 1e9:.1f} GB), cloned in {c['clone_s']:.0f} s"
+            + (
+                f"(the folder done {c['kept']['settle_s']:,.0f} s after the writer) "
+                if upsert and "settle_s" in c["kept"]
+                else ""
+            )
+            + f"({c['kept']['bytes'] / 1e9:.1f} GB), cloned in {c['clone_s']:.0f} s"
             for c in cases
             if "kept" in c
         )
@@ -812,6 +865,14 @@ def render(cases: list[dict], meta: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def section_name(meta: dict) -> str:
+    """The RESULTS.md section a run makes: the tools on bulk-loaded palaces, on upsert-written ones, or
+    the whole-palace jobs."""
+    if meta.get("part", "tools") != "tools":
+        return "commands_bulk"
+    return "commands_upsert" if meta.get("written") == "upsert" else "commands"
 
 
 def report(paths: list, *, write: bool) -> int:
@@ -832,7 +893,7 @@ def report(paths: list, *, write: bool) -> int:
         case["rows"].update(c["rows"])
         case.update({k: v for k, v in c.items() if k != "rows"})
     cases = sorted(merged.values(), key=lambda c: (c["store"] != "postgres", c["n"]))
-    name = "commands" if parts == {"tools"} else "commands_bulk"
+    name = section_name(meta)
     common.save_run(name, meta, {"cases": cases}, render(cases, meta), write=write)
     return 0
 
@@ -895,6 +956,7 @@ def main() -> int:
         call_timeout=args.call_timeout,
         model="all-MiniLM-L6-v2" if args.model == "minilm" else "MemPalace's hash embedder",
         fresh=FRESH_SERVERS,
+        written=kp.Kept("postgres", sizes[0]).manifest.get("written", "bulk"),
     )
     stamp = meta["when"].replace(" ", "_").replace(":", "")
     run = {"meta": meta, "cases": [], "partial": str(kp.KEEP / "runs" / f"commands-{args.part}-{stamp}.json")}
@@ -912,7 +974,7 @@ def main() -> int:
         embedder.wait()
         shutil.rmtree(work, ignore_errors=True)
     cases = run["cases"]
-    name = "commands" if args.part == "tools" else "commands_bulk"
+    name = section_name(meta)
     common.save_run(name, meta, {"cases": cases}, render(cases, meta), write=not args.no_write)
     return 0
 

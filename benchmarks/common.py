@@ -330,6 +330,7 @@ QUESTIONS = {
     "Big palaces: 300,000 to 1,000,000 drawers": (
         "bench_scale",
         "scale",
+        "commands_upsert",
         "bench_filter_arms",
         "bench_index_forms",
     ),

@@ -1,6 +1,7 @@
 """Benchmark palaces built once, kept outside the repository, and cloned for each run (issue 37, item 1).
 
     python benchmarks/kept_palaces.py build --size 1000000                 # postgres: a template database
+    python benchmarks/kept_palaces.py build --size 1000000 --written upsert   # as users write, see below
     python benchmarks/kept_palaces.py build --size 300000 --store chroma   # a Chroma palace directory
     python benchmarks/kept_palaces.py upgrade --size 1000000   # the code's schema revisions, in place
     python benchmarks/kept_palaces.py list
@@ -14,6 +15,11 @@ A kept palace is :class:`skewed_palace.SkewedPalace` of that size with ``bench_c
   MemPalace home and config beside it under ``KEEP`` (``/var/tmp/mempalace-pg-bench`` by default).
   A run clones it with ``CREATE DATABASE ... TEMPLATE ... STRATEGY FILE_COPY`` (the files copied,
   not the rows written again) and a copy of the directory, and drops the clone afterwards;
+  With ``--written upsert`` the drawers go through MemPalace's ``upsert`` instead, in batches of 1,000
+  as ``mempalace mine`` and MemPalace's own ``migrate`` write them (the vector index built by the
+  folder beside the writer, the partition's rows in the order they came), and the palace is kept as
+  the writer and the folder leave it: no VACUUM, what autovacuum did by then stays. ``settle_s`` is
+  how long the folder ran after the writer exited;
 * **chroma**: MemPalace's default backend, written through MemPalace's backend API in batches of
   1,000 (Chroma has no faster path), and the same facts in MemPalace's SQLite knowledge graph; a run
   copies the directory.
@@ -143,9 +149,9 @@ def _versions() -> dict:
 
 
 # ----------------------------------------------------------------------------- building
-def child_build_postgres(size: int, root: str, facts: int, entities: int) -> dict:
-    """In a child whose environment names the template database: the drawers through the bulk loader,
-    then the facts; the folder's work waited for."""
+def child_build_postgres(size: int, root: str, facts: int, entities: int, written: str = "bulk") -> dict:
+    """In a child whose environment names the template database: the drawers through the bulk loader
+    (or MemPalace's ``upsert``), then the facts."""
     from mempalace.palace import get_collection
 
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
@@ -157,10 +163,15 @@ def child_build_postgres(size: int, root: str, facts: int, entities: int) -> dic
     while not isinstance(col, PostgresCollection):  # MemPalace may hand out a wrapper
         col = col._inner
     t0 = time.perf_counter()
-    with col.bulk_load() as load:
+    if written == "upsert":
         for start in range(0, size, BATCH):
             ids, docs, metas, vecs = palace.batch(start, BATCH)
-            load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
+            col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
+    else:
+        with col.bulk_load() as load:
+            for start in range(0, size, BATCH):
+                ids, docs, metas, vecs = palace.batch(start, BATCH)
+                load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
     drawers_s = time.perf_counter() - t0
     kg = AgeKnowledgeGraph(palace_path=palace_dir)
     t0 = time.perf_counter()
@@ -208,7 +219,7 @@ def wait_folder(dsn: str, timeout: float = 3600) -> float:
     raise TimeoutError(f"a folder still runs after {timeout} s")
 
 
-def build(store: str, size: int, dsn: str, facts: int, entities: int) -> dict:
+def build(store: str, size: int, dsn: str, facts: int, entities: int, written: str = "bulk") -> dict:
     kept = Kept(store, size)
     shutil.rmtree(kept.root, ignore_errors=True)
     for d in ("home", "config"):
@@ -219,6 +230,7 @@ def build(store: str, size: int, dsn: str, facts: int, entities: int) -> dict:
         "size": size,
         "facts": facts,
         "entities": entities,
+        "written": written if store == "postgres" else "upsert",
         "versions": _versions(),
     }
     if store == "postgres":
@@ -232,7 +244,17 @@ def build(store: str, size: int, dsn: str, facts: int, entities: int) -> dict:
         manifest["database"] = name
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", store, str(size), str(kept.root), str(facts), str(entities)],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            store,
+            str(size),
+            str(kept.root),
+            str(facts),
+            str(entities),
+            written,
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -243,7 +265,8 @@ def build(store: str, size: int, dsn: str, facts: int, entities: int) -> dict:
     if store == "postgres":
         manifest["settle_s"] = wait_folder(with_dbname(dsn, template_name(size)))
         with _admin(with_dbname(dsn, template_name(size))) as conn:
-            conn.execute("VACUUM ANALYZE")
+            if written == "bulk":
+                conn.execute("VACUUM ANALYZE")
             manifest["bytes"] = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     else:
         manifest["bytes"] = sum(p.stat().st_size for p in kept.root.rglob("*") if p.is_file())
@@ -320,9 +343,11 @@ def clone(store: str, size: int, dsn: str, work: Path, tag: str, facts: int | No
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        store, size, root, facts, entities = sys.argv[2:7]
-        child = child_build_postgres if store == "postgres" else child_build_chroma
-        print(json.dumps(child(int(size), root, int(facts), int(entities))))
+        store, size, root, facts, entities, written = sys.argv[2:8]
+        if store == "postgres":
+            print(json.dumps(child_build_postgres(int(size), root, int(facts), int(entities), written)))
+        else:
+            print(json.dumps(child_build_chroma(int(size), root, int(facts), int(entities))))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -331,6 +356,12 @@ def main() -> int:
     b.add_argument("--store", choices=["postgres", "chroma"], default="postgres")
     b.add_argument("--facts", type=int, default=3000)
     b.add_argument("--entities", type=int, default=600)
+    b.add_argument(
+        "--written",
+        choices=["bulk", "upsert"],
+        default="bulk",
+        help="postgres: through the bulk loader (default) or MemPalace's upsert, as users write",
+    )
     u = sub.add_parser("upgrade", help="apply the code's schema revisions to a kept postgres palace")
     u.add_argument("--size", type=int, required=True)
     sub.add_parser("list", help="the kept palaces and their manifests")
@@ -338,7 +369,7 @@ def main() -> int:
     if args.command == "list":
         for path in sorted(KEEP.glob("*/manifest.json")):
             m = json.loads(path.read_text())
-            built = f"built {m['built_at']} in {m['build_s']:.0f} s"
+            built = f"built {m['built_at']} in {m['build_s']:.0f} s ({m.get('written', 'bulk')})"
             print(f"{path.parent.name}: {built}, {m['bytes'] / 1e9:.2f} GB")
         return 0
     sys.path.insert(0, str(HERE))
@@ -348,7 +379,7 @@ def main() -> int:
     if args.command == "upgrade":
         print(json.dumps(upgrade(args.size, dsn), indent=1))
         return 0
-    manifest = build(args.store, args.size, dsn, args.facts, args.entities)
+    manifest = build(args.store, args.size, dsn, args.facts, args.entities, args.written)
     print(json.dumps(manifest, indent=1))
     return 0
 
