@@ -726,6 +726,8 @@ def run_case(n: int, store: str, dsn: str, url: str, model: str, work: Path, arg
         print(f"  {n:,} {store}: cloned in {out['clone_s']:.0f} s", flush=True)
         case = Case(n, store, palace, env, clone_dsn, url, model, args, sink=lambda: save_partial(run))
         case.rows = out["rows"]
+        if store == "postgres":
+            out["sizes_mb"] = table_sizes(clone_dsn)
         if store == "postgres" and not args.skip_before_after and args.part == "tools":
             time_before_after(case)
         if args.part == "bulk":
@@ -734,6 +736,22 @@ def run_case(n: int, store: str, dsn: str, url: str, model: str, work: Path, arg
         if not args.skip_cli:
             time_clis(case)
         anyio.run(time_mcp, case)
+
+
+def table_sizes(dsn: str) -> dict:
+    """MB on disk (with indexes) of the palace's tables: the drawers (every records partition), and the
+    tables kept beside them (sign bits, listing keys)."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT CASE WHEN c.relname LIKE 'records%%' THEN 'records' ELSE c.relname END, "
+            "sum(pg_total_relation_size(c.oid)) / 1e6 FROM pg_class c "
+            "WHERE c.relnamespace = %s::regnamespace AND c.relkind = 'r' "
+            "AND (c.relname LIKE 'records\\_%%' OR c.relname IN ('vector_bits', 'listing_keys')) GROUP BY 1",
+            (kp.SCHEMA,),
+        ).fetchall()
+    return {name: round(float(mb), 1) for name, mb in rows}
 
 
 def save_partial(run: dict) -> None:
@@ -857,11 +875,28 @@ def render(cases: list[dict], meta: dict) -> str:
                 if upsert and "settle_s" in c["kept"]
                 else ""
             )
-            + f"({c['kept']['bytes'] / 1e9:.1f} GB), cloned in {c['clone_s']:.0f} s"
+            + f"({c['kept']['bytes'] / 1e9:.1f} GB"
+            + "".join(f"; {t} {mb:,.0f} MB" for t, mb in sorted(c.get("sizes_mb", {}).items()))
+            + f"), cloned in {c['clone_s']:.0f} s"
+            + "".join(
+                f"; its schema upgraded in place to {u['output'].split('revision ')[-1].split(' ')[0]} "
+                f"in {u['seconds']:,.1f} s"
+                for u in c["kept"].get("upgrades", [])
+            )
             for c in cases
             if "kept" in c
         )
         + ".",
+        *(
+            [
+                "",
+                "A column of another label than the store's is a run of an earlier release's code on the "
+                "same kept palace, before the upgrade named on the line above (its run's JSON relabelled, "
+                "joined by `--report`).",
+            ]
+            if any(c["store"] not in ("postgres", "chroma") for c in cases)
+            else []
+        ),
         "",
     ]
     return "\n".join(lines)
