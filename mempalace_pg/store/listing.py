@@ -100,7 +100,7 @@ def page_statement(
             WITH all_chunks AS MATERIALIZED (
                 -- every chunk row of the collection (records_chunks: few), before the scope: a wing or
                 -- room condition here would take the planner to that index and every row in scope
-                SELECT id, collection_pk, wing, room, {key}(id) AS own, {key}({lp}(metadata)) AS k FROM {t}
+                SELECT collection_pk, wing, room, {key}(id) AS own, {key}({lp}(metadata)) AS k FROM {t}
                 WHERE collection_pk = %(pk)s AND {lp}(metadata) IS NOT NULL),
             chunks AS MATERIALIZED (
                 SELECT c.own, c.k FROM all_chunks AS c WHERE {c}),

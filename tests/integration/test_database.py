@@ -20,6 +20,7 @@ from mempalace_pg.db import pool
 from mempalace_pg.db.schema import current_revision, head_revision
 from mempalace_pg.errors import SchemaVersionError
 from mempalace_pg.store.backend import PostgresBackend
+from tests.integration.test_overview import listing_keys_and_records
 
 
 def test_one_pool_per_dsn_shared_by_backends(make_collection, tmp_path):
@@ -276,6 +277,17 @@ def _collection_by_sql(conn, schema: str, palace_key: str, setup: str) -> tuple[
     return palace, pk
 
 
+def _records_by_sql(conn, pk: int, rows) -> None:
+    """Records (id, document, metadata) written into ``records_c{pk}`` by SQL, as an older release wrote
+    them; row i gets the vector [i + 1, 1, 0]."""
+    for i, (rid, doc, meta) in enumerate(rows):
+        conn.execute(
+            f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
+            "VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
+            (pk, rid, doc, json.dumps(meta), f"[{i + 1}, 1, 0]"),
+        )
+
+
 def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_dsn, scratch_schema):
     """A palace written at revision 0004 (by SQL, as that release wrote it) upgrades to head: records,
     embeddings, facet counts and facts unchanged; words inside paths found; long values now storable."""
@@ -293,12 +305,11 @@ def test_upgrade_from_0004_keeps_every_record_and_fact_and_reindexes_words(pg_ds
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"SET search_path = {s}, public, ag_catalog")
         palace, pk = _collection_by_sql(conn, s, "up-0004", "records_attach_triggers")
-        for i, (rid, doc) in enumerate(docs.items()):
-            conn.execute(
-                f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
-                "VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
-                (pk, rid, doc, json.dumps({"wing": "w", "room": f"r{i % 2}"}), f"[{i + 1}, 1, 0]"),
-            )
+        _records_by_sql(
+            conn,
+            pk,
+            [(rid, doc, {"wing": "w", "room": f"r{i % 2}"}) for i, (rid, doc) in enumerate(docs.items())],
+        )
         conn.execute(
             "SELECT kg_add_triple(%s, 'ann', 'Ann', 'likes', 'tea', 'Tea', 't_ann_likes_tea_1', "
             "'2024-01-01', NULL, 1.0, NULL, NULL, 'd1', NULL)",
@@ -377,12 +388,7 @@ def test_upgrade_to_0016_gives_every_folded_row_its_sign_bits(pg_dsn, scratch_sc
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"SET search_path = {s}, public, ag_catalog")
         _, pk = _collection_by_sql(conn, s, "up-0015", "records_partition_setup")
-        for i in range(6):
-            conn.execute(
-                f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
-                "VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
-                (pk, f"d{i}", f"doc {i}", json.dumps({"wing": "w" if i < 4 else "v"}), f"[{i + 1}, 1, 0]"),
-            )
+        _records_by_sql(conn, pk, [(f"d{i}", f"doc {i}", {"wing": "w" if i < 4 else "v"}) for i in range(6)])
         # as 0015's folder left a palace: the entries of rows in segments gone, the tail's kept
         seqs = [r[0] for r in conn.execute(f"SELECT vector_seq FROM records_c{pk} ORDER BY vector_seq")]
         conn.execute("DELETE FROM vector_tail WHERE vector_seq <= %s", (seqs[3],))
@@ -424,32 +430,16 @@ def test_upgrade_to_0017_lists_every_drawer_from_listing_keys(pg_dsn, scratch_sc
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"SET search_path = {s}, public, ag_catalog")
         _, pk = _collection_by_sql(conn, s, "up-0016", "records_partition_setup")
-        for i in range(8):
-            meta = {"wing": "w" if i % 2 else "v", "room": f"r{i % 3}"}
-            if i == 7:
-                meta["parent_drawer_id"] = "d0"  # a chunk of d0's logical drawer
-            conn.execute(
-                f"INSERT INTO records_c{pk} (collection_pk, id, document, metadata, embedding) "
-                "VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
-                (pk, f"d{i}", f"doc {i}", json.dumps(meta), f"[{i + 1}, 1, 0]"),
-            )
+        metas = [{"wing": "w" if i % 2 else "v", "room": f"r{i % 3}"} for i in range(8)]
+        metas[7]["parent_drawer_id"] = "d0"  # a chunk of d0's logical drawer
+        _records_by_sql(conn, pk, [(f"d{i}", f"doc {i}", meta) for i, meta in enumerate(metas)])
     pool.close_all()
     ref = PalaceRef(id="up-0016", local_path=None)
     col = PostgresBackend().get_collection(palace=ref, collection_name="mempalace_drawers")  # upgrades
 
-    def state(conn):
-        kept = conn.execute(
-            f"SELECT id_key, wing_head, room_head FROM {s}.listing_keys WHERE collection_pk = %s ORDER BY 1",
-            (pk,),
-        ).fetchall()
-        wanted = conn.execute(
-            f"SELECT {s}.text_key(id), left(wing, 256), left(room, 256) FROM {s}.records_c{pk} ORDER BY 1"
-        ).fetchall()
-        return kept, wanted
-
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert current_revision(conn, scratch_schema) == head_revision()
-        kept, wanted = state(conn)
+        kept, wanted = listing_keys_and_records(col)
         assert kept == wanted and len(kept) == 8
         triggers = conn.execute(
             "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND tgname LIKE 'note\\_keys%%' "
@@ -465,9 +455,8 @@ def test_upgrade_to_0017_lists_every_drawer_from_listing_keys(pg_dsn, scratch_sc
         embeddings=[[0.0, 1.0, 0.0]] * 2,
     )
     col.delete(ids=["d3"])
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        kept, wanted = state(conn)
-        assert kept == wanted and len(kept) == 8
+    kept, wanted = listing_keys_and_records(col)
+    assert kept == wanted and len(kept) == 8
     # wing w: d5, d8 of their own (d1 moved to v, d3 deleted), and d0's logical drawer through its chunk d7
     page, total = logical_page(col.partition, wing="w", limit=10, offset=0)
     assert (sorted(page), total) == (["d5", "d7", "d8"], 3)

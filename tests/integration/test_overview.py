@@ -13,6 +13,7 @@ from psycopg import sql
 
 from mempalace_pg.store.counts import grouped_counts
 from mempalace_pg.store.listing import logical_page, page_statement
+from tests.integration.test_filtered_search import plan_nodes
 
 
 def _scan(col) -> list[tuple]:
@@ -125,7 +126,7 @@ def test_a_page_of_logical_drawers_is_the_page_mempalace_makes(make_collection, 
             assert (sorted(page), total) == _reference_page(col, wing, room, limit, offset), (wing, room)
 
 
-def _keys_and_records(col) -> tuple[list, list]:
+def listing_keys_and_records(col) -> tuple[list, list]:
     """listing_keys' entries of the collection, and what they should be, computed from its records."""
     db = col.partition.db
 
@@ -161,7 +162,7 @@ def test_listing_keys_follow_every_write_and_long_values_stay_exact(make_collect
         metadatas=metas,
         embeddings=[[1.0, float(i)] for i in range(60)],
     )
-    kept, wanted = _keys_and_records(col)
+    kept, wanted = listing_keys_and_records(col)
     assert kept == wanted and len(kept) == 60
     # an upsert that moves rows to another wing, one that keeps them, an update of a room, deletes
     col.upsert(
@@ -173,7 +174,7 @@ def test_listing_keys_follow_every_write_and_long_values_stay_exact(make_collect
     col.update(ids=["d002"], metadatas=[{"wing": twin_wing, "room": "moved"}])
     col.delete(ids=["d003", "d004"])
     col.delete(where={"room": "r9"})
-    kept, wanted = _keys_and_records(col)
+    kept, wanted = listing_keys_and_records(col)
     assert kept == wanted and len(kept) == 58
     # a long wing is compared whole: its twin with the same head is not in its pages
     for wing, room in ((long_wing, None), (twin_wing, "r1"), ("short", None), (None, "r0")):
@@ -213,19 +214,13 @@ def test_a_deep_page_skips_index_entries_not_drawers(make_collection, wing, room
         return conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + query, params).fetchone()[0]
 
     plan = db.run(explain, atomic=True)
-
-    def nodes(node):
-        yield node
-        for child in node.get("Plans", []):
-            yield from nodes(child)
-
-    scans = [p for p in nodes(plan[0]["Plan"]) if p.get("Index Name") == index]
+    scans = [p for p in plan_nodes(plan[0]["Plan"]) if p.get("Index Name") == index]
     assert scans and all(p["Node Type"] == "Index Only Scan" for p in scans), json.dumps(plan)[:2000]
     assert sum(p["Actual Rows"] for p in scans) >= 320
     # every records row the statement read, kept or filtered out: the page's own 20, looked up by key
     read = sum(
         (p["Actual Rows"] + p.get("Rows Removed by Filter", 0)) * p["Actual Loops"]
-        for p in nodes(plan[0]["Plan"])
+        for p in plan_nodes(plan[0]["Plan"])
         if p.get("Relation Name", "").startswith("records")
     )
     assert read <= 40, json.dumps(plan)[:3000]
