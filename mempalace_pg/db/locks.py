@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Optional
 
 import psycopg
 
@@ -71,6 +71,19 @@ def release(conn: psycopg.Connection, key: str) -> None:
     conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 
 
+def holder(conn: psycopg.Connection, key: str) -> Optional[int]:
+    """The backend pid holding the session-level advisory lock ``key`` in this database, if one does.
+
+    pg_locks shows a one-argument advisory lock's bigint as two halves (classid: high, objid: low)."""
+    row = conn.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND ((classid::bigint << 32) | objid::bigint) = hashtext(%s)::bigint",
+        (key,),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def acquire(conn: psycopg.Connection, key: str, *, what: str, timeout: float = DEFAULT_WAIT_S) -> None:
     """Take the session-level advisory lock ``key``, waiting up to ``timeout`` seconds for its holder
     (polled: see the module's docstring). ``conn`` is in autocommit mode. Raises :class:`BusyError`,
@@ -115,6 +128,7 @@ __all__ = [
     "xact_lock",
     "folder_key",
     "held",
+    "holder",
     "release",
     "schema_key",
     "segments_key",

@@ -23,6 +23,7 @@ from psycopg import sql
 from mempalace_pg.db import defects, locks
 from mempalace_pg.db.connect import KEEPALIVES
 from mempalace_pg.db.schema import records_identifier
+from mempalace_pg.engine import statistics
 from mempalace_pg.engine.builds import (
     build_capacity,
     build_session,
@@ -115,10 +116,12 @@ class Folder:
             idle_since = started = time.monotonic()
             swept = False
             while True:
-                dim = self.dimension()
+                dim, asked = self.look()
                 if dim is None or dim > HNSW_MAX_DIM:
                     return  # nothing written yet, or searched exactly
-                worked = self.step(dim)
+                # maintenance found this folder building and left the ANALYZE to it (engine/statistics.py)
+                worked = self.locked(self.analyze, "analyzing, as maintenance asked") if asked else False
+                worked = self.step(dim) or worked
                 now = time.monotonic()
                 # What a folder that died left behind goes, whether or not rows wait: once GRACE_S have
                 # passed since this folder started, no reader plans with a segment it replaced at its
@@ -144,16 +147,20 @@ class Folder:
                 finally:
                     locks.release(conn, self.presence)
 
-    def dimension(self) -> Optional[int]:
+    def look(self) -> tuple[Optional[int], bool]:
+        """The collection's vector width, and whether maintenance asked for an ANALYZE."""
         row = self.conn.execute(
-            sql.SQL("SELECT dimension FROM {} WHERE collection_pk = %s").format(
-                sql.Identifier(self.schema, "collections")
+            sql.SQL(
+                "SELECT c.dimension, f.analyze_asked_at IS NOT NULL FROM {} c LEFT JOIN {} f "
+                "USING (collection_pk) WHERE c.collection_pk = %s"
+            ).format(
+                sql.Identifier(self.schema, "collections"), sql.Identifier(self.schema, "vector_folders")
             ),
             (self.pk,),
         ).fetchone()
         if row is None:
             raise LookupError("the collection is gone")
-        return row[0]
+        return row[0], bool(row[1])
 
     def step(self, dim: int) -> bool:
         """Do the next piece of work, if any is due; True when something was done."""
@@ -286,10 +293,14 @@ class Folder:
 
     def analyze(self) -> None:
         """Statistics after a build: vector_seq's, and every column's when the indexed rows have moved by
-        STATISTICS_GROWTH since this folder last analyzed them all (its first build always does)."""
+        STATISTICS_GROWTH since this folder last analyzed them all (its first build always does) or when
+        maintenance asked for it meanwhile."""
         rows = sum(s[3] for s in self.segment_rows())
-        whole = self.analyzed_rows is None or abs(rows - self.analyzed_rows) >= STATISTICS_GROWTH * max(
-            self.analyzed_rows, 1
+        asked = statistics.take_request(self.conn, self.schema, self.pk)
+        whole = (
+            asked
+            or self.analyzed_rows is None
+            or abs(rows - self.analyzed_rows) >= STATISTICS_GROWTH * max(self.analyzed_rows, 1)
         )
         if whole:
             self.conn.execute(sql.SQL("ANALYZE {}").format(self.table))

@@ -15,7 +15,7 @@ from mempalace.backends.base import (
 from psycopg import sql
 
 from mempalace_pg.db import locks
-from mempalace_pg.engine import words
+from mempalace_pg.engine import statistics, words
 
 if TYPE_CHECKING:
     from mempalace_pg.db.pool import Database
@@ -101,21 +101,9 @@ class CollectionUpkeep:
                 return MaintenanceResult(kind=kind, status="already_running")
             try:
                 if kind == "analyze":
-                    # the palace's knowledge graph shares the database: refresh its planner statistics too
-                    graph = db.settings.graph
-                    # ANALYZE waits for the table lock a folder's concurrent build holds, and the build
-                    # waits for ANALYZE's snapshot: take the segments lock first (db/locks.py).
-                    segments = locks.segments_key(db.schema, self.partition.pk)
-                    with locks.held(conn, [segments], what=f"maintenance 'analyze' of {rel}"):
-                        conn.execute(
-                            sql.SQL("ANALYZE {}, {}, {}").format(
-                                self.partition.table,
-                                sql.Identifier(graph, "Entity"),
-                                sql.Identifier(graph, "Fact"),
-                            )
-                        )
+                    stats = self._analyze(conn)
                     words.remember_common_words(conn, db.schema, self.partition.pk)
-                    return MaintenanceResult(kind=kind, status="ran", stats={"table": rel, "graph": graph})
+                    return MaintenanceResult(kind=kind, status="ran", stats=stats)
                 dim = self.partition.known_dimension()
                 if dim is None:
                     return MaintenanceResult(kind=kind, status="noop", stats={"reason": "empty collection"})
@@ -128,6 +116,33 @@ class CollectionUpkeep:
                 )
             finally:
                 locks.release(conn, key)
+
+    def _analyze(self, conn) -> dict:
+        """ANALYZE the records partition and the knowledge graph's tables (the palace's graph shares the
+        database). The partition's ANALYZE waits for the table lock a folder's concurrent build holds, and
+        the build waits for ANALYZE's snapshot, so it first takes the segments lock (db/locks.py). When the
+        folder holds it (a build of minutes after a big write), the folder is asked to analyze the
+        partition once the build ends (engine/statistics.py), and this call returns at once."""
+        db = self.database()
+        pk, rel = self.partition.pk, self.partition.relname
+        graph = db.settings.graph
+        graph_tables = [sql.Identifier(graph, "Entity"), sql.Identifier(graph, "Fact")]
+        stats: dict = {"table": rel, "graph": graph}
+        segments = locks.segments_key(db.schema, pk)
+        if not locks.try_acquire(conn, segments):
+            if statistics.folder_building(conn, db.schema, pk):
+                statistics.ask_after_build(conn, db.schema, pk)
+                conn.execute(sql.SQL("ANALYZE {}").format(sql.SQL(", ").join(graph_tables)))
+                stats["table_analyzed_by"] = "the folder, when its index build ends"
+                return stats
+            locks.acquire(conn, segments, what=f"maintenance 'analyze' of {rel}")
+        try:
+            conn.execute(
+                sql.SQL("ANALYZE {}").format(sql.SQL(", ").join([self.partition.table, *graph_tables]))
+            )
+        finally:
+            locks.release(conn, segments)
+        return stats
 
     def health(self) -> HealthStatus:
         if self._closed or self._backend.closed:

@@ -101,7 +101,7 @@ def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: S
                 FROM {s}.vector_segments v WHERE v.collection_pk = c.collection_pk),
                (SELECT COALESCE(max(hi), -1) FROM {s}.vector_segments v
                 WHERE v.collection_pk = c.collection_pk),
-               f.activity, f.updated_at, f.last_error, now() - f.updated_at
+               f.activity, f.updated_at, f.last_error, now() - f.updated_at, now() - f.analyze_asked_at
         FROM {s}.collections c
         JOIN {s}.palaces p USING (palace_pk)
         LEFT JOIN {s}.vector_folders f USING (collection_pk)
@@ -110,7 +110,7 @@ def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: S
     """).format(s=sql.Identifier(settings.schema), schema=sql.Placeholder("schema")),
         {"schema": settings.schema},
     ).fetchall()
-    for pk, name, palace, dim, segments, size, top, activity, _updated, error, age in rows:
+    for pk, name, palace, dim, segments, size, top, activity, _updated, error, age, asked in rows:
         table = records_identifier(settings.schema, pk)
         waiting = conn.execute(
             sql.SQL("SELECT count(*) FROM {records} WHERE vector_seq > {top}").format(
@@ -125,6 +125,8 @@ def _check_vector_segments(report: Report, conn: psycopg.Connection, settings: S
         folder = (
             f"; folder: {activity} ({age.total_seconds():.0f} s ago)" if activity else "; no folder has run"
         )
+        if asked is not None:  # run_maintenance("analyze") met a build and left the ANALYZE to the folder
+            folder += f"; an ANALYZE asked for {asked.total_seconds():.0f} s ago waits for its build"
         if error:
             report.add(
                 "vector index",
