@@ -127,6 +127,11 @@ def open_collection(name: str, palace: str, dsn: str, tag: str):
             options={"dsn": dsn, "namespace": f"bench_{tag}"},
         )
         return backend, col
+    if name == "sqlite_exact":
+        from mempalace.backends.sqlite_exact import SQLiteExactBackend
+
+        backend = SQLiteExactBackend()
+        return backend, backend.get_collection(palace=ref, collection_name="mempalace_drawers", create=True)
     if name == "chroma":
         from mempalace.backends.chroma import ChromaBackend
 
@@ -323,6 +328,8 @@ QUESTIONS = {
     "Writes: how fast does a palace fill, and when is a write searchable?": (
         "mine",
         "bench_write_cost",
+        "bench_maintenance",
+        "bench_ingest_cpu",
         "bench_build_workers",
         "bench_migrate",
         "commands_bulk",
