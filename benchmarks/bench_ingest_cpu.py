@@ -160,7 +160,7 @@ def run_case(name: str, n: int, dsn: str) -> dict:
         wall = time.perf_counter() - t0
         totals = sampler.stop()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        drop(store, dsn, tag)
+        common.cleanup(store, dsn, tag, None)  # a postgres palace's schema and graph; Chroma's is the dir
         shutil.rmtree(workdir, ignore_errors=True)
     totals["writer process"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     case = {"config": label, "n": n, "write": write, "wall_s": wall, "cpu_s": totals}
@@ -170,21 +170,6 @@ def run_case(name: str, n: int, dsn: str) -> dict:
         flush=True,
     )
     return case
-
-
-def drop(store: str, dsn: str, tag: str) -> None:
-    if store != "postgres":
-        return
-    import psycopg
-
-    from mempalace_pg.engine.indexing import folder_application_name
-
-    with psycopg.connect(dsn, autocommit=True) as conn:  # a folder mid-build would deadlock the drop
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-            (folder_application_name(f"bench_{tag}"),),
-        )
-    common.cleanup(store, dsn, tag, None)
 
 
 def render(cases: list[dict], meta: dict) -> str:

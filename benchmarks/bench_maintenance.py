@@ -150,13 +150,6 @@ def drop(store: str, dsn: str, tag: str, table) -> None:
     from psycopg import sql
 
     if store == "postgres":
-        from mempalace_pg.engine.indexing import folder_application_name
-
-        with psycopg.connect(dsn, autocommit=True) as conn:  # a folder mid-build would deadlock the drop
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                (folder_application_name(f"bench_{tag}"),),
-            )
         common.cleanup(store, dsn, tag, None)
     elif store == "pgvector" and table:
         with psycopg.connect(dsn, autocommit=True) as conn:

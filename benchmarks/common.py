@@ -160,6 +160,13 @@ def cleanup(name: str, dsn: str, tag: str, col) -> None:
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         if name == "postgres":
+            from mempalace_pg.engine.indexing import folder_application_name
+
+            # a folder mid-build would deadlock the drop (its build waits for the drop's transaction)
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                (folder_application_name(f"bench_{tag}"),),
+            )
             conn.execute(f"DROP SCHEMA IF EXISTS bench_{tag} CASCADE")
             # the palace's AGE graph lives in its own schema, registered in ag_catalog: drop it through AGE
             conn.execute(
