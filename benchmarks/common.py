@@ -337,6 +337,7 @@ QUESTIONS = {
         "bench_write_cost",
         "bench_maintenance",
         "bench_ingest_cpu",
+        "bench_write_parts",
         "bench_build_workers",
         "bench_migrate",
         "commands_bulk",
