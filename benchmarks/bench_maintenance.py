@@ -26,6 +26,7 @@ figures before a change.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -196,13 +197,8 @@ def render(cases: list[dict], runs: list[dict]) -> str:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        import json
-
-        args = sys.argv[3:]
-        print(json.dumps(child_analyze(*args), default=str))
+        print(json.dumps(child_analyze(*sys.argv[3:]), default=str))
         return 0
-    import json
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100000")
     ap.add_argument("--stores", default="postgres,pgvector,sqlite_exact")

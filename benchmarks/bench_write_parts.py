@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -143,19 +142,14 @@ def render(result: dict, meta: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
 
-    def p95(values: list) -> float:
-        return sorted(values)[max(0, int(round(0.95 * len(values))) - 1)]
-
-    names = [k for k in ms if not k.endswith("|shipped")]
     rows = []
-    for name in names:
-        base, mine = ms[f"{name}|shipped"], ms[name]
-        cost = statistics.median(base) - statistics.median(mine)
-        rows.append((cost, name, base, mine))
+    for name in (k for k in ms if not k.endswith("|shipped")):
+        base, mine = common.summary(ms[f"{name}|shipped"]), common.summary(ms[name])
+        rows.append((base["p50"] - mine["p50"], name, base, mine))
     for cost, name, base, mine in sorted(rows, reverse=True):
         lines.append(
-            f"| {name} | {len(mine)} | {statistics.median(base):,.1f} / {statistics.median(mine):,.1f} | "
-            f"{p95(base):,.1f} / {p95(mine):,.1f} | {cost:,.1f} | {cost / statistics.median(base):.0%} |"
+            f"| {name} | {mine['n']} | {base['p50']:,.1f} / {mine['p50']:,.1f} | "
+            f"{base['p95']:,.1f} / {mine['p95']:,.1f} | {cost:,.1f} | {cost / base['p50']:.0%} |"
         )
     return "\n".join(lines) + "\n"
 
