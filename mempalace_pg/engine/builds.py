@@ -99,17 +99,43 @@ def register(
         )
 
 
-def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[str]:
+def full_prefix(conn: psycopg.Connection, schema: str, pk: int, capacity: int) -> tuple[list[str], int]:
+    """The segments a load of new rows leaves as they are: the longest run, from the first row in write
+    order, of settled segments (not young) holding at least half of ``capacity`` rows each (rebuilding
+    them with the new rows would not make fewer segments worth the time). Returns their index names and
+    the vector_seq they end at (-1: none)."""
+    kept, top = [], -1
+    for name, lo, hi, rows, young in conn.execute(
+        sql.SQL("SELECT index_name, lo, hi, rows, young FROM {} WHERE collection_pk = %s ORDER BY lo").format(
+            sql.Identifier(schema, "vector_segments")
+        ),
+        (pk,),
+    ):
+        if young or int(lo) != top or int(rows) < capacity // 2:
+            break
+        kept.append(name)
+        top = int(hi)
+    return kept, top
+
+
+def rebuild(
+    conn: psycopg.Connection, schema: str, pk: int, dim: int, *, keep_full: bool = False
+) -> list[str]:
     """Make every row of the collection segments again, built in one go each (not concurrently: writes
     wait): one segment when the rows fit :func:`build_capacity`, else as few of equal size as do; drop
-    the other segments. ``conn`` holds no transaction and has :func:`build_session`'s settings. For bulk
-    loads and ``reindex``. Returns the new segments' index names."""
+    the other segments. With ``keep_full`` (a bulk load into a collection that has rows) the
+    :func:`full_prefix` segments stay and only the rows after them are built, so a load's time follows
+    what it loads, not the size of the palace. ``conn`` holds no transaction and has
+    :func:`build_session`'s settings. For bulk loads and ``reindex``. Returns the new segments' index
+    names."""
     if dim > HNSW_MAX_DIM:
         return []
     changes = locks.segments_key(schema, pk)
     table = records_identifier(schema, pk)
     locks.acquire(conn, changes, what="rebuilding the vector index")
     try:
+        capacity = build_capacity(conn, dim)
+        kept, top = full_prefix(conn, schema, pk, capacity) if keep_full else ([], -1)
         old = [
             name
             for (name,) in conn.execute(
@@ -118,21 +144,25 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
                 ),
                 (pk,),
             )
+            if name not in kept
         ]
-        rows = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()[0]
-        parts = max(1, -(-int(rows) // build_capacity(conn, dim)))
+        after = sql.SQL("vector_seq > {}").format(sql.Literal(top))
+        rows = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, after)).fetchone()[0]
+        parts = max(1, -(-int(rows) // capacity))
         # the highest vector_seq of each of `parts` runs of equal size, in write order
         bounds = [
             int(hi)
             for (hi,) in conn.execute(
                 sql.SQL(
                     "SELECT max(vector_seq) FROM (SELECT vector_seq, ntile(%s) OVER (ORDER BY vector_seq) "
-                    "AS part FROM {}) t GROUP BY part ORDER BY 1"
-                ).format(table),
+                    "AS part FROM {} WHERE {}) t GROUP BY part ORDER BY 1"
+                ).format(table, after),
                 (parts,),
             )
-        ] or [0]
-        built, lo, switched = [], -1, time.monotonic()
+        ]
+        if not bounds and not kept:
+            bounds = [0]  # an empty collection: one empty segment, as before any write
+        built, lo, switched = [], top, time.monotonic()
         for hi in bounds:
             name = segment_name(pk, hi)
             t0 = time.perf_counter()
@@ -152,6 +182,15 @@ def rebuild(conn: psycopg.Connection, schema: str, pk: int, dim: int) -> list[st
                 switched = time.monotonic()
             built.append(name)
             lo = hi
+        if old and not built:  # nothing after the kept segments: retire what listed no rows of them
+            with conn.transaction():
+                conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE index_name = ANY(%s)").format(
+                        sql.Identifier(schema, "vector_segments")
+                    ),
+                    (old,),
+                )
+            switched = time.monotonic()
         # readers that planned with the old layout just before the switch still use the old segments
         if old:
             time.sleep(max(0.0, switched + REBUILD_GRACE_S - time.monotonic()))
@@ -170,5 +209,6 @@ __all__ = [
     "build_session",
     "build_capacity",
     "register",
+    "full_prefix",
     "rebuild",
 ]

@@ -8,8 +8,10 @@
 How it is fast:
 
 * no folder builds index segments during the load (it holds the segments as they are); at the end
-  every row becomes one HNSW segment, built once with memory and a parallel worker, and the old
-  segments are dropped (see :mod:`mempalace_pg.engine.indexing`);
+  the loaded rows become HNSW segments, built once with memory and a parallel worker, together with
+  the collection's earlier rows that are not already in full segments (segments of at least half a
+  build's capacity, built at full settings, stay as they are: a load into a big palace costs what
+  it loads, see :func:`mempalace_pg.engine.builds.rebuild`);
 * each batch goes in with one binary COPY straight into the collection's partition;
 * the GIN indexes (full text, metadata) may buffer the whole load in their pending lists, which are
   merged once at the end (a small pending list, as the schema sets it, merges every few batches);
@@ -106,7 +108,8 @@ class BulkLoader:
             dim = self.part.known_dimension()
             with self.db.session("a bulk load") as conn:  # session settings and a VACUUM
                 if dim is not None:
-                    self.part.build_vector_index(conn, dim)  # merges the pending lists too
+                    # the full segments of earlier rows stay; merges the pending lists too
+                    self.part.build_vector_index(conn, dim, keep_full=True)
                 self._set_gin_pending_limit(conn, GIN_PENDING_KB)
         finally:
             if exc_type is None:

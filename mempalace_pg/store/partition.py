@@ -115,15 +115,17 @@ class Partition:
         )
 
     # -- the vector index ------------------------------------------------------------------------
-    def build_vector_index(self, conn: psycopg.Connection, dim: int) -> None:
+    def build_vector_index(self, conn: psycopg.Connection, dim: int, *, keep_full: bool = False) -> None:
         """Make every row one vector index segment, built in one go (writes wait for it), then merge the
-        GIN pending lists and refresh statistics. For bulk loads and ``reindex``.
+        GIN pending lists and refresh statistics. For bulk loads and ``reindex``; ``keep_full`` (a bulk
+        load): the full segments already built stay, only the rows after them are built
+        (:func:`builds.rebuild`).
 
         ``conn`` is a session (autocommit, :meth:`Database.session`): the build's settings are reset after.
         """
         builds.build_session(conn)
         try:
-            builds.rebuild(conn, self.db.schema, self.pk, dim)
+            builds.rebuild(conn, self.db.schema, self.pk, dim, keep_full=keep_full)
             self.index.forget()
             # Merge what the load left in the GIN indexes' pending lists (every search scans them).
             for name in self.gin_indexes(conn):

@@ -600,6 +600,73 @@ def test_a_rebuild_makes_as_few_segments_as_one_build_holds(
         assert got == exact
 
 
+def test_a_bulk_load_into_a_palace_builds_what_it_loads_and_keeps_full_segments(
+    pg_session_dsn, pg_schema, make_collection, monkeypatch
+):
+    """A bulk load into a collection that has rows leaves its full segments (settled, at least half a
+    build's capacity each) as they are and builds only the rows after them: the loaded ones and any
+    smaller segment's. So a load's time follows what it loads, not the size of the palace; reindex still
+    builds every row again. Queries find the exact nearest over the whole."""
+    import numpy as np
+
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
+    monkeypatch.setattr(builds, "BUILD_MEMORY", "1MB")  # one build holds FOLD_ROWS rows: full at half of it
+    col = make_collection()
+    pk = col.partition.pk
+    rng = np.random.default_rng(12)
+    vecs = rng.normal(size=(6100, 32)).astype("float32")
+
+    def load(start: int, stop: int) -> None:
+        with col.bulk_load() as put:
+            for s in range(start, stop, 1000):
+                e = min(stop, s + 1000)
+                put(
+                    ids=[f"d{i}" for i in range(s, e)],
+                    documents=[f"drawer {i}" for i in range(s, e)],
+                    metadatas=[{"wing": "w", "room": "r"} for _ in range(s, e)],
+                    embeddings=vecs[s:e],
+                )
+
+    def segments() -> list[tuple[str, int, int]]:
+        with psycopg.connect(pg_session_dsn, autocommit=True) as conn:
+            listed = conn.execute(
+                sql.SQL("SELECT index_name, lo, rows FROM {} WHERE collection_pk = %s ORDER BY lo").format(
+                    sql.Identifier(pg_schema, "vector_segments")
+                ),
+                (pk,),
+            ).fetchall()
+            indexes = {
+                n
+                for (n,) in conn.execute(
+                    "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (pg_schema,)
+                )
+                if n.startswith(f"records_c{pk}_vec_")
+            }
+        assert indexes == {name for name, _, _ in listed}  # every segment built, nothing left behind
+        return listed
+
+    load(0, 4000)
+    first = segments()
+    assert [rows for _, _, rows in first] == [2000, 2000]
+    load(4000, 4600)  # the full segments stay; the 600 rows are a segment of their own
+    second = segments()
+    assert second[:2] == first and [rows for _, _, rows in second[2:]] == [600]
+    load(4600, 5100)  # the 600-row segment is not full: built again with the 500 loaded
+    third = segments()
+    assert third[:2] == first and [rows for _, _, rows in third[2:]] == [1100]
+    assert third[2][0] != second[2][0]
+    current = col.partition.index.layout(fresh=True, start_folder=True)
+    assert len(current.segments) == 3 and not current.has_tail
+    unit = vecs[:5100] / np.linalg.norm(vecs[:5100], axis=1, keepdims=True)
+    for q in rng.normal(size=(10, 32)).astype("float32"):
+        exact = [f"d{i}" for i in np.argsort(-(unit @ (q / np.linalg.norm(q))))[:10]]
+        assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact
+    assert col.run_maintenance("reindex").status == "ran"
+    again = segments()
+    assert [rows for _, _, rows in again] == [1700, 1700, 1700]
+    assert not {name for name, _, _ in again} & {name for name, _, _ in third}
+
+
 def test_a_new_segment_is_read_into_shared_buffers_before_searches_switch_to_it(
     pg_session_dsn, pg_admin_dsn, pg_schema, make_collection, monkeypatch
 ):
