@@ -3,6 +3,9 @@
     python benchmarks/kept_palaces.py build --size 1000000                 # postgres: a template database
     python benchmarks/kept_palaces.py build --size 1000000 --written upsert   # as users write, see below
     python benchmarks/kept_palaces.py build --size 300000 --store chroma   # a Chroma palace directory
+    python benchmarks/kept_palaces.py build --size 5100000 --until 1000000   # a palace too big for one
+    python benchmarks/kept_palaces.py grow --size 5100000 --until 2000000    #   run of 30 minutes, in parts
+    python benchmarks/kept_palaces.py grow --size 5100000 --written upsert   #   (the last 100k as users do)
     python benchmarks/kept_palaces.py upgrade --size 1000000   # the code's schema revisions, in place
     python benchmarks/kept_palaces.py list
 
@@ -23,6 +26,11 @@ A kept palace is :class:`skewed_palace.SkewedPalace` of that size with ``bench_c
 * **chroma**: MemPalace's default backend, written through MemPalace's backend API in batches of
   1,000 (Chroma has no faster path), and the same facts in MemPalace's SQLite knowledge graph; a run
   copies the directory.
+
+A palace built in parts (``build --until``, then ``grow``) is one collection written by several
+processes in turn: each bulk load builds the index over what it loaded (the full segments of the parts
+before it stay), and the facts are added by the part that completes it. ``manifest.json`` keeps each
+part (drawers, seconds, how long the folder ran after it, the database's size then).
 
 ``manifest.json`` beside each records what was built, how long it took and the versions it was built
 with; a run refuses a kept palace whose manifest does not match the size and facts it asks for.
@@ -149,30 +157,36 @@ def _versions() -> dict:
 
 
 # ----------------------------------------------------------------------------- building
-def child_build_postgres(size: int, root: str, facts: int, entities: int, written: str = "bulk") -> dict:
-    """In a child whose environment names the template database: the drawers through the bulk loader
-    (or MemPalace's ``upsert``), then the facts."""
+def child_build_postgres(
+    size: int, root: str, facts: int, entities: int, written: str = "bulk", start: int = 0, stop: int = -1
+) -> dict:
+    """In a child whose environment names the template database: drawers ``start..stop`` (all by
+    default) through the bulk loader (or MemPalace's ``upsert``), then, once the palace is whole, the
+    facts."""
     from mempalace.palace import get_collection
 
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
     from mempalace_pg.store.collection import PostgresCollection
 
     palace = SkewedPalace(size)
+    stop = size if stop < 0 else stop
     palace_dir = str(Path(root) / "palace")
     col = get_collection(palace_dir, create=True, backend="postgres")
     while not isinstance(col, PostgresCollection):  # MemPalace may hand out a wrapper
         col = col._inner
     t0 = time.perf_counter()
     if written == "upsert":
-        for start in range(0, size, BATCH):
-            ids, docs, metas, vecs = palace.batch(start, BATCH)
+        for first in range(start, stop, BATCH):
+            ids, docs, metas, vecs = palace.batch(first, min(BATCH, stop - first))
             col.upsert(ids=ids, documents=docs, metadatas=metas, embeddings=vecs.tolist())
     else:
         with col.bulk_load() as load:
-            for start in range(0, size, BATCH):
-                ids, docs, metas, vecs = palace.batch(start, BATCH)
+            for first in range(start, stop, BATCH):
+                ids, docs, metas, vecs = palace.batch(first, min(BATCH, stop - first))
                 load(ids=ids, documents=docs, metadatas=metas, embeddings=vecs)
     drawers_s = time.perf_counter() - t0
+    if stop < size:
+        return {"drawers_s": drawers_s}
     kg = AgeKnowledgeGraph(palace_path=palace_dir)
     t0 = time.perf_counter()
     for row in fact_rows(palace, facts, entities):
@@ -219,7 +233,11 @@ def wait_folder(dsn: str, timeout: float = 3600) -> float:
     raise TimeoutError(f"a folder still runs after {timeout} s")
 
 
-def build(store: str, size: int, dsn: str, facts: int, entities: int, written: str = "bulk") -> dict:
+def build(
+    store: str, size: int, dsn: str, facts: int, entities: int, written: str = "bulk", until: int = 0
+) -> dict:
+    """Build the kept palace of ``size`` drawers; with ``until`` (postgres, bulk), only its first
+    ``until`` drawers: :func:`grow` writes the rest in later runs."""
     kept = Kept(store, size)
     shutil.rmtree(kept.root, ignore_errors=True)
     for d in ("home", "config"):
@@ -232,46 +250,76 @@ def build(store: str, size: int, dsn: str, facts: int, entities: int, written: s
         "entities": entities,
         "written": written if store == "postgres" else "upsert",
         "versions": _versions(),
+        "loaded": 0,
+        "parts": [],
     }
     if store == "postgres":
         name = template_name(size)
         drop_database(dsn, name)
         with _admin(dsn) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
-        tdsn = with_dbname(dsn, name)
-        env.update(MEMPALACE_PG_DSN=tdsn, MEMPALACE_PG_SCHEMA=SCHEMA)
+        env.update(MEMPALACE_PG_DSN=with_dbname(dsn, name), MEMPALACE_PG_SCHEMA=SCHEMA)
         plugin_command("db", "bootstrap", env=env)
         manifest["database"] = name
+    return _write_part(kept, manifest, dsn, until or size, manifest["written"])
+
+
+def grow(size: int, dsn: str, until: int, written: str) -> dict:
+    """Write the next drawers of a kept postgres palace begun with ``build --until``: up to ``until``
+    (the whole palace by default), through the bulk loader or MemPalace's ``upsert``."""
+    kept = Kept("postgres", size)
+    manifest = kept.manifest
+    if not manifest or manifest.get("loaded", size) >= size:
+        raise RuntimeError(f"no kept postgres palace of {size:,} begun with build --until to grow")
+    if not manifest["loaded"] < (until or size) <= size:
+        raise RuntimeError(
+            f"--until must lie above the {manifest['loaded']:,} drawers written, up to {size:,}"
+        )
+    if written not in manifest["written"].split(", then "):
+        manifest["written"] += f", then {written}"
+    return _write_part(kept, manifest, dsn, until or size, written)
+
+
+def _write_part(kept: Kept, manifest: dict, dsn: str, until: int, written: str) -> dict:
+    """Drawers ``manifest["loaded"]..until`` written by a child process that exits; once the palace is
+    whole, its facts too and what it takes on disk. The manifest is written after every part."""
+    store, size, start = manifest["store"], manifest["size"], manifest["loaded"]
+    env = kept.env(kept.root)
+    if store == "postgres":
+        env.update(MEMPALACE_PG_DSN=with_dbname(dsn, manifest["database"]), MEMPALACE_PG_SCHEMA=SCHEMA)
     t0 = time.perf_counter()
+    child = [store, size, kept.root, manifest["facts"], manifest["entities"], written, start, until]
     proc = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            store,
-            str(size),
-            str(kept.root),
-            str(facts),
-            str(entities),
-            written,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
+        [sys.executable, __file__, "--child", *map(str, child)], env=env, capture_output=True, text=True
     )
     if proc.returncode:
         raise RuntimeError(f"build of {store} {size}: {proc.stderr[-3000:]}")
-    manifest.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    part = {
+        "from": start,
+        "to": until,
+        "written": written,
+        **json.loads(proc.stdout.strip().splitlines()[-1]),
+    }
     if store == "postgres":
-        manifest["settle_s"] = wait_folder(with_dbname(dsn, template_name(size)))
-        with _admin(with_dbname(dsn, template_name(size))) as conn:
-            if written == "bulk":
+        tdsn = with_dbname(dsn, manifest["database"])
+        part["settle_s"] = wait_folder(tdsn)  # how long the folder ran after the writer exited
+        with _admin(tdsn) as conn:
+            if written == "bulk" and until == size:
                 conn.execute("VACUUM ANALYZE")
-            manifest["bytes"] = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+            part["bytes"] = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     else:
-        manifest["bytes"] = sum(p.stat().st_size for p in kept.root.rglob("*") if p.is_file())
-    manifest["build_s"] = time.perf_counter() - t0
-    manifest["built_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        part["bytes"] = sum(p.stat().st_size for p in kept.root.rglob("*") if p.is_file())
+    part["seconds"] = time.perf_counter() - t0
+    part["at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    manifest["parts"].append(part)
+    manifest["loaded"] = until
+    # the whole palace's figures: its last part's state, and the build's time over every part
+    for key in ("kg", "facts_s", "settle_s", "bytes"):
+        if key in part:
+            manifest[key] = part[key]
+    manifest["drawers_s"] = sum(p["drawers_s"] for p in manifest["parts"])
+    manifest["build_s"] = sum(p["seconds"] for p in manifest["parts"])
+    manifest["built_at"] = part["at"]
     (kept.root / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return manifest
 
@@ -320,6 +368,11 @@ def clone(store: str, size: int, dsn: str, work: Path, tag: str, facts: int | No
             f"no kept {store} palace of {size:,}: "
             f"python benchmarks/kept_palaces.py build --size {size} --store {store}"
         )
+    if manifest.get("loaded", size) < size:
+        raise RuntimeError(
+            f"the kept {store} palace of {size:,} holds {manifest['loaded']:,} drawers so far: "
+            f"python benchmarks/kept_palaces.py grow --size {size}"
+        )
     if facts is not None and manifest["facts"] != facts:
         raise RuntimeError(
             f"the kept {store} palace of {size:,} holds {manifest['facts']} facts, not {facts}"
@@ -343,9 +396,12 @@ def clone(store: str, size: int, dsn: str, work: Path, tag: str, facts: int | No
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        store, size, root, facts, entities, written = sys.argv[2:8]
+        store, size, root, facts, entities, written, start, stop = sys.argv[2:10]
         if store == "postgres":
-            print(json.dumps(child_build_postgres(int(size), root, int(facts), int(entities), written)))
+            built = child_build_postgres(
+                int(size), root, int(facts), int(entities), written, int(start), int(stop)
+            )
+            print(json.dumps(built))
         else:
             print(json.dumps(child_build_chroma(int(size), root, int(facts), int(entities))))
         return 0
@@ -362,6 +418,11 @@ def main() -> int:
         default="bulk",
         help="postgres: through the bulk loader (default) or MemPalace's upsert, as users write",
     )
+    b.add_argument("--until", type=int, default=0, help="postgres: only the first N drawers (then: grow)")
+    g = sub.add_parser("grow", help="write the next drawers of a palace begun with build --until")
+    g.add_argument("--size", type=int, required=True)
+    g.add_argument("--until", type=int, default=0, help="up to N drawers (default: the whole palace)")
+    g.add_argument("--written", choices=["bulk", "upsert"], default="bulk")
     u = sub.add_parser("upgrade", help="apply the code's schema revisions to a kept postgres palace")
     u.add_argument("--size", type=int, required=True)
     sub.add_parser("list", help="the kept palaces and their manifests")
@@ -379,7 +440,12 @@ def main() -> int:
     if args.command == "upgrade":
         print(json.dumps(upgrade(args.size, dsn), indent=1))
         return 0
-    manifest = build(args.store, args.size, dsn, args.facts, args.entities, args.written)
+    if args.command == "build" and args.until and (args.store != "postgres" or args.written != "bulk"):
+        ap.error("--until builds a postgres palace through the bulk loader in parts")
+    if args.command == "grow":
+        manifest = grow(args.size, dsn, args.until, args.written)
+    else:
+        manifest = build(args.store, args.size, dsn, args.facts, args.entities, args.written, args.until)
     print(json.dumps(manifest, indent=1))
     return 0
 
