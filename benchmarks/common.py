@@ -348,6 +348,7 @@ QUESTIONS = {
         "commands_upsert",
         "bench_filter_arms",
         "bench_index_forms",
+        "bench_kept_search",
     ),
     "The graph: facts, and the graph joined with the drawers": (
         "bench_retrieval_1m",
