@@ -712,18 +712,25 @@ async def time_mcp(case: Case) -> None:
 
 # ----------------------------------------------------------------------------- one size
 def run_case(n: int, store: str, dsn: str, url: str, model: str, work: Path, args, run: dict) -> None:
-    """One kept palace, cloned: its rows go into ``run`` (and the run's JSON) as they are measured."""
+    """One kept palace, cloned (or ``--in-place``): its rows go into ``run`` (and the run's JSON) as they
+    are measured."""
     out: dict = {"n": n, "store": store, "rows": {}}
     run["cases"].append(out)
     t0 = time.perf_counter()
-    with kp.clone(store, n, dsn, work, f"{store}_{n}_{uuid.uuid4().hex[:6]}", facts=args.facts) as (
-        palace,
-        env,
-        clone_dsn,
+    if args.in_place:
+        opened = kp.in_place(store, n, dsn, facts=args.facts)
+    else:
+        opened = kp.clone(store, n, dsn, work, f"{store}_{n}_{uuid.uuid4().hex[:6]}", facts=args.facts)
+    with (
+        opened as (
+            palace,
+            env,
+            clone_dsn,
+        )
     ):
         out["clone_s"] = time.perf_counter() - t0
         out["kept"] = {k: v for k, v in kp.Kept(store, n).manifest.items() if k != "versions"}
-        print(f"  {n:,} {store}: cloned in {out['clone_s']:.0f} s", flush=True)
+        print(f"  {n:,} {store}: opened in {out['clone_s']:.0f} s", flush=True)
         case = Case(n, store, palace, env, clone_dsn, url, model, args, sink=lambda: save_partial(run))
         case.rows = out["rows"]
         if store == "postgres":
@@ -808,8 +815,11 @@ def render(cases: list[dict], meta: dict) -> str:
         "| command or tool | called through | " + " | ".join(f"{n:,} {store}" for n, store in columns) + " |"
     )
     upsert = meta.get("written") == "upsert"
+    grown = "then" in meta.get("written", "")  # built in parts (kept_palaces.py grow)
     if meta.get("part", "tools") != "tools":
         title = "## Whole-palace jobs: export, backup, restore, migrate, against pg_dump/pg_restore"
+    elif meta.get("in_place"):
+        title = "## Every command and MCP tool on the biggest kept palace, in place"
     elif upsert:
         title = "## Every command and MCP tool on a palace written through upsert"
     else:
@@ -818,21 +828,30 @@ def render(cases: list[dict], meta: dict) -> str:
         "postgres written through MemPalace's `upsert` in batches of 1,000 and kept as the writer and the "
         "index folder left it (no VACUUM; the folder's settle time in the last line)"
         if upsert
+        else f"postgres written {meta['written'].replace('bulk', 'by the bulk loader')} in parts, "
+        "measured in place (not a clone: its copy would not fit beside it; `pg_file_memory`'s drawers "
+        "stay in it)"
+        if grown
         else "postgres written by the bulk loader and quiet"
     )
     lines = [
         title,
         "",
         f"`python benchmarks/bench_commands.py --sizes {meta['sizes']} --stores {meta['stores']} "
-        f"--part {meta.get('part', 'tools')}`"
+        f"--part {meta.get('part', 'tools')}{' --in-place' if meta.get('in_place') else ''}`"
         + (
             ", as runs of one size each joined by `--report` (a row measured again by a later run is the "
             "later run's) "
             if meta.get("runs")
             else " "
         )
-        + f"({meta['when']}, {meta['machine']}, {meta['versions']}). Each palace a fresh clone of a kept"
-        " palace (`benchmarks/kept_palaces.py`: the skewed wings and rooms of `benchmarks/skewed_palace.py`, "
+        + f"({meta['when']}, {meta['machine']}, {meta['versions']}). "
+        + (
+            "Each palace a kept palace itself"
+            if meta.get("in_place")
+            else "Each palace a fresh clone of a kept palace"
+        )
+        + " (`benchmarks/kept_palaces.py`: the skewed wings and rooms of `benchmarks/skewed_palace.py`, "
         f"{meta['facts']:,} facts between {meta['entities']:,} entities, each drawn from a drawer; "
         f"{written}, Chroma through MemPalace's backend API). "
         "Cells: p50 / p95 ms, marked where p95 passes 1 s (a command line's: beyond the p50 of `mempalace "
@@ -865,19 +884,21 @@ def render(cases: list[dict], meta: dict) -> str:
         "`tool_list_drawers` (every drawer in scope read, then one page) and revision 0008's grouped "
         "read of every drawer, against what the plugin answers now; the answers were compared: "
         + ", ".join(f"{c['n']:,}: {_same(c)}" for c in cases if c["store"] == "postgres")
-        + ".",
+        + "."
+        if any("same_answer" in r for c in cases for r in c["rows"].values())
+        else "",
         "",
         "Kept palaces: "
         + "; ".join(
             f"{c['n']:,} {c['store']} built in {c['kept']['build_s']:,.0f} s "
             + (
                 f"(the folder done {c['kept']['settle_s']:,.0f} s after the writer) "
-                if upsert and "settle_s" in c["kept"]
+                if (upsert or grown) and "settle_s" in c["kept"]
                 else ""
             )
             + f"({c['kept']['bytes'] / 1e9:.1f} GB"
             + "".join(f"; {t} {mb:,.0f} MB" for t, mb in sorted(c.get("sizes_mb", {}).items()))
-            + f"), cloned in {c['clone_s']:.0f} s"
+            + (")" if meta.get("in_place") else f"), cloned in {c['clone_s']:.0f} s")
             + "".join(
                 f"; its schema upgraded in place to {u['output'].split('revision ')[-1].split(' ')[0]} "
                 f"in {u['seconds']:,.1f} s"
@@ -907,6 +928,8 @@ def section_name(meta: dict) -> str:
     the whole-palace jobs."""
     if meta.get("part", "tools") != "tools":
         return "commands_bulk"
+    if meta.get("in_place"):
+        return "commands_in_place"
     return "commands_upsert" if meta.get("written") == "upsert" else "commands"
 
 
@@ -962,6 +985,12 @@ def main() -> int:
         default="all",
         help="with --part bulk: the plugin's jobs, PostgreSQL's own, or both (at 1M, one run each)",
     )
+    ap.add_argument(
+        "--in-place",
+        action="store_true",
+        help="measure the kept palaces themselves, not clones (a 5M palace's clone would not fit beside it; "
+        "pg_file_memory's drawers and facts stay in it); report `commands_in_place`",
+    )
     ap.add_argument("--skip-cli", action="store_true", help="only the MCP tools")
     ap.add_argument("--skip-before-after", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
@@ -992,6 +1021,7 @@ def main() -> int:
         model="all-MiniLM-L6-v2" if args.model == "minilm" else "MemPalace's hash embedder",
         fresh=FRESH_SERVERS,
         written=kp.Kept("postgres", sizes[0]).manifest.get("written", "bulk"),
+        in_place=args.in_place,
     )
     stamp = meta["when"].replace(" ", "_").replace(":", "")
     run = {"meta": meta, "cases": [], "partial": str(kp.KEEP / "runs" / f"commands-{args.part}-{stamp}.json")}

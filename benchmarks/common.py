@@ -346,6 +346,7 @@ QUESTIONS = {
         "bench_scale",
         "scale",
         "commands_upsert",
+        "commands_in_place",
         "bench_filter_arms",
         "bench_index_forms",
         "bench_kept_search",

@@ -394,6 +394,18 @@ def clone(store: str, size: int, dsn: str, work: Path, tag: str, facts: int | No
         shutil.rmtree(root, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def in_place(store: str, size: int, dsn: str, facts: int | None = None):
+    """``(palace directory, environment, dsn)`` of the kept palace itself, as :func:`clone` yields a copy:
+    for a palace whose copy would not fit beside it (5M). What a run writes stays in it."""
+    kept = Kept(store, size)
+    manifest = kept.manifest
+    if manifest.get("loaded", 0) < size or (facts is not None and manifest["facts"] != facts):
+        raise RuntimeError(f"no whole kept {store} palace of {size:,} with {facts} facts")
+    kdsn = with_dbname(dsn, manifest["database"]) if store == "postgres" else None
+    yield kept.root / "palace", kept.env(kept.root, kdsn), kdsn
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         store, size, root, facts, entities, written, start, stop = sys.argv[2:10]
