@@ -14,6 +14,12 @@ palace's segments read from disk or the page cache as the queries reach them), t
 the palace's layout (segments, the rows in them, the vector index and table sizes, the database's size)
 and the server's ``shared_buffers``, and what the kept palace's manifest says of its build.
 
+With ``--cold N``, where a filtered search's time goes on the largest palace: N queries as MemPalace's
+MCP server embeds a question (MemPalace's hash embedder, as ``bench_commands`` asks them; each question
+new to the server), in the wing and room of a random drawer, each run first under EXPLAIN (ANALYZE,
+BUFFERS) (its blocks found in shared buffers and read from outside them, per arm) and then again as a
+plain query: what a search costs when the rows it checks are not in memory, and when they are.
+
 Figures go to ``out/bench_kept_search.json``.
 """
 
@@ -58,6 +64,74 @@ def child(palace_dir: str, queries_file: str) -> dict:
     return out
 
 
+def child_cold(palace_dir: str, n: int, count: int) -> list:
+    """In a fresh process with the kept palace's environment: ``count`` wing+room searches, each explained
+    first (cold), then run again."""
+    sys.path.insert(0, str(HERE.parent / "scripts"))
+    import numpy as np
+    from bench_commands import QUESTIONS
+    from embedding_server import hash_embed
+    from mempalace.palace import get_collection
+
+    from mempalace_pg.store.collection import PostgresCollection
+
+    col = get_collection(palace_dir, create=False, backend="postgres")
+    while not isinstance(col, PostgresCollection):
+        col = col._inner
+    palace = SkewedPalace(n)
+    rng = np.random.default_rng(17)
+    salt = time.time_ns()
+    before = blocks_read()
+    out = []
+    for i in range(count):
+        j = int(rng.integers(0, n))
+        where = {"$and": [{"wing": palace.wing_name(j)}, {"room": palace.room_name(j)}]}
+        # a question the server has not seen, in this run or an earlier one: its rows are not in memory
+        # because of an earlier query
+        vector = hash_embed([f"{QUESTIONS[i % len(QUESTIONS)]} {i} {salt}"])[0]
+        t0 = time.perf_counter()
+        plan = bench_scale.plan_summary(col.explain_query(query_embedding=vector, n_results=5, where=where))
+        cold = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        col.query(query_embeddings=[vector], n_results=5, where=where)
+        again = (time.perf_counter() - t0) * 1000
+        arms = plan["arms"]
+        out.append(
+            {
+                "filter_rows": int(((palace.wing == palace.wing[j]) & (palace.room == palace.room[j])).sum()),
+                "cold_ms": cold,
+                "again_ms": again,
+                "explained_ms": plan["explained_ms"],
+                "hit": sum(a["hit"] for a in arms),
+                "read": sum(a["read"] for a in arms),
+                "arms": arms,
+            }
+        )
+    time.sleep(11.0)  # a backend reports its counts once idle for 10 s (PGSTAT_IDLE_INTERVAL)
+    after = blocks_read()
+    return {"queries": out, "read_by_table": {k: after[k] - before.get(k, 0) for k in after}}
+
+
+def blocks_read() -> dict:
+    """Blocks each of the palace's tables had read from outside shared buffers so far: its heap (and
+    TOAST) and its indexes, as pg_statio counts them."""
+    import psycopg
+
+    with psycopg.connect(os.environ["MEMPALACE_PG_DSN"], autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        rows = conn.execute(
+            "SELECT relname, COALESCE(heap_blks_read, 0) + COALESCE(toast_blks_read, 0), "
+            "COALESCE(idx_blks_read, 0) + COALESCE(tidx_blks_read, 0) FROM pg_statio_user_tables "
+            "WHERE schemaname = %s",
+            (kp.SCHEMA,),
+        ).fetchall()
+    out = {}
+    for name, heap, index in rows:
+        out[f"{name} (table)"] = int(heap)
+        out[f"{name} (indexes)"] = int(index)
+    return out
+
+
 def palace_state(dsn: str) -> dict:
     """The kept palace's vector index and table sizes, and its database's."""
     import psycopg
@@ -85,7 +159,7 @@ def palace_state(dsn: str) -> dict:
     }
 
 
-def run_size(n: int, dsn: str, work: Path) -> dict:
+def run_size(n: int, dsn: str, work: Path, cold: int = 0) -> dict:
     kept = kp.Kept("postgres", n)
     manifest = kept.manifest
     if manifest.get("loaded", 0) < n:
@@ -116,6 +190,11 @@ def run_size(n: int, dsn: str, work: Path) -> dict:
     print(f"  {n:,}: truth in {truth_s:.0f} s, searching", file=sys.stderr, flush=True)
     result = common.child_json(__file__, [str(kept.root / "palace"), str(path)], tdsn, env=env)
     path.unlink()
+    if cold:
+        print(f"  {n:,}: {cold} cold wing+room searches", file=sys.stderr, flush=True)
+        result["cold"] = common.child_json(
+            __file__, ["cold", str(kept.root / "palace"), n, cold], tdsn, env=env, capture_stderr=True
+        )
     built = {k: manifest.get(k) for k in ("written", "build_s", "settle_s", "bytes", "built_at", "loaded")}
     built["parts"] = [
         {k: p.get(k) for k in ("from", "to", "written", "seconds", "settle_s", "bytes")}
@@ -161,23 +240,60 @@ def render(cases: list[dict], meta: dict) -> str:
             f"{p['all_indexes_mb']:,.0f} MB | {p['database_mb'] / 1000:,.1f} GB | {k['written']}, "
             f"{len(k['parts']) or 1} run(s), {k['build_s']:,.0f} s | {k['settle_s']:,.0f} s |"
         )
+    for c in cases:
+        if c.get("cold"):
+            lines += cold_table(c, meta)
     return "\n".join(lines) + "\n"
+
+
+def cold_table(case: dict, meta: dict) -> list[str]:
+    rows = case["cold"]["queries"]
+    read = sorted(((k, v) for k, v in case["cold"]["read_by_table"].items() if v), key=lambda kv: -kv[1])
+    cold = common.summary([r["cold_ms"] for r in rows])
+    again = common.summary([r["again_ms"] for r in rows])
+    lines = [
+        "",
+        f"Where a filtered search's time goes at {case['size']:,} drawers (`--cold {meta['cold']}`): "
+        f"{len(rows)} questions embedded by MemPalace's hash embedder, each new to the server, in the wing "
+        "and room of a random drawer (k=5, as `mempalace_search` asks), each explained first "
+        "(EXPLAIN (ANALYZE, BUFFERS): blocks found in shared buffers and read from outside them) and then "
+        f"run again. Cold: {cold['p50']:.1f} / {cold['p95']:.1f} ms p50 / p95; again: {again['p50']:.1f} / "
+        f"{again['p95']:.1f}. Blocks read from outside shared buffers over the {len(rows)} cold runs, by "
+        "relation (pg_statio): " + ", ".join(f"{k} {v:,}" for k, v in read) + ".",
+        "",
+        "| rows in the filter | cold ms | blocks hit | blocks read | the arm that read most | again ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: -r["cold_ms"]):
+        top = max(r["arms"], key=lambda a: a["read"])
+        lines.append(
+            f"| {r['filter_rows']:,} | {r['cold_ms']:.1f} | {r['hit']:,} | {r['read']:,} | "
+            f"{top['arm']}: {top['read']:,} read in {top['ms']:.0f} ms | {r['again_ms']:.1f} |"
+        )
+    return lines
 
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        print(json.dumps(child(sys.argv[2], sys.argv[3])))
+        if sys.argv[2] == "cold":
+            print(json.dumps(child_cold(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))
+        else:
+            print(json.dumps(child(sys.argv[2], sys.argv[3])))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100000,1000000,5100000")
+    ap.add_argument("--cold", type=int, default=0, help="N cold wing+room searches on the largest size")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = ap.parse_args()
     dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
-    meta = common.run_meta(dsn, sizes=args.sizes, shared_buffers=bench_scale.shared_buffers(dsn))
+    meta = common.run_meta(
+        dsn, sizes=args.sizes, cold=args.cold, shared_buffers=bench_scale.shared_buffers(dsn)
+    )
     cases = []
+    sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="kept_search_") as work:
-        for n in [int(s) for s in args.sizes.split(",")]:
-            cases.append(run_size(n, dsn, Path(work)))
+        for n in sizes:
+            cases.append(run_size(n, dsn, Path(work), args.cold if n == max(sizes) else 0))
             # each size's figures on disk as soon as they are measured
             (HERE / "out" / "bench_kept_search.partial.json").write_text(json.dumps(cases, default=str))
     common.save_run("bench_kept_search", meta, {"cases": cases}, render(cases, meta), write=not args.no_write)

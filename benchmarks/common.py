@@ -342,7 +342,7 @@ QUESTIONS = {
         "bench_migrate",
         "commands_bulk",
     ),
-    "Big palaces: 300,000 to 1,000,000 drawers": (
+    "Big palaces: 300,000 to 5,000,000 drawers": (
         "bench_scale",
         "scale",
         "commands_upsert",
