@@ -18,7 +18,9 @@ With ``--cold N``, where a filtered search's time goes on the largest palace: N 
 MCP server embeds a question (MemPalace's hash embedder, as ``bench_commands`` asks them; each question
 new to the server), in the wing and room of a random drawer, each run first under EXPLAIN (ANALYZE,
 BUFFERS) (its blocks found in shared buffers and read from outside them, per arm) and then again as a
-plain query: what a search costs when the rows it checks are not in memory, and when they are.
+plain query: what a search costs when the rows it checks are not in memory, and when they are. With
+``--own-rows M`` as well, the same filters are first searched (with new questions) from the filter's own
+rows up to M a segment (the design of "fewer walks for a filter"), then as shipped.
 
 Figures go to ``out/bench_kept_search.json``.
 """
@@ -64,9 +66,24 @@ def child(palace_dir: str, queries_file: str) -> dict:
     return out
 
 
-def child_cold(palace_dir: str, n: int, count: int) -> list:
+def child_cold(palace_dir: str, n: int, count: int, own_rows: int = 0) -> list:
     """In a fresh process with the kept palace's environment: ``count`` wing+room searches, each explained
-    first (cold), then run again."""
+    first (cold), then run again; with ``own_rows``, first the same filters (new questions) answered from
+    the filter's own rows up to ``own_rows`` a segment (``nearest.OWN_ROWS_PER_SEGMENT``), then as
+    shipped: the rows the first variant read stay cached for the second, so the order favours the
+    shipped one."""
+    from mempalace_pg.engine import nearest
+
+    shipped = nearest.OWN_ROWS_PER_SEGMENT
+    out = []
+    for label, per_segment in ([("own rows", own_rows)] if own_rows else []) + [("shipped", shipped)]:
+        nearest.OWN_ROWS_PER_SEGMENT = per_segment
+        out.append({"label": label, "own_rows": per_segment, **cold_searches(palace_dir, n, count, label)})
+    nearest.OWN_ROWS_PER_SEGMENT = shipped
+    return out
+
+
+def cold_searches(palace_dir: str, n: int, count: int, label: str) -> dict:
     sys.path.insert(0, str(HERE.parent / "scripts"))
     import numpy as np
     from bench_commands import QUESTIONS
@@ -88,7 +105,7 @@ def child_cold(palace_dir: str, n: int, count: int) -> list:
         where = {"$and": [{"wing": palace.wing_name(j)}, {"room": palace.room_name(j)}]}
         # a question the server has not seen, in this run or an earlier one: its rows are not in memory
         # because of an earlier query
-        vector = hash_embed([f"{QUESTIONS[i % len(QUESTIONS)]} {i} {salt}"])[0]
+        vector = hash_embed([f"{QUESTIONS[i % len(QUESTIONS)]} {i} {label} {salt}"])[0]
         t0 = time.perf_counter()
         plan = bench_scale.plan_summary(col.explain_query(query_embedding=vector, n_results=5, where=where))
         cold = (time.perf_counter() - t0) * 1000
@@ -159,7 +176,7 @@ def palace_state(dsn: str) -> dict:
     }
 
 
-def run_size(n: int, dsn: str, work: Path, cold: int = 0) -> dict:
+def run_size(n: int, dsn: str, work: Path, cold: int = 0, own_rows: int = 0) -> dict:
     kept = kp.Kept("postgres", n)
     manifest = kept.manifest
     if manifest.get("loaded", 0) < n:
@@ -193,7 +210,11 @@ def run_size(n: int, dsn: str, work: Path, cold: int = 0) -> dict:
     if cold:
         print(f"  {n:,}: {cold} cold wing+room searches", file=sys.stderr, flush=True)
         result["cold"] = common.child_json(
-            __file__, ["cold", str(kept.root / "palace"), n, cold], tdsn, env=env, capture_stderr=True
+            __file__,
+            ["cold", str(kept.root / "palace"), n, cold, own_rows],
+            tdsn,
+            env=env,
+            capture_stderr=True,
         )
     built = {k: manifest.get(k) for k in ("written", "build_s", "settle_s", "bytes", "built_at", "loaded")}
     built["parts"] = [
@@ -247,57 +268,104 @@ def render(cases: list[dict], meta: dict) -> str:
 
 
 def cold_table(case: dict, meta: dict) -> list[str]:
-    rows = case["cold"]["queries"]
-    read = sorted(((k, v) for k, v in case["cold"]["read_by_table"].items() if v), key=lambda kv: -kv[1])
-    cold = common.summary([r["cold_ms"] for r in rows])
-    again = common.summary([r["again_ms"] for r in rows])
+    variants = case["cold"]
+    shipped = variants[-1]
+    rows = shipped["queries"]
     lines = [
         "",
-        f"Where a filtered search's time goes at {case['size']:,} drawers (`--cold {meta['cold']}`): "
-        f"{len(rows)} questions embedded by MemPalace's hash embedder, each new to the server, in the wing "
-        "and room of a random drawer (k=5, as `mempalace_search` asks), each explained first "
+        f"Where a filtered search's time goes at {case['size']:,} drawers (`--cold {meta['cold']}"
+        + (f" --own-rows {meta['own_rows']}" if meta.get("own_rows") else "")
+        + f"`): {len(rows)} questions embedded by MemPalace's hash embedder, each new to the server, in the "
+        "wing and room of a random drawer (k=5, as `mempalace_search` asks), each explained first "
         "(EXPLAIN (ANALYZE, BUFFERS): blocks found in shared buffers and read from outside them) and then "
-        f"run again. Cold: {cold['p50']:.1f} / {cold['p95']:.1f} ms p50 / p95; again: {again['p50']:.1f} / "
-        f"{again['p95']:.1f}. Blocks read from outside shared buffers over the {len(rows)} cold runs, by "
-        "relation (pg_statio): " + ", ".join(f"{k} {v:,}" for k, v in read) + ".",
+        "run again; blocks read from outside shared buffers over each variant's cold runs by relation "
+        "(pg_statio)."
+        + (
+            " The variant first answers the same filters (with new questions) from the filter's own rows up "
+            f"to {meta['own_rows']:,} a segment; the rows it read stay cached for the shipped runs after it."
+            if len(variants) > 1
+            else ""
+        ),
         "",
-        "| rows in the filter | cold ms | blocks hit | blocks read | the arm that read most | again ms |",
-        "|---|---|---|---|---|---|",
+        "| variant | cold p50 / p95 ms | again p50 / p95 ms | read by relation |",
+        "|---|---|---|---|",
     ]
-    for r in sorted(rows, key=lambda r: -r["cold_ms"]):
-        top = max(r["arms"], key=lambda a: a["read"])
+    for v in variants:
+        cold = common.summary([r["cold_ms"] for r in v["queries"]])
+        again = common.summary([r["again_ms"] for r in v["queries"]])
+        read = sorted(((k, x) for k, x in v["read_by_table"].items() if x), key=lambda kv: -kv[1])
+        name = "shipped" if v is shipped else f"own rows up to {v['own_rows']:,} a segment"
         lines.append(
-            f"| {r['filter_rows']:,} | {r['cold_ms']:.1f} | {r['hit']:,} | {r['read']:,} | "
-            f"{top['arm']}: {top['read']:,} read in {top['ms']:.0f} ms | {r['again_ms']:.1f} |"
+            f"| {name} | {cold['p50']:.1f} / {cold['p95']:.1f} | {again['p50']:.1f} / {again['p95']:.1f} | "
+            + ", ".join(f"{k} {x:,}" for k, x in read)
+            + " |"
         )
+    lines += [
+        "",
+        "| rows in the filter | variant | cold ms | blocks hit | blocks read | arm reading most | again ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for v in variants:
+        name = "shipped" if v is shipped else "own rows"
+        for r in sorted(v["queries"], key=lambda r: -r["cold_ms"]):
+            top = max(r["arms"], key=lambda a: a["read"])
+            lines.append(
+                f"| {r['filter_rows']:,} | {name} | {r['cold_ms']:.1f} | {r['hit']:,} | {r['read']:,} | "
+                f"{top['arm']}: {top['read']:,} read in {top['ms']:.0f} ms | {r['again_ms']:.1f} |"
+            )
     return lines
 
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         if sys.argv[2] == "cold":
-            print(json.dumps(child_cold(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))
+            print(json.dumps(child_cold(sys.argv[3], *map(int, sys.argv[4:7]))))
         else:
             print(json.dumps(child(sys.argv[2], sys.argv[3])))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100000,1000000,5100000")
     ap.add_argument("--cold", type=int, default=0, help="N cold wing+room searches on the largest size")
+    ap.add_argument(
+        "--own-rows",
+        type=int,
+        default=0,
+        help="with --cold: the same filters answered from their own rows up to N a segment, first",
+    )
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    ap.add_argument(
+        "--render-partial",
+        action="store_true",
+        help="report what a run that stopped before its report measured (out/bench_kept_search.partial.json)",
+    )
     args = ap.parse_args()
     dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
+    partial = HERE / "out" / "bench_kept_search.partial.json"
+    if args.render_partial:  # a run stopped before its report: what it measured, as it measured it
+        run = json.loads(partial.read_text())
+        report = render(run["cases"], run["meta"])
+        common.save_run(
+            "bench_kept_search", run["meta"], {"cases": run["cases"]}, report, write=not args.no_write
+        )
+        partial.unlink()
+        return 0
     meta = common.run_meta(
-        dsn, sizes=args.sizes, cold=args.cold, shared_buffers=bench_scale.shared_buffers(dsn)
+        dsn,
+        sizes=args.sizes,
+        cold=args.cold,
+        own_rows=args.own_rows,
+        shared_buffers=bench_scale.shared_buffers(dsn),
     )
     cases = []
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="kept_search_") as work:
         for n in sizes:
-            cases.append(run_size(n, dsn, Path(work), args.cold if n == max(sizes) else 0))
+            biggest = n == max(sizes)
+            cases.append(run_size(n, dsn, Path(work), args.cold if biggest else 0, args.own_rows))
             # each size's figures on disk as soon as they are measured
-            (HERE / "out" / "bench_kept_search.partial.json").write_text(json.dumps(cases, default=str))
+            partial.write_text(json.dumps({"meta": meta, "cases": cases}, default=str))
     common.save_run("bench_kept_search", meta, {"cases": cases}, render(cases, meta), write=not args.no_write)
-    (HERE / "out" / "bench_kept_search.partial.json").unlink()
+    partial.unlink()
     return 0
 
 
