@@ -47,18 +47,12 @@ BUDGET_S = 60.0  # per filter and pass: at most this long (a slow layout still e
 
 def child(palace_dir: str, queries_file: str) -> dict:
     """In a fresh process with the kept palace's environment: its layout, then two passes of queries."""
-    from mempalace.palace import get_collection
-
-    from mempalace_pg.store.collection import PostgresCollection
-
     raw = json.loads(Path(queries_file).read_text())
     queries = [
         {"vector": q["vector"], "filters": {k: tuple(v) for k, v in q["filters"].items()}} for q in raw
     ]
     t0 = time.perf_counter()
-    col = get_collection(palace_dir, create=False, backend="postgres")
-    while not isinstance(col, PostgresCollection):  # MemPalace may hand out a wrapper
-        col = col._inner
+    col = kp.postgres_collection(palace_dir)
     out = {"open_ms": (time.perf_counter() - t0) * 1000, **bench_scale.layout_now(col)}
     out["first"] = bench_scale.run_queries(col, queries, BUDGET_S, slowest=bench_scale.SLOWEST)
     out["again"] = bench_scale.run_queries(col, queries, BUDGET_S)
@@ -84,17 +78,13 @@ def child_cold(palace_dir: str, n: int, count: int, own_rows: int = 0) -> list:
 
 
 def cold_searches(palace_dir: str, n: int, count: int, label: str) -> dict:
+    """One variant's cold wing+room searches (:func:`child_cold`) and the blocks they read by relation."""
     sys.path.insert(0, str(HERE.parent / "scripts"))
     import numpy as np
     from bench_commands import QUESTIONS
     from embedding_server import hash_embed
-    from mempalace.palace import get_collection
 
-    from mempalace_pg.store.collection import PostgresCollection
-
-    col = get_collection(palace_dir, create=False, backend="postgres")
-    while not isinstance(col, PostgresCollection):
-        col = col._inner
+    col = kp.postgres_collection(palace_dir)
     palace = SkewedPalace(n)
     rng = np.random.default_rng(17)
     salt = time.time_ns()

@@ -156,6 +156,19 @@ def _versions() -> dict:
     return {p: version(p) for p in ("mempalace", "mempalace-pg", "chromadb")}
 
 
+def postgres_collection(palace_dir: str, *, create: bool = False):
+    """The plugin's collection of a palace directory, opened as MemPalace opens it (``get_collection``
+    with the environment's backend settings), unwrapped: MemPalace may hand out a wrapper."""
+    from mempalace.palace import get_collection
+
+    from mempalace_pg.store.collection import PostgresCollection
+
+    col = get_collection(palace_dir, create=create, backend="postgres")
+    while not isinstance(col, PostgresCollection):
+        col = col._inner
+    return col
+
+
 # ----------------------------------------------------------------------------- building
 def child_build_postgres(
     size: int, root: str, facts: int, entities: int, written: str = "bulk", start: int = 0, stop: int = -1
@@ -163,17 +176,12 @@ def child_build_postgres(
     """In a child whose environment names the template database: drawers ``start..stop`` (all by
     default) through the bulk loader (or MemPalace's ``upsert``), then, once the palace is whole, the
     facts."""
-    from mempalace.palace import get_collection
-
     from mempalace_pg.graph.kg import AgeKnowledgeGraph
-    from mempalace_pg.store.collection import PostgresCollection
 
     palace = SkewedPalace(size)
     stop = size if stop < 0 else stop
     palace_dir = str(Path(root) / "palace")
-    col = get_collection(palace_dir, create=True, backend="postgres")
-    while not isinstance(col, PostgresCollection):  # MemPalace may hand out a wrapper
-        col = col._inner
+    col = postgres_collection(palace_dir, create=True)
     t0 = time.perf_counter()
     if written == "upsert":
         for first in range(start, stop, BATCH):
