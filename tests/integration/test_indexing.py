@@ -606,7 +606,7 @@ def test_a_bulk_load_into_a_palace_builds_what_it_loads_and_keeps_full_segments(
     """A bulk load into a collection that has rows leaves its full segments (settled, at least half a
     build's capacity each) as they are and builds only the rows after them: the loaded ones and any
     smaller segment's. So a load's time follows what it loads, not the size of the palace; reindex still
-    builds every row again. Queries find the exact nearest over the whole."""
+    builds every row again. Queries find the nearest over the whole (recall@10 at least 0.97)."""
     import numpy as np
 
     monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
@@ -658,9 +658,15 @@ def test_a_bulk_load_into_a_palace_builds_what_it_loads_and_keeps_full_segments(
     current = col.partition.index.layout(fresh=True, start_folder=True)
     assert len(current.segments) == 3 and not current.has_tail
     unit = vecs[:5100] / np.linalg.norm(vecs[:5100], axis=1, keepdims=True)
+    found = 0
     for q in rng.normal(size=(10, 32)).astype("float32"):
-        exact = [f"d{i}" for i in np.argsort(-(unit @ (q / np.linalg.norm(q))))[:10]]
-        assert col.query(query_embeddings=[q.tolist()], n_results=10).ids[0] == exact
+        exact = {f"d{i}" for i in np.argsort(-(unit @ (q / np.linalg.norm(q))))[:10]}
+        got = set(col.query(query_embeddings=[q.tolist()], n_results=10).ids[0])
+        # HNSW is approximate (a parallel build's graph differs run to run): a near tie at the tenth
+        # place may be missed, but a segment left out of the search would lose about a third
+        assert len(got & exact) >= 9
+        found += len(got & exact)
+    assert found >= 97
     assert col.run_maintenance("reindex").status == "ran"
     again = segments()
     assert [rows for _, _, rows in again] == [1700, 1700, 1700]
