@@ -34,17 +34,29 @@ def server_tool(dsn: str, tool: str) -> str:
 
 
 CHROOT_TOOL = """#!/bin/sh
-# {path} of the provisioned server's Debian root, written by tests/server_tools.py. A password
-# file (PGPASSFILE: the application role's DSN names one, scripts/as_app_role.py) lies outside the root,
-# where the tool cannot read it: a copy goes inside the root for the run, and is removed after it.
+# {path} of the provisioned server's Debian root, written by tests/server_tools.py. Files outside the
+# root that the tool must read are linked into a folder inside it for the run, removed after it: a password
+# file (PGPASSFILE: the application role's DSN names one, scripts/as_app_role.py), and an argument naming
+# a file (`pg_restore --jobs` reads its dump itself), as a pg_restore installed beside the server would.
+inside=$(mktemp -d {root}/tmp/tool.XXXXXX) || exit 1
+trap 'rm -rf "$inside"' EXIT
 if [ -z "${{PGPASSWORD:-}}" ] && [ -n "${{PGPASSFILE:-}}" ] && [ -r "$PGPASSFILE" ]; then
-    inside=$(mktemp -d {root}/tmp/pgpass.XXXXXX) || exit 1
-    trap 'rm -rf "$inside"' EXIT
     cp "$PGPASSFILE" "$inside/pgpass" && chmod 600 "$inside/pgpass" || exit 1
-    PGPASSFILE="/tmp/${{inside##*/}}/pgpass" chroot {root} {path} "$@"
-    exit $?
+    export PGPASSFILE="/tmp/${{inside##*/}}/pgpass"
 fi
-exec chroot {root} {path} "$@"
+n=0
+for arg in "$@"; do
+    shift
+    case "$arg" in
+        /*) if [ -f "$arg" ]; then
+                n=$((n + 1))
+                ln "$arg" "$inside/arg$n" 2>/dev/null || cp "$arg" "$inside/arg$n" || exit 1
+                arg="/tmp/${{inside##*/}}/arg$n"
+            fi ;;
+    esac
+    set -- "$@" "$arg"
+done
+chroot {root} {path} "$@"
 """
 
 

@@ -156,7 +156,7 @@ def cmd_backup(args) -> int:
 def cmd_restore(args) -> int:
     from mempalace_pg.tools.backup import restore
 
-    result = restore(args.file, settings_of(args), pg_restore=args.pg_restore)
+    result = restore(args.file, settings_of(args), pg_restore=args.pg_restore, jobs=args.jobs)
     line = (
         f"restored schema {result['schema']} and graph {result['graph']} from {result['file']}; "
         f"AGE sees {result['facts_seen_by_cypher']} facts. Check with `mempalace-pg doctor`."
@@ -220,6 +220,13 @@ def register(sub) -> None:
     res = sub.add_parser("restore", help="pg_restore a backup, then re-register its graph with AGE")
     res.add_argument("file")
     res.add_argument("--pg-restore", default="pg_restore", help="the pg_restore command (default: on PATH)")
+    res.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="pg_restore sessions side by side (default 1: one transaction, the file on stdin; more: "
+        "the file must be where pg_restore runs, and a failed restore drops what it began)",
+    )
     res.add_argument("--json", action="store_true", help="machine-readable output")
     res.set_defaults(func=cmd_restore)
 

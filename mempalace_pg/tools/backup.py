@@ -11,7 +11,16 @@ Cypher call fails. So:
   ``ag_catalog``): one file, restorable with the stock ``pg_restore`` too;
 * **restore** runs ``pg_restore`` into a database that has the extensions (``mempalace-pg db bootstrap``)
   and none of our objects yet, then re-registers the graph in ``ag_catalog`` from that comment, with the new
-  OIDs, and checks the graph with a Cypher count.
+  OIDs, checks the graph with a Cypher count and analyzes the restored tables (``pg_restore`` leaves
+  them without planner statistics).
+
+A restore is mostly index builds, the vector index's segments above all. ``pg_restore``'s sessions build
+them with the palace's build memory (``MEMPALACE_PG_BUILD_MEMORY``: at the server's default
+``maintenance_work_mem`` a segment's graph spills to disk and takes several times as long) and only with
+the parallel workers the server's pgvector builds safely (none before 0.8.2, CVE-2026-3172), as the
+folder builds them. ``--jobs N`` runs ``pg_restore``'s N sessions side by side (it then reads the file
+itself, so the file must be where ``pg_restore`` runs, and it is no longer one transaction: a restore that
+fails drops what it had restored).
 
 ``pg_dump``/``pg_restore`` must match the server's major version: ``--pg-dump`` / ``--pg-restore`` take the
 command to run (e.g. ``"docker compose -f docker/compose.yaml exec -T db pg_dump"``). Credentials reach
@@ -91,12 +100,34 @@ def libpq_env(dsn: str) -> dict:
     return env
 
 
-def _run(command: str, args: list[str], settings: Settings, *, stdin=None, stdout=None) -> None:
+def session_options(settings: Settings, conn: psycopg.Connection) -> str:
+    """Server settings for ``pg_restore``'s sessions, as PGOPTIONS takes them: its index builds get the
+    palace's build memory and the parallel workers this server's pgvector builds safely."""
+    from mempalace_pg.engine.builds import build_workers
+    from mempalace_pg.engine.indexing import BUILD_MEMORY, BUILD_WORKERS
+
+    # both values are checked settings (a size, an integer): nothing in them needs PGOPTIONS' escaping
+    workers = build_workers(conn, BUILD_WORKERS)
+    return f"-c maintenance_work_mem={BUILD_MEMORY} -c max_parallel_maintenance_workers={workers}"
+
+
+def _dsn(settings: Settings) -> str:
+    """The DSN the server's tools use: the session DSN where one is set (pg_dump holds a snapshot and
+    pg_restore its sessions' settings, which a transaction pooler would not keep)."""
+    return settings.session_dsn or settings.dsn
+
+
+def _run(
+    command: str, args: list[str], settings: Settings, *, stdin=None, stdout=None, options: str = ""
+) -> None:
     argv = shlex.split(command) + args
+    env = libpq_env(_dsn(settings))
+    if options:
+        env["PGOPTIONS"] = f"{env.get('PGOPTIONS', '')} {options}".strip()
     try:
         proc = subprocess.run(
             argv,
-            env=libpq_env(settings.dsn),
+            env=env,
             stdin=stdin,
             stdout=stdout,
             stderr=subprocess.PIPE,
@@ -109,12 +140,12 @@ def _run(command: str, args: list[str], settings: Settings, *, stdin=None, stdou
         ) from None
     if proc.returncode != 0:
         message = proc.stderr.decode("utf-8", "replace").strip()
-        message = scrub_password(message, settings.dsn)
-        hint = (
-            " (pg_dump must be the server's major version or newer: pass --pg-dump)"
-            if "version mismatch" in message
-            else ""
-        )
+        message = scrub_password(scrub_password(message, settings.dsn), _dsn(settings))
+        hint = ""
+        if "version mismatch" in message:
+            hint = " (pg_dump must be the server's major version or newer: pass --pg-dump)"
+        elif "startup parameter" in message:
+            hint = " (a pooler refuses session settings: set MEMPALACE_PG_SESSION_DSN to the server itself)"
         raise ConfigError(f"{argv[0]} failed: {message[-800:]}{hint}")
 
 
@@ -181,34 +212,69 @@ def backup(path: str, settings: Settings, *, pg_dump: str = "pg_dump") -> dict:
     }
 
 
-def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore") -> dict:
-    """Restore a backup into the configured database, then re-register its graph with AGE."""
+def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jobs: int = 1) -> dict:
+    """Restore a backup into the configured database, then re-register its graph with AGE.
+
+    ``jobs`` above 1 runs that many ``pg_restore`` sessions side by side; ``pg_restore`` then reads
+    ``path`` itself, and a restore that fails drops the schema and graph it had begun."""
     from mempalace_pg.db.connect import connect
 
     if not os.path.isfile(path):
         raise ConfigError(f"{path}: no such file")
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: give 1 or more sessions")
     schema, graph = _names(settings)
     with connect(settings, autocommit=True) as conn:
         _check_restorable(conn, schema, graph)
-    dbname = conninfo_to_dict(settings.dsn).get("dbname") or "postgres"
-    with open(path, "rb") as f:
-        _run(
-            pg_restore,
-            ["--no-password", "--no-owner", "--exit-on-error", "--single-transaction", f"--dbname={dbname}"],
-            settings,
-            stdin=f,
-        )
+        options = session_options(settings, conn)
+    dbname = conninfo_to_dict(_dsn(settings)).get("dbname") or "postgres"
+    args = ["--no-password", "--no-owner", "--exit-on-error", f"--dbname={dbname}"]
+    if jobs == 1:
+        # one transaction: a restore that fails leaves nothing behind; the file streams in on stdin, so a
+        # pg_restore in a container reads a file outside it
+        with open(path, "rb") as f:
+            _run(pg_restore, [*args, "--single-transaction"], settings, stdin=f, options=options)
+    else:
+        try:
+            _run(pg_restore, [*args, f"--jobs={jobs}", os.path.abspath(path)], settings, options=options)
+        except ConfigError as exc:
+            with connect(settings, autocommit=True) as conn:
+                _drop_begun(conn, schema, graph)
+            raise ConfigError(f"{exc}; what it had restored was dropped") from None
     with connect(settings, autocommit=True) as conn, conn.transaction():
         catalog = _register_graph(conn, graph)
     with connect(settings, autocommit=True) as conn:
         edges = _count_facts(conn, graph)
+        _analyze_schema(conn, schema)
     return {
         "file": path,
         "schema": schema,
         "graph": graph,
+        "jobs": jobs,
         "labels": len(catalog["labels"]),
         "facts_seen_by_cypher": edges,
     }
+
+
+def _drop_begun(conn: psycopg.Connection, schema: str, graph: str) -> None:
+    """Drop what a failed restore had made: the schema and graph, which did not exist before it began
+    (``_check_restorable``), and no graph row yet (``_register_graph`` runs after ``pg_restore``)."""
+    for name in (schema, graph):
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def _analyze_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Planner statistics for every restored table of the schema: ``pg_restore`` leaves none, and until
+    autovacuum comes round a filter's plan over a big palace is a guess."""
+    tables = conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        # a partitioned table's ANALYZE covers its partitions: each table analyzed once
+        "WHERE n.nspname = %(schema)s AND (c.relkind = 'p' OR (c.relkind = 'r' AND NOT c.relispartition)) "
+        "ORDER BY c.relname",
+        {"schema": schema},
+    ).fetchall()
+    for (table,) in tables:
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
 
 
 def _check_restorable(conn: psycopg.Connection, schema: str, graph: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import uuid
@@ -183,3 +184,92 @@ def test_backup_errors_are_clear(seeded, pg_dsn, tmp_path):
     assert proc.returncode == 2 and "nothing to back up" in proc.stderr
     proc = cli("restore", str(tmp_path / "missing.dump"), env=seeded)
     assert proc.returncode == 2 and "no such file" in proc.stderr
+
+
+def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_path):
+    """`restore --jobs 2`: pg_restore's sessions side by side, each building indexes with the palace's
+    build memory and only the parallel workers this server's pgvector builds safely; the restored
+    palace answers as before and its tables have planner statistics."""
+    from mempalace_pg.engine.indexing import BUILD_MEMORY
+
+    before = answers(seeded, "home")
+    path = tmp_path / "palace.dump"
+    assert cli("backup", str(path), "--pg-dump", server_tool(pg_dsn, "pg_dump"), env=seeded).returncode == 0
+    drop_palace(seeded)
+    # the server's own pg_restore, run by a script that first notes the settings its sessions get
+    seen = tmp_path / "pgoptions"
+    wrapper = tmp_path / "pg_restore"
+    wrapper.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$PGOPTIONS" >> {seen}\nexec {server_tool(pg_dsn, "pg_restore")} "$@"\n'
+    )
+    wrapper.chmod(0o700)
+    proc = cli("restore", str(path), "--jobs", "2", "--pg-restore", str(wrapper), "--json", env=seeded)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["jobs"] == 2 and json.loads(proc.stdout)["facts_seen_by_cypher"] == 4
+    assert answers(seeded, "home") == before
+    with psycopg.connect(pg_dsn) as conn:
+        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+        schema = seeded["MEMPALACE_PG_SCHEMA"]
+        filled = [
+            t
+            for (t,) in conn.execute(
+                "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind = 'r'",
+                (schema,),
+            ).fetchall()
+            if conn.execute(f'SELECT EXISTS (SELECT 1 FROM "{schema}"."{t}")').fetchone()[0]
+        ]
+        analyzed = {
+            t
+            for (t,) in conn.execute(
+                "SELECT DISTINCT tablename FROM pg_stats WHERE schemaname = %s", (schema,)
+            )
+        }
+    assert filled and set(filled) <= analyzed, f"tables without statistics: {set(filled) - analyzed}"
+    unsafe = tuple(int(p) for p in version.split(".")[:3]) < (0, 8, 2)  # CVE-2026-3172
+    options = seen.read_text()
+    assert f"-c maintenance_work_mem={BUILD_MEMORY}" in options
+    assert ("-c max_parallel_maintenance_workers=0" in options) == unsafe, options
+
+
+def damaged_in_its_data(path, tool: str, out):
+    """``path`` with 64 bytes zeroed inside a compressed table's data, found by asking the server's
+    pg_restore to read the damaged file (its table of contents intact, its data not): written to
+    ``out``."""
+    data = path.read_bytes()
+    for at in (0.5, 0.45, 0.55, 0.4, 0.6, 0.35, 0.65):
+        i = int(len(data) * at)
+        out.write_bytes(data[:i] + bytes(64) + data[i + 64 :])
+        check = subprocess.run(
+            [*shlex.split(tool), "-f", "/dev/null", str(out)], capture_output=True, text=True, timeout=120
+        )
+        if check.returncode != 0 and "uncompress" in check.stderr:
+            return out
+    raise AssertionError(f"no damage inside {path}'s data made pg_restore fail")
+
+
+def test_a_parallel_restore_that_fails_leaves_nothing(seeded, pg_dsn, tmp_path):
+    """Sessions side by side are not one transaction: when pg_restore fails half-way (here on a table's
+    data damaged in the file, after it made the schema), what it had restored is dropped, and the same
+    database takes a whole restore after it."""
+    path = tmp_path / "palace.dump"
+    assert cli("backup", str(path), "--pg-dump", server_tool(pg_dsn, "pg_dump"), env=seeded).returncode == 0
+    before = answers(seeded, "home")
+    drop_palace(seeded)
+    tool = server_tool(pg_dsn, "pg_restore")
+    damaged = damaged_in_its_data(path, tool, tmp_path / "damaged.dump")
+    proc = cli("restore", str(damaged), "--jobs", "2", "--pg-restore", tool, env=seeded)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "pg_restore failed" in proc.stderr and "uncompress" in proc.stderr and "was dropped" in proc.stderr
+    assert password_of(pg_dsn) not in proc.stdout + proc.stderr
+    schema = seeded["MEMPALACE_PG_SCHEMA"]
+    with psycopg.connect(pg_dsn) as conn:
+        left = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname IN (%s, %s)", (schema, f"{schema}_kg")
+        ).fetchall()
+    assert left == []
+    proc = cli("restore", str(path), "--jobs", "2", "--pg-restore", tool, env=seeded)
+    assert proc.returncode == 0, proc.stderr
+    assert answers(seeded, "home") == before
+    proc = cli("restore", str(path), "--jobs", "0", env=seeded)
+    assert proc.returncode == 2 and "--jobs 0" in proc.stderr
