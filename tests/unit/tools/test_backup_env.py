@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from mempalace_pg.tools.backup import LIBPQ_ENV, libpq_env
+from mempalace_pg.tools.backup import LIBPQ_ENV, compression_for, libpq_env
 
 NEWER_THAN_15 = {
     "PGREQUIREAUTH",
@@ -83,3 +83,12 @@ def test_every_variable_is_one_libpq_reads():
         # an older system libpq (Debian 12's is 15) lacks the variables PostgreSQL 16-18 added
         missing = [v for v in missing if v not in NEWER_THAN_15]
     assert not missing, f"{libs[0]} does not know {missing}"
+
+
+def test_a_backup_asks_for_zstd_where_pg_dump_knows_it():
+    """zstd came with pg_dump 16; 15 (the oldest server the plugin takes) gets gzip at its fastest level."""
+    assert compression_for("pg_dump (PostgreSQL) 17.12 (Debian 17.12-0+deb13u1)\n") == "zstd:1"
+    assert compression_for("pg_dump (PostgreSQL) 18.1\n") == "zstd:1"
+    assert compression_for("pg_dump (PostgreSQL) 16.4\n") == "zstd:1"
+    assert compression_for("pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)\n") == "gzip:1"
+    assert compression_for("") == "gzip:1"  # a tool that printed nothing readable: gzip, which every one has
