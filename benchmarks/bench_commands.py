@@ -12,8 +12,9 @@ from the template, a copy of the directory; removed afterwards), so a 1M figure 
    show that floor): ``mempalace --backend postgres status`` (and ``search``, ``wake-up``), and every
    ``mempalace-pg`` command that reads the palace (``doctor``, ``db current``, ``kg stats``/``query``,
    ``search around``/``facts``/``entities``/``hybrid``, ``export``, ``backup``) and ``restore`` (of that
-   backup, into a database made for each run), with plain ``pg_dump -Fc`` / ``pg_restore`` of the same
-   database beside them; the whole-palace jobs with their peak memory;
+   backup, into a database made for each run; in one session, then ``--jobs`` side by side), with plain
+   ``pg_dump -Fc`` / ``pg_restore`` (and ``pg_restore --jobs``) of the same database beside them; the
+   whole-palace jobs with their peak memory;
 2. the MCP tools, called as an AI client calls them: the official ``mcp`` SDK's ``ClientSession`` over
    stdio, one long-lived session per server, timed at the client from request to parsed answer.
    MemPalace's own server (``python -m mempalace.mcp_server --palace P``) for its tools, the plugin's
@@ -299,6 +300,12 @@ def time_plugin_jobs(case: Case, out: Path, pg_dump: str, pg_restore: str) -> No
         time_restores(
             case, "`mempalace-pg restore`", [MEMPALACE_PG, "restore", str(dump), "--pg-restore", pg_restore]
         )
+        jobs = case.args.restore_jobs
+        time_restores(
+            case,
+            f"`mempalace-pg restore --jobs {jobs}`",
+            [MEMPALACE_PG, "restore", str(dump), "--jobs", str(jobs), "--pg-restore", pg_restore],
+        )
     dump.unlink(missing_ok=True)
 
 
@@ -320,6 +327,13 @@ def time_postgres_jobs(case: Case, out: Path, pg_dump: str, pg_restore: str) -> 
             case,
             "`pg_restore` of it (PostgreSQL's own)",
             lambda dsn: ["sh", "-c", f'{pg_restore} --no-owner -d "$1" < "$0"', str(plain), dsn],
+            bootstrap=False,
+        )
+        jobs = case.args.restore_jobs
+        time_restores(
+            case,
+            f"`pg_restore --jobs {jobs}` of it (PostgreSQL's own)",
+            lambda dsn: ["sh", "-c", f'{pg_restore} --no-owner --jobs {jobs} -d "$1" "$0"', str(plain), dsn],
             bootstrap=False,
         )
     plain.unlink(missing_ok=True)
@@ -875,6 +889,20 @@ def render(cases: list[dict], meta: dict) -> str:
         through = next(c["rows"][label]["through"] for c in cases if label in c["rows"])
         cells = [_cell(by[col]["rows"].get(label), _floor(by[col], label)) for col in columns]
         lines.append(f"| {label} | {through} | " + " | ".join(cells) + " |")
+    sized = [
+        f"{c['n']:,} {c['store']}: "
+        + ", ".join(f"{label} {r['bytes'] / 1e6:,.0f} MB" for label, r in c["rows"].items() if r.get("bytes"))
+        for c in cases
+        if any(r.get("bytes") for r in c["rows"].values())
+    ]
+    if sized:
+        lines += [
+            "",
+            "Files written: " + "; ".join(sized) + ". `mempalace-pg backup` is pg_dump's custom format "
+            "compressed with zstd at level 1 (gzip at level 1 with a pg_dump older than 16); PostgreSQL's "
+            "`pg_dump -Fc` with its default, gzip at level 6. `restore --jobs N` and `pg_restore --jobs N` "
+            "run N sessions side by side.",
+        ]
     lines += [
         "",
         "`mempalace_traverse` and `mempalace_find_tunnels` answer from MemPalace's graph cache "
@@ -968,6 +996,12 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=30, help="calls per MCP tool (default 30)")
     ap.add_argument("--cli-reps", type=int, default=8, help="runs per command line (default 8)")
     ap.add_argument("--heavy-reps", type=int, default=2, help="runs of export, backup, restore (default 2)")
+    ap.add_argument(
+        "--restore-jobs",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="sessions of the parallel restores, the plugin's and pg_restore's (default: the cores)",
+    )
     ap.add_argument("--budget", type=float, default=30.0, help="seconds per row before fewer calls")
     ap.add_argument("--call-timeout", type=float, default=60.0, help="bound of one call, in seconds")
     ap.add_argument("--bulk-timeout", type=float, default=900.0, help="bound of one whole-palace job")

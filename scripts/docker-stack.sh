@@ -313,9 +313,25 @@ if [ -z "\${PGPASSWORD:-}" ]; then
     PGPASSWORD=\$(sed -n "s/^\$var=//p" "$env_file" | tail -n 1)
 fi
 export PGPASSWORD
-exec $docker_bin exec -i \\
-    -e PGHOST=localhost -e PGPORT=$port -e PGUSER -e PGDATABASE -e PGSSLMODE -e PGPASSWORD \\
+# a file argument (pg_restore --jobs reads its dump itself) is copied into the container for the call
+n=0
+for arg in "\$@"; do
+    shift
+    case "\$arg" in
+        /*) if [ -f "\$arg" ]; then
+                n=\$((n + 1))
+                $docker_bin cp "\$arg" "$container:/tmp/mempalace-pg-tool-\$\$-\$n" >/dev/null || exit 1
+                arg=/tmp/mempalace-pg-tool-\$\$-\$n
+            fi ;;
+    esac
+    set -- "\$@" "\$arg"
+done
+$docker_bin exec -i \\
+    -e PGHOST=localhost -e PGPORT=$port -e PGUSER -e PGDATABASE -e PGSSLMODE -e PGPASSWORD -e PGOPTIONS \\
     -e PGSSLROOTCERT=/var/lib/postgresql/data/tls/ca.crt "$container" $tool "\$@"
+status=\$?
+[ "\$n" -eq 0 ] || $docker_bin exec "$container" sh -c "rm -f /tmp/mempalace-pg-tool-\$\$-*"
+exit \$status
 EOF
         chmod +x "$tool_bin/$tool"
     done
