@@ -41,6 +41,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from mempalace_pg.config import ConfigError, Settings, validate_identifier
 from mempalace_pg.db.connect import scrub_password
+from mempalace_pg.errors import DatabaseUnavailableError
 from mempalace_pg.marker import write_atomically
 
 CATALOG_MARK = "mempalace-pg AGE label catalog (used by mempalace-pg restore): "
@@ -101,14 +102,14 @@ def libpq_env(dsn: str) -> dict:
     return env
 
 
-def session_options(settings: Settings, conn: psycopg.Connection) -> str:
+def session_options(conn: psycopg.Connection) -> str:
     """Server settings for ``pg_restore``'s sessions, as PGOPTIONS takes them: its index builds get the
     palace's build memory and the parallel workers this server's pgvector builds safely."""
     from mempalace_pg.engine.builds import build_workers
-    from mempalace_pg.engine.indexing import BUILD_MEMORY, BUILD_WORKERS
+    from mempalace_pg.engine.indexing import BUILD_MEMORY
 
     # both values are checked settings (a size, an integer): nothing in them needs PGOPTIONS' escaping
-    workers = build_workers(conn, BUILD_WORKERS)
+    workers = build_workers(conn)
     return f"-c maintenance_work_mem={BUILD_MEMORY} -c max_parallel_maintenance_workers={workers}"
 
 
@@ -135,10 +136,7 @@ def _run(
             check=False,
         )
     except FileNotFoundError:
-        raise ConfigError(
-            f"{argv[0]!r} not found: install the PostgreSQL client of the server's version, "
-            "or pass the command to run with --pg-dump / --pg-restore"
-        ) from None
+        raise _not_found(argv[0]) from None
     if proc.returncode != 0:
         message = proc.stderr.decode("utf-8", "replace").strip()
         message = scrub_password(scrub_password(message, settings.dsn), _dsn(settings))
@@ -148,6 +146,13 @@ def _run(
         elif "startup parameter" in message:
             hint = " (a pooler refuses session settings: set MEMPALACE_PG_SESSION_DSN to the server itself)"
         raise ConfigError(f"{argv[0]} failed: {message[-800:]}{hint}")
+
+
+def _not_found(program: str) -> ConfigError:
+    return ConfigError(
+        f"{program!r} not found: install the PostgreSQL client of the server's version, "
+        "or pass the command to run with --pg-dump / --pg-restore"
+    )
 
 
 def _label_catalog(conn: psycopg.Connection, graph: str) -> list[dict]:
@@ -236,10 +241,7 @@ def dump_compression(pg_dump: str, settings: Settings) -> str:
             argv, env=libpq_env(_dsn(settings)), capture_output=True, text=True, check=False
         )
     except FileNotFoundError:
-        raise ConfigError(
-            f"{argv[0]!r} not found: install the PostgreSQL client of the server's version, "
-            "or pass the command to run with --pg-dump"
-        ) from None
+        raise _not_found(argv[0]) from None
     return compression_for(proc.stdout)
 
 
@@ -263,7 +265,7 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
     schema, graph = _names(settings)
     with connect(settings, autocommit=True) as conn:
         _check_restorable(conn, schema, graph)
-        options = session_options(settings, conn)
+        options = session_options(conn)
     dbname = conninfo_to_dict(_dsn(settings)).get("dbname") or "postgres"
     args = ["--no-password", "--no-owner", "--exit-on-error", f"--dbname={dbname}"]
     if jobs == 1:
@@ -275,8 +277,14 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
         try:
             _run(pg_restore, [*args, f"--jobs={jobs}", os.path.abspath(path)], settings, options=options)
         except ConfigError as exc:
-            with connect(settings, autocommit=True) as conn:
-                _drop_begun(conn, schema, graph)
+            try:
+                with connect(settings, autocommit=True) as conn:
+                    _drop_begun(conn, schema, graph)
+            except (psycopg.Error, DatabaseUnavailableError) as dropping:
+                raise ConfigError(
+                    f"{exc}; dropping what it had restored failed too ({str(dropping).splitlines()[0]}): "
+                    f"drop schemas {schema} and {graph} (`mempalace-pg db drop --yes`) before restoring again"
+                ) from None
             raise ConfigError(f"{exc}; what it had restored was dropped") from None
     with connect(settings, autocommit=True) as conn, conn.transaction():
         catalog = _register_graph(conn, graph)
