@@ -34,6 +34,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 
 import psycopg
 from psycopg import sql
@@ -290,7 +291,7 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
         catalog = _register_graph(conn, graph)
     with connect(settings, autocommit=True) as conn:
         edges = _count_facts(conn, graph)
-        _analyze_schema(conn, schema)
+        left = _analyze_schema(conn, schema)
     return {
         "file": path,
         "schema": schema,
@@ -298,6 +299,7 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
         "jobs": jobs,
         "labels": len(catalog["labels"]),
         "facts_seen_by_cypher": edges,
+        "not_analyzed": left,
     }
 
 
@@ -308,18 +310,45 @@ def _drop_begun(conn: psycopg.Connection, schema: str, graph: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
-def _analyze_schema(conn: psycopg.Connection, schema: str) -> None:
+#: How long a restore keeps asking for the statistics of a table a folder's build holds, before leaving it
+#: to autovacuum.
+ANALYZE_WAIT_S = 30.0
+
+
+def _analyze_schema(conn: psycopg.Connection, schema: str) -> list[str]:
     """Planner statistics for every restored table of the schema: ``pg_restore`` leaves none, and until
-    autovacuum comes round a filter's plan over a big palace is a guess."""
-    tables = conn.execute(
-        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        # a partitioned table's ANALYZE covers its partitions: each table analyzed once
-        "WHERE n.nspname = %(schema)s AND (c.relkind = 'p' OR (c.relkind = 'r' AND NOT c.relispartition)) "
-        "ORDER BY c.relname",
-        {"schema": schema},
-    ).fetchall()
-    for (table,) in tables:
-        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
+    autovacuum comes round a filter's plan over a big palace is a guess. The tables a folder's index
+    build holds are skipped, not waited for (an ANALYZE waiting beside a CREATE INDEX CONCURRENTLY, which
+    waits for it in turn, is a deadlock), and asked again for up to ANALYZE_WAIT_S; the tables left
+    then (autovacuum's to analyze)."""
+    since = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+    tables = [
+        t
+        for (t,) in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            # a partitioned table's ANALYZE covers its partitions: each table analyzed once
+            "WHERE n.nspname = %(schema)s "
+            "AND (c.relkind = 'p' OR (c.relkind = 'r' AND NOT c.relispartition)) "
+            "ORDER BY c.relname",
+            {"schema": schema},
+        ).fetchall()
+    ]
+    deadline = time.monotonic() + ANALYZE_WAIT_S
+    while True:
+        for table in tables:
+            conn.execute(sql.SQL("ANALYZE (SKIP_LOCKED) {}").format(sql.Identifier(schema, table)))
+        done = {
+            t
+            for (t,) in conn.execute(
+                "SELECT relname FROM pg_stat_all_tables "
+                "WHERE schemaname = %(schema)s AND last_analyze >= %(since)s",
+                {"schema": schema, "since": since},
+            ).fetchall()
+        }
+        tables = [t for t in tables if t not in done]
+        if not tables or time.monotonic() > deadline:
+            return tables
+        time.sleep(1.0)
 
 
 def _check_restorable(conn: psycopg.Connection, schema: str, graph: str) -> None:
