@@ -46,6 +46,16 @@ def build_workers(conn: psycopg.Connection, wanted: int = BUILD_WORKERS) -> int:
     return int(wanted) if defects.parallel_hnsw_build_safe(conn) else 0
 
 
+def build_settings(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> dict[str, str]:
+    """The server settings a segment build gets on this server: the build memory, and the parallel
+    workers (:func:`build_workers`). The folder's sessions set them (:func:`build_session`); a restore
+    hands them to pg_restore's sessions."""
+    return {
+        "maintenance_work_mem": BUILD_MEMORY,
+        "max_parallel_maintenance_workers": str(build_workers(conn, workers)),
+    }
+
+
 def build_session(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> None:
     """Session settings of a connection that builds segments (a folder's, or a pooled one for a while).
 
@@ -57,7 +67,7 @@ def build_session(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> Non
         "set_config('max_parallel_maintenance_workers', %s, false), "
         "set_config('statement_timeout', '0', false), "
         "set_config('client_connection_check_interval', %s, false)",
-        (BUILD_MEMORY, str(build_workers(conn, workers)), str(CONNECTION_CHECK_MS)),
+        (*build_settings(conn, workers).values(), str(CONNECTION_CHECK_MS)),
     )
 
 

@@ -104,14 +104,12 @@ def libpq_env(dsn: str) -> dict:
 
 
 def session_options(conn: psycopg.Connection) -> str:
-    """Server settings for ``pg_restore``'s sessions, as PGOPTIONS takes them: its index builds get the
-    palace's build memory and the parallel workers this server's pgvector builds safely."""
-    from mempalace_pg.engine.builds import build_workers
-    from mempalace_pg.engine.indexing import BUILD_MEMORY
+    """Server settings for ``pg_restore``'s sessions, as PGOPTIONS takes them: its index builds get what
+    the folder's builds get on this server (``builds.build_settings``)."""
+    from mempalace_pg.engine.builds import build_settings
 
-    # both values are checked settings (a size, an integer): nothing in them needs PGOPTIONS' escaping
-    workers = build_workers(conn)
-    return f"-c maintenance_work_mem={BUILD_MEMORY} -c max_parallel_maintenance_workers={workers}"
+    # the values are checked settings (a size, an integer): nothing in them needs PGOPTIONS' escaping
+    return " ".join(f"-c {name}={value}" for name, value in build_settings(conn).items())
 
 
 def _dsn(settings: Settings) -> str:
