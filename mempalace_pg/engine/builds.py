@@ -46,6 +46,14 @@ def build_workers(conn: psycopg.Connection, wanted: int = BUILD_WORKERS) -> int:
     return int(wanted) if defects.parallel_hnsw_build_safe(conn) else 0
 
 
+def shared_workers(workers: int, sessions: int) -> int:
+    """The parallel workers each of ``sessions`` builds running at once may use, so that together they
+    run no more processes than one build with ``workers`` would (its own backend and its workers): a
+    restore's sessions build side by side, and builds given more processes than the server has cores
+    only slow each other."""
+    return max(0, (int(workers) + 1) // max(1, int(sessions)) - 1)
+
+
 def build_settings(conn: psycopg.Connection, workers: int = BUILD_WORKERS) -> dict[str, str]:
     """The server settings a segment build gets on this server: the build memory, and the parallel
     workers (:func:`build_workers`). The folder's sessions set them (:func:`build_session`); a restore

@@ -20,7 +20,8 @@ them with the palace's build memory (``MEMPALACE_PG_BUILD_MEMORY``: at the serve
 the parallel workers the server's pgvector builds safely (none before 0.8.2, CVE-2026-3172), as the
 folder builds them. ``--jobs N`` runs ``pg_restore``'s N sessions side by side (it then reads the file
 itself, so the file must be where ``pg_restore`` runs, and it is no longer one transaction: a restore that
-fails drops what it had restored).
+fails drops what it had restored); the sessions share the workers one build would get, since N builds at
+once with a build's workers each would run more processes than the server has cores.
 
 ``pg_dump``/``pg_restore`` must match the server's major version: ``--pg-dump`` / ``--pg-restore`` take the
 command to run (e.g. ``"docker compose -f docker/compose.yaml exec -T db pg_dump"``). Credentials reach
@@ -103,13 +104,20 @@ def libpq_env(dsn: str) -> dict:
     return env
 
 
-def session_options(conn: psycopg.Connection) -> str:
-    """Server settings for ``pg_restore``'s sessions, as PGOPTIONS takes them: its index builds get what
-    the folder's builds get on this server (``builds.build_settings``)."""
-    from mempalace_pg.engine.builds import build_settings
+def session_options(conn: psycopg.Connection, jobs: int = 1) -> dict[str, str]:
+    """Server settings for ``pg_restore``'s ``jobs`` sessions: its index builds get the folder's build
+    memory (``builds.build_settings``), and the parallel workers this server's builds may use shared
+    among the sessions building at once (``builds.shared_workers``)."""
+    from mempalace_pg.engine.builds import build_settings, shared_workers
+    from mempalace_pg.engine.indexing import BUILD_WORKERS
 
+    return build_settings(conn, shared_workers(BUILD_WORKERS, jobs))
+
+
+def pgoptions(options: dict[str, str]) -> str:
+    """``options`` as PGOPTIONS takes them."""
     # the values are checked settings (a size, an integer): nothing in them needs PGOPTIONS' escaping
-    return " ".join(f"-c {name}={value}" for name, value in build_settings(conn).items())
+    return " ".join(f"-c {name}={value}" for name, value in options.items())
 
 
 def _dsn(settings: Settings) -> str:
@@ -264,7 +272,8 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
     schema, graph = _names(settings)
     with connect(settings, autocommit=True) as conn:
         _check_restorable(conn, schema, graph)
-        options = session_options(conn)
+        build_options = session_options(conn, jobs)
+    options = pgoptions(build_options)
     dbname = conninfo_to_dict(_dsn(settings)).get("dbname") or "postgres"
     args = ["--no-password", "--no-owner", "--exit-on-error", f"--dbname={dbname}"]
     if jobs == 1:
@@ -295,6 +304,7 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
         "schema": schema,
         "graph": graph,
         "jobs": jobs,
+        "build_workers": int(build_options["max_parallel_maintenance_workers"]),
         "labels": len(catalog["labels"]),
         "facts_seen_by_cypher": edges,
         "not_analyzed": left,

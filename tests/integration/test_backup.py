@@ -17,6 +17,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from run_cli import run_cli
 from server_tools import server_tool
 
+from mempalace_pg.engine.builds import shared_workers
+from mempalace_pg.engine.indexing import BUILD_MEMORY, BUILD_WORKERS
+
 
 def password_of(dsn: str) -> str:
     """The password libpq used for ``dsn``: the DSN's, or the passfile's (PGPASSFILE, passfile=)."""
@@ -110,6 +113,13 @@ def drop_palace(env: dict) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+def parallel_builds_safe(pg_dsn: str) -> bool:
+    """Whether the server's pgvector builds HNSW in parallel safely (0.8.2 and newer, CVE-2026-3172)."""
+    with psycopg.connect(pg_dsn) as conn:
+        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+    return tuple(int(p) for p in version.split(".")[:3]) >= (0, 8, 2)
+
+
 def test_backup_drop_restore_in_place(seeded, pg_dsn, tmp_path):
     before = answers(seeded, "home")
     assert before["facts"] and before["around"] and before["cypher"] and before["lexical"]
@@ -124,6 +134,8 @@ def test_backup_drop_restore_in_place(seeded, pg_dsn, tmp_path):
     proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), "--json", env=seeded)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["facts_seen_by_cypher"] == 4
+    # one session: its builds get the folder's workers, where the server's pgvector builds in parallel safely
+    assert json.loads(proc.stdout)["build_workers"] == (BUILD_WORKERS if parallel_builds_safe(pg_dsn) else 0)
     assert answers(seeded, "home") == before
     # restoring over an existing palace is refused, and says why
     proc = cli("restore", str(path), "--pg-restore", server_tool(pg_dsn, "pg_restore"), env=seeded)
@@ -190,9 +202,9 @@ def test_backup_errors_are_clear(seeded, pg_dsn, tmp_path):
 
 def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_path):
     """`restore --jobs 2`: pg_restore's sessions side by side, each building indexes with the palace's
-    build memory and only the parallel workers this server's pgvector builds safely; the restored
-    palace answers as before and its tables have planner statistics."""
-    from mempalace_pg.engine.indexing import BUILD_MEMORY
+    build memory and a share of the parallel workers one build gets (none where this server's pgvector
+    does not build in parallel safely); the restored palace answers as before and its tables have planner
+    statistics."""
 
     before = answers(seeded, "home")
     path = tmp_path / "palace.dump"
@@ -211,7 +223,6 @@ def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_pat
     assert json.loads(proc.stdout)["not_analyzed"] == []
     assert answers(seeded, "home") == before
     with psycopg.connect(pg_dsn) as conn:
-        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
         # every table analyzed by the restore (an empty one too: its statistics say it is empty); not
         # "has statistics", which a table the folder fills after the restore would lack
         unanalyzed = conn.execute(
@@ -221,10 +232,14 @@ def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_pat
             (seeded["MEMPALACE_PG_SCHEMA"],),
         ).fetchall()
     assert unanalyzed == [], f"tables the restore did not analyze: {unanalyzed}"
-    unsafe = tuple(int(p) for p in version.split(".")[:3]) < (0, 8, 2)  # CVE-2026-3172
+    # two sessions building at once share the processes one build runs: with the default two workers, a
+    # build's backend each and no worker (on a server whose pgvector builds serially, none anyway)
+    each = shared_workers(BUILD_WORKERS, 2) if parallel_builds_safe(pg_dsn) else 0
+    assert BUILD_WORKERS != 2 or each == 0
     options = seen.read_text()
     assert f"-c maintenance_work_mem={BUILD_MEMORY}" in options
-    assert ("-c max_parallel_maintenance_workers=0" in options) == unsafe, options
+    assert f"-c max_parallel_maintenance_workers={each}" in options, options
+    assert json.loads(proc.stdout)["build_workers"] == each
 
 
 def damaged_in_its_data(path, tool: str, out):
