@@ -823,10 +823,10 @@ def _same(case: dict) -> str:
 
 
 def render(cases: list[dict], meta: dict) -> str:
-    columns = [(c["n"], c["store"]) for c in cases]
-    by = {(c["n"], c["store"]): c for c in cases}
+    columns = [column(c) for c in cases]
+    by = {column(c): c for c in cases}
     head = (
-        "| command or tool | called through | " + " | ".join(f"{n:,} {store}" for n, store in columns) + " |"
+        "| command or tool | called through | " + " | ".join(column_name(by[col]) for col in columns) + " |"
     )
     upsert = meta.get("written") == "upsert"
     grown = "then" in meta.get("written", "")  # built in parts (kept_palaces.py grow)
@@ -890,7 +890,7 @@ def render(cases: list[dict], meta: dict) -> str:
         cells = [_cell(by[col]["rows"].get(label), _floor(by[col], label)) for col in columns]
         lines.append(f"| {label} | {through} | " + " | ".join(cells) + " |")
     sized = [
-        f"{c['n']:,} {c['store']}: "
+        f"{column_name(c)}: "
         + ", ".join(f"{label} {r['bytes'] / 1e6:,.0f} MB" for label, r in c["rows"].items() if r.get("bytes"))
         for c in cases
         if any(r.get("bytes") for r in c["rows"].values())
@@ -918,7 +918,7 @@ def render(cases: list[dict], meta: dict) -> str:
         "",
         "Kept palaces: "
         + "; ".join(
-            f"{c['n']:,} {c['store']} built in {c['kept']['build_s']:,.0f} s "
+            f"{column_name(c)} built in {c['kept']['build_s']:,.0f} s "
             + (
                 f"(the folder done {c['kept']['settle_s']:,.0f} s after the writer) "
                 if (upsert or grown) and "settle_s" in c["kept"]
@@ -961,6 +961,23 @@ def section_name(meta: dict) -> str:
     return "commands_upsert" if meta.get("written") == "upsert" else "commands"
 
 
+def server_of(versions: str) -> str:
+    """The server of a run's ``versions`` line (``postgresql 17.12 (Debian ...), pgvector 0.8.0, age 1.5.0,
+    mempalace ...``): its PostgreSQL, pgvector and AGE."""
+    parts = versions.split(", ")
+    return f"PostgreSQL {parts[0].split()[1]}, {parts[1]}, {parts[2]}"
+
+
+def column(case: dict) -> tuple:
+    """A report's column: a size and store, and the server where runs on several are joined."""
+    return case["n"], case["store"], case.get("server", "")
+
+
+def column_name(case: dict) -> str:
+    n, store, server = column(case)
+    return f"{n:,} {store}" + (f" ({server})" if server else "")
+
+
 def report(paths: list, *, write: bool) -> int:
     """One report of runs made apart (one size each, so no run passes 30 minutes), joined in the order
     given: a row measured by more than one run is the later run's."""
@@ -973,9 +990,16 @@ def report(paths: list, *, write: bool) -> int:
     meta["stores"] = ",".join(dict.fromkeys(c["store"] for r in runs for c in r["cases"]))
     meta["runs"] = [r["meta"]["when"] for r in runs]
     meta["when"] = ", ".join(meta["runs"])
-    merged: dict = {}  # one case per size and store; a row measured again by a later run replaces it
+    # runs on different servers (another PostgreSQL or pgvector) are columns of their own, named by server
+    servers = [server_of(r["meta"]["versions"]) for r in runs]
+    if len(set(servers)) > 1:
+        meta["versions"] = "each column's server named in its head, " + meta["versions"].split(", ", 3)[-1]
+        for r, server in zip(runs, servers, strict=True):
+            for c in r["cases"]:
+                c["server"] = server
+    merged: dict = {}  # one case per column; a row measured again by a later run replaces it
     for c in (c for r in runs for c in r["cases"]):
-        case = merged.setdefault((c["n"], c["store"]), {**c, "rows": {}})
+        case = merged.setdefault(column(c), {**c, "rows": {}})
         case["rows"].update(c["rows"])
         case.update({k: v for k, v in c.items() if k != "rows"})
     cases = sorted(merged.values(), key=lambda c: (c["store"] != "postgres", c["n"]))
