@@ -209,23 +209,6 @@ def time_cli(
     case.record(label, "process", times, error, answer=_preview(proc.stdout if proc else ""), **extra)
 
 
-def pg_dump_tools(dsn: str) -> tuple[str, str]:
-    """The server's own pg_dump / pg_restore (its major version), as the backup tests find them."""
-    import psycopg
-    from server_tools import chroot_tool
-
-    with psycopg.connect(dsn) as conn:
-        major = conn.info.server_version // 10000
-    base = Path(os.environ.get("MEMPALACE_PG_ROOT_BASE", "/var/tmp/mempalace-pg"))
-    for stack in (os.environ.get("MEMPALACE_PG_TEST_STACK"), "trixie", "sid"):
-        if stack and (base / stack / f"usr/lib/postgresql/{major}/bin/pg_dump").exists():
-            return tuple(
-                chroot_tool(str(base / stack), f"/usr/lib/postgresql/{major}/bin/{t}")
-                for t in ("pg_dump", "pg_restore")
-            )
-    return "pg_dump", "pg_restore"
-
-
 def time_clis(case: Case) -> None:
     """The command lines a user runs on the palace, each as a process that exits."""
     reps = case.args.cli_reps
@@ -265,7 +248,7 @@ def time_bulk(case: Case) -> None:
         return
     out = case.root / "out"
     out.mkdir(exist_ok=True)
-    pg_dump, pg_restore = pg_dump_tools(case.dsn)
+    pg_dump, pg_restore = common.server_dump_tools(case.dsn)
     if case.args.bulk_jobs in ("all", "plugin"):
         time_plugin_jobs(case, out, pg_dump, pg_restore)
     if case.args.bulk_jobs in ("all", "postgres"):
@@ -993,10 +976,20 @@ def report(paths: list, *, write: bool) -> int:
     # runs on different servers (another PostgreSQL or pgvector) are columns of their own, named by server
     servers = [server_of(r["meta"]["versions"]) for r in runs]
     if len(set(servers)) > 1:
-        meta["versions"] = "each column's server named in its head, " + meta["versions"].split(", ", 3)[-1]
         for r, server in zip(runs, servers, strict=True):
             for c in r["cases"]:
                 c["server"] = server
+        # a size and store measured on one server only needs no name in its head
+        seen: dict = {}
+        for c in (c for r in runs for c in r["cases"]):
+            seen.setdefault((c["n"], c["store"]), set()).add(c["server"])
+        for c in (c for r in runs for c in r["cases"]):
+            if len(seen[(c["n"], c["store"])]) == 1 and c["server"] == servers[0]:
+                del c["server"]
+        meta["versions"] = (
+            f"{servers[0].lower()} where a column's head names no other server, "
+            + meta["versions"].split(", ", 3)[-1]
+        )
     merged: dict = {}  # one case per column; a row measured again by a later run replaces it
     for c in (c for r in runs for c in r["cases"]):
         case = merged.setdefault(column(c), {**c, "rows": {}})

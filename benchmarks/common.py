@@ -286,6 +286,26 @@ def child_json(
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def server_dump_tools(dsn: str) -> tuple[str, str]:
+    """The server's own pg_dump / pg_restore (its major version), as the backup tests find them."""
+    import psycopg
+
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))  # the tests' wrappers that run a server root's own tools
+    from server_tools import chroot_tool
+
+    with psycopg.connect(dsn) as conn:
+        major = conn.info.server_version // 10000
+    base = Path(os.environ.get("MEMPALACE_PG_ROOT_BASE", "/var/tmp/mempalace-pg"))
+    for stack in (os.environ.get("MEMPALACE_PG_TEST_STACK"), "trixie", "sid"):
+        if stack and (base / stack / f"usr/lib/postgresql/{major}/bin/pg_dump").exists():
+            return tuple(
+                chroot_tool(str(base / stack), f"/usr/lib/postgresql/{major}/bin/{t}")
+                for t in ("pg_dump", "pg_restore")
+            )
+    return "pg_dump", "pg_restore"
+
+
 def versions(dsn: str) -> dict:
     import psycopg
 
@@ -350,6 +370,7 @@ QUESTIONS = {
         "bench_filter_arms",
         "bench_index_forms",
         "bench_kept_search",
+        "bench_restore_parts",
     ),
     "The graph: facts, and the graph joined with the drawers": (
         "bench_retrieval_1m",
