@@ -884,7 +884,10 @@ def render(cases: list[dict], meta: dict) -> str:
             "Files written: " + "; ".join(sized) + ". `mempalace-pg backup` is pg_dump's custom format "
             "compressed with zstd at level 1 (gzip at level 1 with a pg_dump older than 16); PostgreSQL's "
             "`pg_dump -Fc` with its default, gzip at level 6. `restore --jobs N` and `pg_restore --jobs N` "
-            "run N sessions side by side.",
+            "run N sessions side by side; `restore --jobs N`'s share the parallel workers one segment "
+            "build gets (two sessions where a build gets two: none each), `pg_restore --jobs N`'s take the "
+            "server's `max_parallel_maintenance_workers` each (2 on these servers; pgvector before 0.8.2 "
+            "builds HNSW serially whatever they say).",
         ]
     lines += [
         "",
