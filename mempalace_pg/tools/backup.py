@@ -294,17 +294,29 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
                     f"drop schemas {schema} and {graph} (`mempalace-pg db drop --yes`) before restoring again"
                 ) from None
             raise ConfigError(f"{exc}; what it had restored was dropped") from None
+    return {
+        "file": path,
+        "jobs": jobs,
+        "build_workers": int(build_options["max_parallel_maintenance_workers"]),
+        **finish_restore(settings),
+    }
+
+
+def finish_restore(settings: Settings) -> dict:
+    """What ``restore`` does once ``pg_restore`` has restored a backup's schema and graph: the graph
+    registered again in AGE's catalog, counted by Cypher, and the restored tables analyzed. Public for
+    a restore run in parts (``benchmarks/bench_restore_parts.py``: a palace too big for one run)."""
+    from mempalace_pg.db.connect import connect
+
+    schema, graph = _names(settings)
     with connect(settings, autocommit=True) as conn, conn.transaction():
         catalog = _register_graph(conn, graph)
     with connect(settings, autocommit=True) as conn:
         edges = _count_facts(conn, graph)
         left = _analyze_schema(conn, schema)
     return {
-        "file": path,
         "schema": schema,
         "graph": graph,
-        "jobs": jobs,
-        "build_workers": int(build_options["max_parallel_maintenance_workers"]),
         "labels": len(catalog["labels"]),
         "facts_seen_by_cypher": edges,
         "not_analyzed": left,
@@ -458,4 +470,4 @@ def _load_age_plugin(conn: psycopg.Connection) -> None:
         pass  # preloaded (session_preload_libraries), or Cypher below says what is wrong
 
 
-__all__ = ["LIBPQ_ENV", "backup", "libpq_env", "restore"]
+__all__ = ["LIBPQ_ENV", "backup", "finish_restore", "libpq_env", "pgoptions", "restore", "session_options"]
