@@ -39,6 +39,15 @@ def segments_key(schema: str, pk: int) -> str:
     return f"mempalace_pg:segments:{schema}:{int(pk)}"
 
 
+def restore_key(schema: str) -> str:
+    """Held by a restore into ``schema`` from before ``pg_restore`` runs until the restored tables are
+    analyzed; a folder holds it shared around each build, and builds nothing while a restore holds it.
+    A restore in sessions side by side is not one transaction: a folder still running on the palace sees
+    the drawers once the data section commits, and its ``CREATE INDEX CONCURRENTLY`` beside
+    ``pg_restore``'s post-data statements is a deadlock PostgreSQL ends by cancelling one of them."""
+    return f"mempalace_pg:restore:{schema}"
+
+
 def creation_key(schema: str, namespace: str, palace_key: str, collection: str) -> str:
     """Held (transaction-level) by the one process creating a collection: a second creator waits, then
     finds the first one's rows."""
@@ -69,6 +78,16 @@ def try_acquire(conn: psycopg.Connection, key: str) -> bool:
 
 def release(conn: psycopg.Connection, key: str) -> None:
     conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
+
+def try_acquire_shared(conn: psycopg.Connection, key: str) -> bool:
+    """Take the session-level advisory lock ``key`` in shared mode if no session holds it exclusively
+    (others may hold it shared too); never waits."""
+    return bool(conn.execute("SELECT pg_try_advisory_lock_shared(hashtext(%s))", (key,)).fetchone()[0])
+
+
+def release_shared(conn: psycopg.Connection, key: str) -> None:
+    conn.execute("SELECT pg_advisory_unlock_shared(hashtext(%s))", (key,))
 
 
 def holder(conn: psycopg.Connection, key: str) -> Optional[int]:
@@ -130,7 +149,10 @@ __all__ = [
     "held",
     "holder",
     "release",
+    "release_shared",
+    "restore_key",
     "schema_key",
     "segments_key",
     "try_acquire",
+    "try_acquire_shared",
 ]

@@ -77,6 +77,7 @@ class Folder:
         self.pk = pk
         self.table = records_identifier(schema, pk)
         self.presence, self.changes = lock_keys(schema, pk)
+        self.restoring = locks.restore_key(schema)
         self.last_newest: Optional[int] = None
         self.last_change = time.monotonic()  # the newest row's last move seen, else the folder's start
         # Whether this folder has seen a write (the newest row moved under it). Its first look says
@@ -215,15 +216,20 @@ class Folder:
         return False
 
     def locked(self, work, activity: str) -> bool:
-        if not locks.try_acquire(self.conn, self.changes):
-            return False  # a bulk load, reindex or other maintenance holds the segments
+        if not locks.try_acquire_shared(self.conn, self.restoring):
+            return False  # a restore is writing the palace (see locks.restore_key)
         try:
-            self.report(activity)
-            work()
-            self.report("idle")
-            return True
+            if not locks.try_acquire(self.conn, self.changes):
+                return False  # a bulk load, reindex or other maintenance holds the segments
+            try:
+                self.report(activity)
+                work()
+                self.report("idle")
+                return True
+            finally:
+                locks.release(self.conn, self.changes)
         finally:
-            locks.release(self.conn, self.changes)
+            locks.release_shared(self.conn, self.restoring)
 
     def count_above(self, top: int) -> int:
         return self.conn.execute(

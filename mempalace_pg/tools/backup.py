@@ -36,12 +36,14 @@ import re
 import shlex
 import subprocess
 import time
+from dataclasses import replace
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from mempalace_pg.config import ConfigError, Settings, validate_identifier
+from mempalace_pg.db import locks
 from mempalace_pg.db.connect import scrub_password
 from mempalace_pg.errors import DatabaseUnavailableError
 from mempalace_pg.marker import write_atomically
@@ -276,6 +278,25 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
     options = pgoptions(build_options)
     dbname = conninfo_to_dict(_dsn(settings)).get("dbname") or "postgres"
     args = ["--no-password", "--no-owner", "--exit-on-error", f"--dbname={dbname}"]
+    # no folder builds on the palace until it is restored and analyzed (locks.restore_key); a session of
+    # its own holds the lock, on the server itself as pg_restore's sessions are
+    with connect(replace(settings, dsn=_dsn(settings)), autocommit=True) as guard:
+        locks.acquire(guard, locks.restore_key(schema), what="restore")
+        return {
+            "file": path,
+            "jobs": jobs,
+            "build_workers": int(build_options["max_parallel_maintenance_workers"]),
+            **_run_pg_restore(path, settings, pg_restore, args, jobs, options),
+        }
+
+
+def _run_pg_restore(
+    path: str, settings: Settings, pg_restore: str, args: list[str], jobs: int, options: str
+) -> dict:
+    """``pg_restore`` with ``args`` in one transaction or ``jobs`` sessions, then :func:`finish_restore`."""
+    from mempalace_pg.db.connect import connect
+
+    schema, graph = _names(settings)
     if jobs == 1:
         # one transaction: a restore that fails leaves nothing behind; the file streams in on stdin, so a
         # pg_restore in a container reads a file outside it
@@ -294,12 +315,7 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
                     f"drop schemas {schema} and {graph} (`mempalace-pg db drop --yes`) before restoring again"
                 ) from None
             raise ConfigError(f"{exc}; what it had restored was dropped") from None
-    return {
-        "file": path,
-        "jobs": jobs,
-        "build_workers": int(build_options["max_parallel_maintenance_workers"]),
-        **finish_restore(settings),
-    }
+    return finish_restore(settings)
 
 
 def finish_restore(settings: Settings) -> dict:

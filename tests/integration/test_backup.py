@@ -210,11 +210,17 @@ def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_pat
     path = tmp_path / "palace.dump"
     assert cli("backup", str(path), "--pg-dump", server_tool(pg_dsn, "pg_dump"), env=seeded).returncode == 0
     drop_palace(seeded)
-    # the server's own pg_restore, run by a script that first notes the settings its sessions get
-    seen = tmp_path / "pgoptions"
+    # the server's own pg_restore, run by a script that first notes the settings its sessions get and
+    # which backend holds the restore's lock (through the libpq variables restore gives pg_restore)
+    seen, holder = tmp_path / "pgoptions", tmp_path / "holder"
+    who = (
+        "import psycopg; from mempalace_pg.db import locks; c = psycopg.connect(''); "
+        f"print(locks.holder(c, locks.restore_key({seeded['MEMPALACE_PG_SCHEMA']!r})))"
+    )
     wrapper = tmp_path / "pg_restore"
     wrapper.write_text(
-        f'#!/bin/sh\nprintf "%s\\n" "$PGOPTIONS" >> {seen}\nexec {server_tool(pg_dsn, "pg_restore")} "$@"\n'
+        f'#!/bin/sh\nprintf "%s\\n" "$PGOPTIONS" >> {seen}\n{sys.executable} -c "{who}" > {holder}\n'
+        f'exec {server_tool(pg_dsn, "pg_restore")} "$@"\n'
     )
     wrapper.chmod(0o700)
     proc = cli("restore", str(path), "--jobs", "2", "--pg-restore", str(wrapper), "--json", env=seeded)
@@ -240,6 +246,9 @@ def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_pat
     assert f"-c maintenance_work_mem={BUILD_MEMORY}" in options
     assert f"-c max_parallel_maintenance_workers={each}" in options, options
     assert json.loads(proc.stdout)["build_workers"] == each
+    # while pg_restore ran, a session of the restore held the lock that keeps folders from building on
+    # the palace (their CREATE INDEX CONCURRENTLY beside its post-data statements deadlocks)
+    assert holder.read_text().strip().isdigit(), holder.read_text()
 
 
 def damaged_in_its_data(path, tool: str, out):

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from mempalace_pg.db import locks
 from mempalace_pg.engine import builds, folder, indexing
 
 # These tests measure the index itself (a row found by its own vector through a segment, the exact
@@ -399,6 +400,32 @@ def test_a_folder_started_on_a_quiet_tail_builds_it_once_at_full_settings(
         assert not f.step(16)  # settled: nothing to rebuild
         assert waiting(conn, pg_schema, pk) == (0, 1)
     assert col.query(query_embeddings=[vecs[2100].tolist()], n_results=1).ids == [["d2100"]]
+
+
+def test_a_folder_builds_nothing_while_a_restore_holds_the_palace(
+    pg_session_dsn, pg_schema, make_collection, monkeypatch
+):
+    """A restore in sessions side by side commits the drawers before its post-data section builds their
+    indexes: a folder still running on the palace leaves it alone while the restore's lock is held (its
+    build beside pg_restore's statements deadlocks), and builds once the restore lets go."""
+    monkeypatch.setenv("MEMPALACE_PG_FOLDER", "off")
+    col = make_collection()
+    pk = col.partition.pk
+    random_drawers(col, indexing.FOLD_ROWS + 10, 16, seed=17)
+    with (
+        psycopg.connect(pg_session_dsn, autocommit=True) as conn,
+        psycopg.connect(pg_session_dsn, autocommit=True) as restoring,
+    ):
+        assert locks.try_acquire(restoring, locks.restore_key(pg_schema))
+        builds.build_session(conn)
+        f = folder.Folder(conn, pg_schema, pk)
+        assert not f.step(16)  # a first look: it waits
+        time.sleep(indexing.QUIET_S)
+        assert not f.step(16)  # quiet, a tail due, and the restore holds the palace
+        assert waiting(conn, pg_schema, pk) == (indexing.FOLD_ROWS + 10, 0)
+        locks.release(restoring, locks.restore_key(pg_schema))
+        assert f.step(16)
+        assert waiting(conn, pg_schema, pk) == (0, 1)
 
 
 def test_an_unfiltered_query_over_a_large_tail_answers_as_an_exact_scan(
