@@ -107,8 +107,23 @@ def acquire(conn: psycopg.Connection, key: str, *, what: str, timeout: float = D
     """Take the session-level advisory lock ``key``, waiting up to ``timeout`` seconds for its holder
     (polled: see the module's docstring). ``conn`` is in autocommit mode. Raises :class:`BusyError`,
     naming ``what`` waited, when the lock stays taken."""
+    _poll(conn, "SELECT pg_try_advisory_lock(hashtext(%s))", key, what=what, timeout=timeout)
+
+
+def acquire_for_transaction(
+    conn: psycopg.Connection, key: str, *, what: str, timeout: float = DEFAULT_WAIT_S
+) -> None:
+    """Take the transaction-level advisory lock ``key`` in the transaction ``conn`` has open, waiting as
+    :func:`acquire` does. For a lock held across a long job: released when that transaction ends, and
+    so with the connection too, even when a connection pooler stands in between (which can carry a
+    session-level lock over to another client's session). Between two tries the transaction holds no
+    snapshot (read committed), so a build does not wait for it."""
+    _poll(conn, "SELECT pg_try_advisory_xact_lock(hashtext(%s))", key, what=what, timeout=timeout)
+
+
+def _poll(conn: psycopg.Connection, statement: str, key: str, *, what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while not try_acquire(conn, key):
+    while not conn.execute(statement, (key,)).fetchone()[0]:
         if time.monotonic() >= deadline:
             raise BusyError(
                 f"{what} waited {timeout:.0f} s for the collection's vector index build to finish and it "
@@ -142,6 +157,7 @@ def held(
 __all__ = [
     "DEFAULT_WAIT_S",
     "acquire",
+    "acquire_for_transaction",
     "creation_key",
     "maintenance_key",
     "xact_lock",

@@ -36,7 +36,9 @@ import re
 import shlex
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import replace
+from typing import Iterator
 
 import psycopg
 from psycopg import sql
@@ -278,16 +280,32 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
     options = pgoptions(build_options)
     dbname = conninfo_to_dict(_dsn(settings)).get("dbname") or "postgres"
     args = ["--no-password", "--no-owner", "--exit-on-error", f"--dbname={dbname}"]
-    # no folder builds on the palace until it is restored and analyzed (locks.restore_key); a session of
-    # its own holds the lock, on the server itself as pg_restore's sessions are
-    with connect(replace(settings, dsn=_dsn(settings)), autocommit=True) as guard:
-        locks.acquire(guard, locks.restore_key(schema), what="restore")
+    with _folders_held_off(settings, schema):
         return {
             "file": path,
             "jobs": jobs,
             "build_workers": int(build_options["max_parallel_maintenance_workers"]),
             **_run_pg_restore(path, settings, pg_restore, args, jobs, options),
         }
+
+
+@contextmanager
+def _folders_held_off(settings: Settings, schema: str) -> Iterator[None]:
+    """No folder builds on the palace until the block ends (locks.restore_key): a connection of its own
+    holds the lock in a transaction left open, idle, for as long as the restore runs."""
+    from mempalace_pg.db.connect import connect
+
+    guard = connect(replace(settings, dsn=_dsn(settings)), autocommit=True)
+    try:
+        guard.execute("BEGIN")
+        # a big palace restores for longer than the application role's idle-in-transaction timeout
+        guard.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+        locks.acquire_for_transaction(guard, locks.restore_key(schema), what="restore")
+        yield
+    finally:
+        # ends the transaction and its lock (nothing was written in it); a connection the server cut
+        # meanwhile took the lock with it, and the restore's own outcome stands
+        guard.close()
 
 
 def _run_pg_restore(

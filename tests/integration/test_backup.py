@@ -211,8 +211,13 @@ def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_pat
     assert cli("backup", str(path), "--pg-dump", server_tool(pg_dsn, "pg_dump"), env=seeded).returncode == 0
     drop_palace(seeded)
     # the server's own pg_restore, run by a script that first notes the settings its sessions get and
-    # which backend holds the restore's lock (through the libpq variables restore gives pg_restore)
+    # which backend holds the restore's lock (through the libpq variables restore gives pg_restore), then
+    # idles past the idle-in-transaction timeout the DSN gives every session (the lock's transaction is
+    # open and idle for as long as the restore runs: it must not be ended half-way)
     seen, holder = tmp_path / "pgoptions", tmp_path / "holder"
+    params = conninfo_to_dict(seeded["MEMPALACE_PG_DSN"])
+    params["options"] = f"{params.get('options', '')} -c idle_in_transaction_session_timeout=1000".strip()
+    impatient = {**seeded, "MEMPALACE_PG_DSN": make_conninfo(**params)}
     who = (
         "import psycopg; from mempalace_pg.db import locks; c = psycopg.connect(''); "
         f"print(locks.holder(c, locks.restore_key({seeded['MEMPALACE_PG_SCHEMA']!r})))"
@@ -220,10 +225,10 @@ def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_pat
     wrapper = tmp_path / "pg_restore"
     wrapper.write_text(
         f'#!/bin/sh\nprintf "%s\\n" "$PGOPTIONS" >> {seen}\n{sys.executable} -c "{who}" > {holder}\n'
-        f'exec {server_tool(pg_dsn, "pg_restore")} "$@"\n'
+        f'sleep 2\nexec {server_tool(pg_dsn, "pg_restore")} "$@"\n'
     )
     wrapper.chmod(0o700)
-    proc = cli("restore", str(path), "--jobs", "2", "--pg-restore", str(wrapper), "--json", env=seeded)
+    proc = cli("restore", str(path), "--jobs", "2", "--pg-restore", str(wrapper), "--json", env=impatient)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["jobs"] == 2 and json.loads(proc.stdout)["facts_seen_by_cypher"] == 4
     assert json.loads(proc.stdout)["not_analyzed"] == []
