@@ -364,45 +364,40 @@ def _drop_begun(conn: psycopg.Connection, schema: str, graph: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
-#: How long a restore keeps asking for the statistics of a table a folder's build holds, before leaving it
-#: to autovacuum.
+#: How long a restore waits, all tables together, for the locks its ANALYZE needs (autovacuum, which
+#: takes up a freshly loaded table at once, gives way after deadlock_timeout; other work may not).
 ANALYZE_WAIT_S = 30.0
 
 
 def _analyze_schema(conn: psycopg.Connection, schema: str) -> list[str]:
-    """Planner statistics for every restored table of the schema: ``pg_restore`` leaves none, and until
-    autovacuum comes round a filter's plan over a big palace is a guess. The tables a folder's index
-    build holds are skipped, not waited for (an ANALYZE waiting beside a CREATE INDEX CONCURRENTLY, which
-    waits for it in turn, is a deadlock), and asked again for up to ANALYZE_WAIT_S; the tables left
-    then (autovacuum's to analyze)."""
-    since = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+    """Planner statistics for every restored table of the schema, each partition by name: ``pg_restore``
+    leaves none, and a big partition without them gets plans that read it whole where its vector index
+    would have answered. An ANALYZE of a partitioned table that skips
+    a partition someone else locks says nothing of it, so each partition is analyzed itself. Each waits
+    for its lock, all of them together for up to ANALYZE_WAIT_S; the tables left then (autovacuum's to
+    analyze). No folder builds meanwhile (``restore`` holds them off): an ANALYZE waiting beside a
+    folder's CREATE INDEX CONCURRENTLY, which waits for it in turn, would be a deadlock."""
     tables = [
         t
         for (t,) in conn.execute(
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            # a partitioned table's ANALYZE covers its partitions: each table analyzed once
-            "WHERE n.nspname = %(schema)s "
-            "AND (c.relkind = 'p' OR (c.relkind = 'r' AND NOT c.relispartition)) "
-            "ORDER BY c.relname",
+            # the partitions first; then their parents, whose ANALYZE samples them again for the
+            # statistics of the whole
+            "WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') ORDER BY c.relkind DESC, c.relname",
             {"schema": schema},
         ).fetchall()
     ]
     deadline = time.monotonic() + ANALYZE_WAIT_S
-    while True:
-        for table in tables:
-            conn.execute(sql.SQL("ANALYZE (SKIP_LOCKED) {}").format(sql.Identifier(schema, table)))
-        done = {
-            t
-            for (t,) in conn.execute(
-                "SELECT relname FROM pg_stat_all_tables "
-                "WHERE schemaname = %(schema)s AND last_analyze >= %(since)s",
-                {"schema": schema, "since": since},
-            ).fetchall()
-        }
-        tables = [t for t in tables if t not in done]
-        if not tables or time.monotonic() > deadline:
-            return tables
-        time.sleep(1.0)
+    left = []
+    for table in tables:
+        wait_ms = int((deadline - time.monotonic()) * 1000)
+        try:
+            with conn.transaction():
+                conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(wait_ms, 1)}ms",))
+                conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
+        except psycopg.errors.LockNotAvailable:
+            left.append(table)
+    return left
 
 
 def _check_restorable(conn: psycopg.Connection, schema: str, graph: str) -> None:

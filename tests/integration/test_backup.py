@@ -256,6 +256,48 @@ def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_pat
     assert holder.read_text().strip().isdigit(), holder.read_text()
 
 
+def test_a_restore_analyzes_a_partition_another_session_locks(seeded, pg_dsn, tmp_path):
+    """The statistics a restore gathers reach every partition: one that another session (autovacuum,
+    which takes up a freshly loaded table at once) holds locked when pg_restore is done is waited for and
+    analyzed, not skipped as an ANALYZE of the partitioned table skips it."""
+    schema = seeded["MEMPALACE_PG_SCHEMA"]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        (partition,) = conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relispartition AND c.relname LIKE 'records_c%%' LIMIT 1",
+            (schema,),
+        ).fetchone()
+    path = tmp_path / "palace.dump"
+    assert cli("backup", str(path), "--pg-dump", server_tool(pg_dsn, "pg_dump"), env=seeded).returncode == 0
+    drop_palace(seeded)
+    # the server's own pg_restore, then a session that locks the restored partition for 3 s (through the
+    # libpq variables restore gives pg_restore), started before the wrapper returns
+    locked = tmp_path / "locked"
+    lock = (
+        "import psycopg, time; from psycopg import sql; c = psycopg.connect(''); "
+        f"c.execute(sql.SQL('LOCK TABLE {{}} IN SHARE UPDATE EXCLUSIVE MODE').format("
+        f"sql.Identifier({schema!r}, {partition!r}))); "
+        f"open({str(locked)!r}, 'w').write(str(time.time())); time.sleep(3); c.commit()"
+    )
+    wrapper = tmp_path / "pg_restore"
+    wrapper.write_text(
+        f'#!/bin/sh\n{server_tool(pg_dsn, "pg_restore")} "$@" || exit $?\n{sys.executable} -c "{lock}" &\n'
+        f"while [ ! -s {locked} ]; do sleep 0.1; done\n"
+    )
+    wrapper.chmod(0o700)
+    proc = cli("restore", str(path), "--pg-restore", str(wrapper), "--json", env=seeded)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["not_analyzed"] == []
+    with psycopg.connect(pg_dsn) as conn:
+        analyzed = conn.execute(
+            "SELECT extract(epoch FROM last_analyze) FROM pg_stat_all_tables "
+            "WHERE schemaname = %s AND relname = %s",
+            (schema, partition),
+        ).fetchone()[0]
+    # analyzed once the lock was let go, not before (nor never)
+    assert analyzed is not None and float(analyzed) >= float(locked.read_text()) + 2.5, partition
+
+
 def damaged_in_its_data(path, tool: str, out):
     """``path`` with 64 bytes zeroed inside a compressed table's data, found by asking the server's
     pg_restore to read the damaged file (its table of contents intact, its data not): written to
