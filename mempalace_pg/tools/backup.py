@@ -372,11 +372,11 @@ ANALYZE_WAIT_S = 30.0
 def _analyze_schema(conn: psycopg.Connection, schema: str) -> list[str]:
     """Planner statistics for every restored table of the schema, each partition by name: ``pg_restore``
     leaves none, and a big partition without them gets plans that read it whole where its vector index
-    would have answered. An ANALYZE of a partitioned table that skips
-    a partition someone else locks says nothing of it, so each partition is analyzed itself. Each waits
-    for its lock, all of them together for up to ANALYZE_WAIT_S; the tables left then (autovacuum's to
-    analyze). No folder builds meanwhile (``restore`` holds them off): an ANALYZE waiting beside a
-    folder's CREATE INDEX CONCURRENTLY, which waits for it in turn, would be a deadlock."""
+    would have answered. An ANALYZE of a partitioned table that skips a partition someone else locks
+    says nothing of it, so each partition is analyzed itself. Each waits for its lock, all of them
+    together for up to ANALYZE_WAIT_S; the tables left then (autovacuum's to analyze). In ``restore`` no
+    folder builds meanwhile; called on its own beside a folder's CREATE INDEX CONCURRENTLY, which waits
+    for the ANALYZE in turn, the deadlock PostgreSQL breaks leaves that table too."""
     tables = [
         t
         for (t,) in conn.execute(
@@ -395,7 +395,7 @@ def _analyze_schema(conn: psycopg.Connection, schema: str) -> list[str]:
             with conn.transaction():
                 conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(wait_ms, 1)}ms",))
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
-        except psycopg.errors.LockNotAvailable:
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
             left.append(table)
     return left
 
