@@ -268,7 +268,8 @@ def render(size: int, state: dict) -> str:
     for done in steps.values():
         parts = [f for s, f in done.items() if s not in ("dump", "check")]
         total = sum(f.get("seconds", f.get("over_s", 0)) for f in parts)
-        totals.append(f"**{'over ' if any('over_s' in f for f in parts) else ''}{total:,.1f}**")
+        over = "over " if any("over_s" in f for f in parts) else ""
+        totals.append(f"**{over}{total:,.1f}**" if parts else "—")  # none of its restore run yet
     lines += ["| restore, all parts | " + " | ".join(totals) + " |", ""]
     for tool, done in steps.items():
         if "check" in done:
