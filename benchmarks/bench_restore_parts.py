@@ -17,6 +17,7 @@ The plugin's parts run with the settings ``mempalace-pg restore --jobs N`` gives
 place (a copy of a 5M palace would not fit beside it).
 
     python benchmarks/bench_restore_parts.py --size 5100000 dump plugin      # then: dump postgres
+    python benchmarks/bench_restore_parts.py --size 5100000 --compress zstd:1 dump postgres
     python benchmarks/bench_restore_parts.py --size 5100000 restore plugin data
     python benchmarks/bench_restore_parts.py --size 5100000 restore plugin post:1/2   # post:2/2, finish
     python benchmarks/bench_restore_parts.py --size 5100000 --report
@@ -102,7 +103,21 @@ def timed(argv: list[str], env: dict) -> float:
     return seconds
 
 
-def dump(size: int, tool: str, dsn: str) -> None:
+def dump_step(compress: str | None) -> str:
+    """The step's name: ``dump``, or ``dump -Z <compress>`` for pg_dump given a compression of its own
+    (its default, gzip at level 6, may not finish a 5M palace in a run; both figures are kept)."""
+    return f"dump -Z {compress}" if compress else "dump"
+
+
+def dumped(done: dict) -> dict:
+    """The tool's dump step that wrote its file (the last one run to the end)."""
+    runs = [f for s, f in done.items() if s.startswith("dump") and "source" in f]
+    if not runs:
+        raise SystemExit("no finished dump: run `dump TOOL` first")
+    return max(runs, key=lambda f: f["at"])
+
+
+def dump(size: int, tool: str, dsn: str, compress: str | None) -> None:
     pg_dump, _ = common.server_dump_tools(dsn)
     out = dump_path(size, tool)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -111,12 +126,14 @@ def dump(size: int, tool: str, dsn: str) -> None:
         if tool == "plugin":
             argv = [kp.MEMPALACE_PG, "backup", str(out), "--pg-dump", pg_dump]
         else:
-            argv = ["sh", "-c", f'{pg_dump} -Fc -d "$1" > "$0"', str(out), kdsn]
+            level = f" --compress={compress}" if compress else ""
+            argv = ["sh", "-c", f'{pg_dump} -Fc{level} -d "$1" > "$0"', str(out), kdsn]
         seconds = timed(argv, env)
         # what the file holds, for `check`: a 5M palace and its restored copy do not both fit on a small
         # disk beside the two files, so the source may be gone by then
         source = counts(kdsn)
-    record(size, tool, "dump", {"seconds": seconds, "bytes": out.stat().st_size, "source": source}, dsn)
+    figures = {"seconds": seconds, "bytes": out.stat().st_size, "source": source}
+    record(size, tool, dump_step(compress), figures, dsn)
 
 
 def toc(pg_restore: str, path: Path, *sections: str) -> list[str]:
@@ -222,16 +239,23 @@ def counts(dsn: str) -> dict:
 
 def check(size: int, tool: str, dsn: str) -> None:
     """The restored database against what the kept palace held when it was dumped (untimed)."""
-    source = json.loads(state_path(size).read_text())["steps"][tool]["dump"]["source"]
+    source = dumped(json.loads(state_path(size).read_text())["steps"][tool])["source"]
     restored = counts(kp.with_dbname(dsn, target_name(size, tool)))
     record(size, tool, "check", {"source": source, "restored": restored, "same": source == restored}, dsn)
+
+
+def step_title(step: str) -> str:
+    if step.startswith("dump -Z "):
+        return f"the file written, pg_dump `--compress={step[8:]}`"
+    return STEPS.get(step, step.replace("post:", "restore: post-data, part "))
 
 
 def render(size: int, state: dict) -> str:
     steps = state["steps"]
     names = list(dict.fromkeys(s for tool in steps.values() for s in tool))
     ats = [f["at"] for tool in steps.values() for f in tool.values()]
-    order = ["dump", "data", *sorted(n for n in names if n.startswith("post:")), "finish"]
+    dumps = sorted(n for n in names if n.startswith("dump"))
+    order = [*dumps, "data", *sorted(n for n in names if n.startswith("post:")), "finish"]
     lines = [
         f"## Backup and restore of {size:,} drawers, in parts",
         "",
@@ -259,14 +283,10 @@ def render(size: int, state: dict) -> str:
             extra += [f"--jobs {f['jobs']}"] if step != "dump" and "jobs" in f and step != "finish" else []
             took = f"over {f['over_s']:,.0f} (stopped)" if "over_s" in f else f"{f['seconds']:,.1f}"
             cells.append(took + (f" ({', '.join(extra)})" if extra else ""))
-        lines.append(
-            f"| {STEPS.get(step, step.replace('post:', 'restore: post-data, part '))} | "
-            + " | ".join(cells)
-            + " |"
-        )
+        lines.append(f"| {step_title(step)} | " + " | ".join(cells) + " |")
     totals = []
     for done in steps.values():
-        parts = [f for s, f in done.items() if s not in ("dump", "check")]
+        parts = [f for s, f in done.items() if not s.startswith("dump") and s != "check"]
         total = sum(f.get("seconds", f.get("over_s", 0)) for f in parts)
         over = "over " if any("over_s" in f for f in parts) else ""
         totals.append(f"**{over}{total:,.1f}**" if parts else "—")  # none of its restore run yet
@@ -293,6 +313,7 @@ def main() -> int:
     ap.add_argument("tool", nargs="?", choices=list(TOOLS))
     ap.add_argument("step", nargs="?", help="restore: data, post:I/K, finish (the plugin's), then check")
     ap.add_argument("--limit", type=float, default=LIMIT_S, help="stop a step after this many seconds")
+    ap.add_argument("--compress", help="dump postgres: pg_dump's --compress (its default: gzip, level 6)")
     args = ap.parse_args()
     LIMIT_S = args.limit
     if args.report:
@@ -306,10 +327,10 @@ def main() -> int:
         )
         return 0
     dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
-    step = "dump" if args.action == "dump" else args.step or "data"
+    step = dump_step(args.compress) if args.action == "dump" else args.step or "data"
     try:
         if args.action == "dump":
-            dump(args.size, args.tool, dsn)
+            dump(args.size, args.tool, dsn, args.compress)
         elif args.action == "restore" and step == "check":
             check(args.size, args.tool, dsn)
         elif args.action == "restore":
