@@ -285,7 +285,7 @@ def restore(path: str, settings: Settings, *, pg_restore: str = "pg_restore", jo
             "file": path,
             "jobs": jobs,
             "build_workers": int(build_options["max_parallel_maintenance_workers"]),
-            **_run_pg_restore(path, settings, pg_restore, args, jobs, options),
+            **_run_pg_restore(path, settings, (schema, graph), pg_restore, args, jobs, options),
         }
 
 
@@ -309,12 +309,19 @@ def _folders_held_off(settings: Settings, schema: str) -> Iterator[None]:
 
 
 def _run_pg_restore(
-    path: str, settings: Settings, pg_restore: str, args: list[str], jobs: int, options: str
+    path: str,
+    settings: Settings,
+    names: tuple[str, str],
+    pg_restore: str,
+    args: list[str],
+    jobs: int,
+    options: str,
 ) -> dict:
-    """``pg_restore`` with ``args`` in one transaction or ``jobs`` sessions, then :func:`finish_restore`."""
+    """``pg_restore`` with ``args`` in one transaction or ``jobs`` sessions, then :func:`finish_restore`.
+    ``names``: the schema and graph being restored, dropped again if a restore in sessions fails."""
     from mempalace_pg.db.connect import connect
 
-    schema, graph = _names(settings)
+    schema, graph = names
     if jobs == 1:
         # one transaction: a restore that fails leaves nothing behind; the file streams in on stdin, so a
         # pg_restore in a container reads a file outside it
@@ -377,24 +384,27 @@ def _analyze_schema(conn: psycopg.Connection, schema: str) -> list[str]:
     together for up to ANALYZE_WAIT_S; the tables left then (autovacuum's to analyze). In ``restore`` no
     folder builds meanwhile; called on its own beside a folder's CREATE INDEX CONCURRENTLY, which waits
     for the ANALYZE in turn, the deadlock PostgreSQL breaks leaves that table too."""
-    tables = [
-        t
-        for (t,) in conn.execute(
-            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            # the partitions first; then their parents, whose ANALYZE samples them again for the
-            # statistics of the whole
-            "WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') ORDER BY c.relkind DESC, c.relname",
-            {"schema": schema},
-        ).fetchall()
-    ]
+    tables = conn.execute(
+        "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        # the partitions first; then their parents, whose ANALYZE samples them again for the statistics
+        # of the whole
+        "WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') ORDER BY c.relkind DESC, c.relname",
+        {"schema": schema},
+    ).fetchall()
+    # PostgreSQL 18's ANALYZE ONLY gives a parent its statistics without analyzing each partition again
+    # (a big partition would be sampled twice); before 18, a parent's ANALYZE recurses
+    only = sql.SQL("ONLY ") if conn.info.server_version >= 180000 else sql.SQL("")
     deadline = time.monotonic() + ANALYZE_WAIT_S
     left = []
-    for table in tables:
+    for table, kind in tables:
         wait_ms = int((deadline - time.monotonic()) * 1000)
+        statement = sql.SQL("ANALYZE {only}{table}").format(
+            only=only if kind == "p" else sql.SQL(""), table=sql.Identifier(schema, table)
+        )
         try:
             with conn.transaction():
                 conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(wait_ms, 1)}ms",))
-                conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
+                conn.execute(statement)
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
             left.append(table)
     return left

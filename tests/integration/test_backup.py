@@ -113,6 +113,17 @@ def drop_palace(env: dict) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+def pg_restore_wrapper(tmp_path, pg_dsn: str, *, before: str = "", after: str = "") -> str:
+    """A ``pg_restore`` for ``restore --pg-restore``: shell lines ``before`` the server's own pg_restore
+    runs, which then runs with restore's arguments, then lines ``after`` it (only if it succeeded)."""
+    wrapper = tmp_path / "pg_restore"
+    run = server_tool(pg_dsn, "pg_restore")
+    call = f'{run} "$@" || exit $?\n{after}' if after else f'exec {run} "$@"\n'
+    wrapper.write_text(f"#!/bin/sh\n{before}{call}")
+    wrapper.chmod(0o700)
+    return str(wrapper)
+
+
 def parallel_builds_safe(pg_dsn: str) -> bool:
     """Whether the server's pgvector builds HNSW in parallel safely (0.8.2 and newer, CVE-2026-3172)."""
     with psycopg.connect(pg_dsn) as conn:
@@ -222,13 +233,12 @@ def test_a_restore_in_parallel_sessions_answers_the_same(seeded, pg_dsn, tmp_pat
         "import psycopg; from mempalace_pg.db import locks; c = psycopg.connect(''); "
         f"print(locks.holder(c, locks.restore_key({seeded['MEMPALACE_PG_SCHEMA']!r})))"
     )
-    wrapper = tmp_path / "pg_restore"
-    wrapper.write_text(
-        f'#!/bin/sh\nprintf "%s\\n" "$PGOPTIONS" >> {seen}\n{sys.executable} -c "{who}" > {holder}\n'
-        f'sleep 2\nexec {server_tool(pg_dsn, "pg_restore")} "$@"\n'
+    wrapper = pg_restore_wrapper(
+        tmp_path,
+        pg_dsn,
+        before=f'printf "%s\\n" "$PGOPTIONS" >> {seen}\n{sys.executable} -c "{who}" > {holder}\nsleep 2\n',
     )
-    wrapper.chmod(0o700)
-    proc = cli("restore", str(path), "--jobs", "2", "--pg-restore", str(wrapper), "--json", env=impatient)
+    proc = cli("restore", str(path), "--jobs", "2", "--pg-restore", wrapper, "--json", env=impatient)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["jobs"] == 2 and json.loads(proc.stdout)["facts_seen_by_cypher"] == 4
     assert json.loads(proc.stdout)["not_analyzed"] == []
@@ -279,24 +289,32 @@ def test_a_restore_analyzes_a_partition_another_session_locks(seeded, pg_dsn, tm
         f"sql.Identifier({schema!r}, {partition!r}))); "
         f"open({str(locked)!r}, 'w').write(str(time.time())); time.sleep(3); c.commit()"
     )
-    wrapper = tmp_path / "pg_restore"
-    wrapper.write_text(
-        f'#!/bin/sh\n{server_tool(pg_dsn, "pg_restore")} "$@" || exit $?\n{sys.executable} -c "{lock}" &\n'
+    wrapper = pg_restore_wrapper(
+        tmp_path,
+        pg_dsn,
+        after=f'{sys.executable} -c "{lock}" &\n'
         # the lock taken within 30 s, else the restore fails at once (not after the test's timeout)
-        f"for i in $(seq 300); do [ -s {locked} ] && exit 0; sleep 0.1; done; exit 1\n"
+        f"for i in $(seq 300); do [ -s {locked} ] && exit 0; sleep 0.1; done; exit 1\n",
     )
-    wrapper.chmod(0o700)
-    proc = cli("restore", str(path), "--pg-restore", str(wrapper), "--json", env=seeded)
+    proc = cli("restore", str(path), "--pg-restore", wrapper, "--json", env=seeded)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["not_analyzed"] == []
     with psycopg.connect(pg_dsn) as conn:
-        analyzed = conn.execute(
-            "SELECT extract(epoch FROM last_analyze) FROM pg_stat_all_tables "
+        analyzed, times = conn.execute(
+            "SELECT extract(epoch FROM last_analyze), analyze_count FROM pg_stat_all_tables "
             "WHERE schemaname = %s AND relname = %s",
             (schema, partition),
+        ).fetchone()
+        # the partitioned table has the statistics of the whole (those its partitions' rows make)
+        whole = conn.execute(
+            "SELECT count(*) FROM pg_stats WHERE schemaname = %s AND tablename = 'records' AND inherited",
+            (schema,),
         ).fetchone()[0]
-    # analyzed once the lock was let go, not before (nor never)
+        recursing = conn.info.server_version < 180000  # PostgreSQL 18 has ANALYZE ONLY for the parent
+    # analyzed once the lock was let go, not before (nor never), and once where it can be
     assert analyzed is not None and float(analyzed) >= float(locked.read_text()) + 2.5, partition
+    assert times == (2 if recursing else 1), times
+    assert whole > 0
 
 
 def damaged_in_its_data(path, tool: str, out):
