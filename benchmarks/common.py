@@ -370,6 +370,7 @@ QUESTIONS = {
         "bench_filter_arms",
         "bench_index_forms",
         "bench_kept_search",
+        "bench_restart",
         "bench_restore_parts",
     ),
     "The graph: facts, and the graph joined with the drawers": (
