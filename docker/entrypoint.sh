@@ -215,6 +215,11 @@ if [[ -f /etc/mempalace-pg/pgvector-defects ]]; then
     log "$(cat /etc/mempalace-pg/pgvector-defects): max_parallel_maintenance_workers = 0"
     set -- -c max_parallel_maintenance_workers=0 "$@"
 fi
+# pg_prewarm's autoprewarm: the blocks shared_buffers held are saved at shutdown (and every five minutes)
+# and read back at start, so after a restart a big palace's vector index segments are in memory again
+# instead of being read block by block by its first searches. A -c shared_preload_libraries in the
+# command comes after and wins (name pg_prewarm in it too, to keep this).
+set -- -c shared_preload_libraries=pg_prewarm "$@"
 # shared_buffers from the memory the container is given (its cgroup limit, else the host's): a quarter of
 # it, from 128MB to 8GB, or MEMPALACE_PG_SHARED_BUFFERS. It goes first, so a -c shared_buffers in the
 # command still wins. The vector index segments searches read should fit in it (`mempalace-pg doctor`).

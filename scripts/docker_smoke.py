@@ -1,9 +1,10 @@
 """The smoke check scripts/docker-stack.sh runs against the homelab stack, as MemPalace's client would.
 
 MEMPALACE_PG_DSN names the application role with ``sslmode=verify-full`` and no password (libpq takes it
-from PGPASSFILE). Checks: TLS is on, the role is no superuser, the same DSN without a password is refused,
-and a drawer with its fact is written in one unit of work and found again around its entity, in a schema
-of its own that is dropped afterwards. Exits non-zero on any failure; never prints a password.
+from PGPASSFILE). Checks: TLS is on, the role is no superuser, pg_prewarm's autoprewarm worker runs, the
+same DSN without a password is refused, and a drawer with its fact is written in one unit of work and
+found again around its entity, in a schema of its own that is dropped afterwards. Exits non-zero on any
+failure; never prints a password.
 """
 
 from __future__ import annotations
@@ -25,12 +26,19 @@ def main() -> int:
         ).fetchone()
         server = conn.execute("SHOW server_version").fetchone()[0]
         extensions = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
+        # the entrypoint preloads pg_prewarm: its autoprewarm brings the buffers back after a restart
+        autoprewarm = conn.execute(
+            "SELECT COALESCE(current_setting('pg_prewarm.autoprewarm', true) = 'on', false)"
+        ).fetchone()[0]
     print(
         f"[smoke] connected as {user} (superuser: {superuser}), TLS: {ssl} {tls_version}, "
         f"PostgreSQL {server}, pgvector {extensions.get('vector')}, AGE {extensions.get('age')}"
     )
     if not ssl or superuser:
         print("[smoke] FAIL: the connection is not encrypted, or the role is a superuser", file=sys.stderr)
+        return 1
+    if not autoprewarm:
+        print("[smoke] FAIL: no autoprewarm worker runs (pg_prewarm not preloaded)", file=sys.stderr)
         return 1
     try:  # SCRAM on TCP: the same DSN with an empty password file is refused
         with tempfile.NamedTemporaryFile() as empty:

@@ -156,6 +156,13 @@ else
     rm -f "$defects_conf"
 fi
 
+# pg_prewarm's autoprewarm: the blocks shared_buffers held are saved at shutdown (and every five
+# minutes) and read back at start, so a big palace's vector index segments are in memory again after a
+# restart instead of being read block by block by its first searches. Rewritten on every run; a running
+# server without it is restarted below (the setting takes effect only at a start).
+preload_conf="$root$pgdata/conf.d/preload.conf"
+printf "# Written by provision-postgres.sh\nshared_preload_libraries = 'pg_prewarm'\n" >"$preload_conf"
+
 # ---------------------------------------------------------------- 3. the server
 pw=$(cat "$password_file")
 conf="$root$pgdata/conf.d/mempalace-pg.conf"
@@ -176,6 +183,13 @@ if [[ -n "$cluster_id" && "$(answering_id 127.0.0.1 "$port")" == "$cluster_id" ]
     # it reads conf.d's settings again (the pgvector defects file may have changed)
     in_root env PGPASSWORD="$pw" "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX \
         -c "SELECT pg_reload_conf()" >/dev/null
+    preloaded=$(in_root env PGPASSWORD="$pw" "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres \
+        -qAtX -c "SHOW shared_preload_libraries")
+    if [[ "$preloaded" != *pg_prewarm* ]]; then
+        log "restarting it to load pg_prewarm (autoprewarm)"
+        as_pg "$pgbin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -m fast -w -t 120 restart >&2 \
+            || { tail -n 30 "$root$pgdata/server.log" >&2; die "pg_ctl restart failed"; }
+    fi
 elif as_pg "$pgbin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1 \
      || [[ -n "$conf_port" && "$(answering_id /tmp "$conf_port")" == "$cluster_id" ]]; then
     die "the server in $root$pgdata is running but does not answer on 127.0.0.1:$port; stop it with: $0 stop"

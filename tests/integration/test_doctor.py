@@ -49,6 +49,9 @@ def test_healthy_database(pg_env, pg_dsn, make_collection):
     assert found["memory"]["status"] == "ok"
     assert found["memory"]["finding"].endswith(f"fit in shared_buffers ({shared // 2**20:,} MB)")
     assert found["prewarm"]["status"] == "ok", found["prewarm"]
+    # the provisioned servers and the Docker image preload pg_prewarm, whose worker any role sees
+    assert found["autoprewarm"]["status"] == "ok", found["autoprewarm"]
+    assert found["autoprewarm"]["finding"].startswith("autoprewarm reads"), found["autoprewarm"]
     # the test server over TCP on loopback, with scram-sha-256 for host connections, as its superuser (a
     # warning, and how to make an application role) or as such a role (scripts/as_app_role.py)
     with psycopg.connect(pg_dsn) as conn:

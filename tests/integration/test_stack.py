@@ -236,3 +236,20 @@ def test_shared_buffers_follow_the_memory_the_container_is_given(tmp_path):
     assert script.index('set -- -c "shared_buffers=$(shared_buffers_size)" "$@"') < script.index(
         'exec postgres -D "$PGDATA" "$@"'
     )
+
+
+def test_the_image_and_the_provisioned_servers_preload_pg_prewarm(pg_dsn):
+    """autoprewarm brings shared buffers back after a restart (bench_restart): the image's entrypoint puts
+    it before the command's -c settings, which still win; the server under test runs its worker (the
+    Docker tier's smoke check asks the image's server the same)."""
+    script = (DOCKER / "entrypoint.sh").read_text()
+    assert script.index('set -- -c shared_preload_libraries=pg_prewarm "$@"') < script.index(
+        'exec postgres -D "$PGDATA" "$@"'
+    )
+    assert (
+        "shared_preload_libraries = 'pg_prewarm'" in (ROOT / "scripts" / "provision-postgres.sh").read_text()
+    )
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(
+            "SELECT COALESCE(current_setting('pg_prewarm.autoprewarm', true) = 'on', false)"
+        ).fetchone()[0]

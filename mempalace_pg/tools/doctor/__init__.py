@@ -27,7 +27,12 @@ from mempalace_pg.tools.doctor.connections import (
 )
 from mempalace_pg.tools.doctor.palace import check_palace
 from mempalace_pg.tools.doctor.report import Check, Report, render
-from mempalace_pg.tools.doctor.schema import check_indexes, check_schema, index_memory_finding
+from mempalace_pg.tools.doctor.schema import (
+    autoprewarm_finding,
+    check_indexes,
+    check_schema,
+    index_memory_finding,
+)
 from mempalace_pg.tools.doctor.server import check_age_load, check_extensions, check_server
 
 
@@ -88,4 +93,5 @@ __all__ = [
     "is_local_host",
     "encryption_finding",
     "index_memory_finding",
+    "autoprewarm_finding",
 ]

@@ -174,6 +174,32 @@ def index_memory_finding(index_bytes: int, shared_bytes: int) -> tuple[str, str,
     )
 
 
+#: Vector indexes from this size on are worth reading back into memory after a restart: below it the
+#: first searches read what they need from disk in little time.
+AUTOPREWARM_FROM_BYTES = 512 * 2**20
+
+
+def autoprewarm_finding(running: bool, index_bytes: int) -> tuple[str, str, Optional[str]]:
+    """(status, finding, fix) for a server whose autoprewarm worker is ``running`` or not, holding vector
+    indexes of ``index_bytes``. Without it a restart empties shared buffers, and a big palace's first
+    searches read their segments from disk block by block (benchmarks/RESULTS.md, bench_restart)."""
+    if running:
+        return "ok", "autoprewarm reads the buffers' blocks back in after a restart", None
+    if index_bytes < AUTOPREWARM_FROM_BYTES:
+        return (
+            "ok",
+            f"no autoprewarm; the vector indexes ({mib(index_bytes)}) are read in soon after a restart",
+            None,
+        )
+    return (
+        "warn",
+        f"no autoprewarm: after a restart the first searches read the vector indexes ({mib(index_bytes)}) "
+        "from disk block by block",
+        "add pg_prewarm to shared_preload_libraries in postgresql.conf and restart PostgreSQL (the "
+        "homelab image does)",
+    )
+
+
 def mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MB"
 
@@ -193,6 +219,12 @@ def _check_index_memory(report: Report, conn: psycopg.Connection, index_bytes: i
         )
     else:
         report.add("prewarm", "ok", "pg_prewarm reads each new vector index segment into shared buffers")
+    # pg_prewarm's setting exists in a fresh session only where the library is preloaded, and its leader
+    # (no database session, so not in pg_stat_activity) then runs unless autoprewarm is off
+    running = conn.execute(
+        "SELECT COALESCE(current_setting('pg_prewarm.autoprewarm', true) = 'on', false)"
+    ).fetchone()[0]
+    report.add("autoprewarm", *autoprewarm_finding(running, index_bytes))
 
 
-__all__ = ["check_schema", "check_indexes", "index_memory_finding"]
+__all__ = ["autoprewarm_finding", "check_schema", "check_indexes", "index_memory_finding"]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from mempalace_pg.tools.doctor import encryption_finding, index_memory_finding, is_local_host
+from mempalace_pg.tools.doctor import (
+    autoprewarm_finding,
+    encryption_finding,
+    index_memory_finding,
+    is_local_host,
+)
 
 
 def test_which_hosts_stay_on_this_machine():
@@ -43,3 +48,14 @@ def test_vector_indexes_larger_than_shared_buffers_are_warned_with_a_size_to_set
     assert status == "warn" and "600 MB, more than shared_buffers (128 MB)" in finding
     assert "shared_buffers = '768MB'" in fix and "restart" in fix
     assert "shared_buffers = '2304MB'" in index_memory_finding(1700 * mb, 512 * mb)[2]
+
+
+def test_a_big_palace_on_a_server_without_autoprewarm_is_warned():
+    mb = 2**20
+    assert autoprewarm_finding(True, 6000 * mb)[0] == "ok"
+    # small indexes are read back in soon enough by the searches themselves
+    status, finding, fix = autoprewarm_finding(False, 100 * mb)
+    assert status == "ok" and "no autoprewarm" in finding and fix is None
+    status, finding, fix = autoprewarm_finding(False, 1200 * mb)
+    assert status == "warn" and "1,200 MB" in finding and "from disk" in finding
+    assert "shared_preload_libraries" in fix and "pg_prewarm" in fix and "restart" in fix
