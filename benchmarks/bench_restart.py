@@ -10,12 +10,12 @@ operating system's page cache dropped (``/proc/sys/vm/drop_caches``: root), the 
 ``--cold`` wing-and-room searches as ``bench_kept_search --cold`` asks them (each question new to the
 server, explained first: blocks found in shared buffers and read from outside them; then run again):
 
-* *no autoprewarm*: ``shared_preload_libraries`` without ``pg_prewarm``;
-* *autoprewarm*: with it, so its worker saves the buffers' block list at shutdown and reads those blocks
-  back at start; the searches begin once its workers are done (the time that took is reported).
+* *no autoprewarm*: ``pg_prewarm`` in ``shared_preload_libraries`` with ``pg_prewarm.autoprewarm = off``;
+* *autoprewarm*: with it on, so its worker saves the buffers' block list at shutdown and reads those
+  blocks back at start; the searches begin once its workers are done (the time that took is reported).
 
-The variants set ``shared_preload_libraries`` with ALTER SYSTEM, which is reset at the end (and the server
-restarted): the server's configuration files decide it again. The palace is
+The variants set both with ALTER SYSTEM, which are reset at the end (and the server restarted): the
+server's configuration files decide them again. The palace is
 searched in place (``kept_palaces.py``); figures go to ``out/bench_restart.json``.
 """
 
@@ -41,15 +41,17 @@ def ctl(server: str, action: str) -> None:
     subprocess.run(f"{server} {action}", shell=True, check=True, stdout=subprocess.DEVNULL)
 
 
-def preload(dsn: str, libraries: list[str] | None) -> None:
-    """``shared_preload_libraries`` for the next start (ALTER SYSTEM; None: reset to what the server's
-    configuration files say)."""
+def preload(dsn: str, libraries: list[str] | None, autoprewarm: bool = False) -> None:
+    """``shared_preload_libraries`` and ``pg_prewarm.autoprewarm`` for the next start (ALTER SYSTEM;
+    ``libraries`` None: both reset to what the server's configuration files say)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         if libraries is None:
             conn.execute("ALTER SYSTEM RESET shared_preload_libraries")
-        else:
-            # names from the server's own setting and this script: ALTER SYSTEM takes no parameter
-            conn.execute(f"ALTER SYSTEM SET shared_preload_libraries = '{','.join(libraries)}'")
+            conn.execute("ALTER SYSTEM RESET pg_prewarm.autoprewarm")
+            return
+        # names from the server's own setting and this script: ALTER SYSTEM takes no parameter
+        conn.execute(f"ALTER SYSTEM SET shared_preload_libraries = '{','.join(libraries)}'")
+        conn.execute(f"ALTER SYSTEM SET pg_prewarm.autoprewarm = {'on' if autoprewarm else 'off'}")
 
 
 def restarted(dsn: str, tdsn: str, server: str, autoprewarm: bool) -> dict:
@@ -166,7 +168,7 @@ def main() -> int:
     run = {"meta": meta, "variants": []}
     try:
         for autoprewarm in (False, True):
-            preload(dsn, others + ["pg_prewarm"] * autoprewarm)
+            preload(dsn, [*others, "pg_prewarm"], autoprewarm)
             ctl(args.server, "restart")  # the setting in force before the palace is warmed
             print(f"  autoprewarm {autoprewarm}: warming, restarting", file=sys.stderr, flush=True)
             state = restarted(dsn, tdsn, args.server, autoprewarm)
