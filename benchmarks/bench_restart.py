@@ -99,8 +99,6 @@ def render(run: dict) -> str:
     lines = [
         "## The first searches after a restart",
         "",
-        common.anchor_line("bench_restart"),
-        "",
         f"{meta['when']}, {meta['machine']}, {meta['versions']}, shared_buffers {meta['shared_buffers']}. "
         f"`python benchmarks/bench_restart.py --size {meta['size']} --cold {meta['cold']} --server ...`: "
         f"the kept palace of {meta['size']:,} drawers in place; its {run['variants'][0]['segments']} "
@@ -145,12 +143,21 @@ def render(run: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", type=int, required=True, help="the kept palace (kept_palaces.py)")
+    ap.add_argument("--size", type=int, help="the kept palace (kept_palaces.py)")
     ap.add_argument("--cold", type=int, default=12, help="wing+room searches after each restart")
-    ap.add_argument("--server", required=True, help="the command that stops and starts the server (+ ACTION)")
+    ap.add_argument("--server", help="the command that stops and starts the server (+ ACTION)")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    ap.add_argument(
+        "--report", action="store_true", help="the report of the last run (out/bench_restart.json)"
+    )
     args = ap.parse_args()
+    if args.report:
+        run = json.loads((HERE / "out" / "bench_restart.json").read_text())["results"]
+        common.save_run("bench_restart", run["meta"], run, render(run), write=not args.no_write)
+        return 0
     dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
+    if not args.size or not args.server:
+        ap.error("--size and --server (or --report)")
     kept = kp.Kept("postgres", args.size)
     if kept.manifest.get("loaded", 0) < args.size:
         raise SystemExit(f"no whole kept postgres palace of {args.size:,}: benchmarks/kept_palaces.py build")
