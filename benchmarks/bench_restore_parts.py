@@ -40,6 +40,8 @@ import common
 import kept_palaces as kp
 import psycopg
 
+from mempalace_pg.tools.backup import LIBPQ_ENV, libpq_env
+
 TOOLS = {
     "plugin": "`mempalace-pg backup` / `restore`",
     "postgres": "`pg_dump -Fc` / `pg_restore` (PostgreSQL's own)",
@@ -103,6 +105,12 @@ def timed(argv: list[str], env: dict) -> float:
     return seconds
 
 
+def libpq_vars(dsn: str) -> dict:
+    """The DSN as libpq's variables, for pg_dump and pg_restore: its password never on a command line
+    (which every user of the machine can read)."""
+    return {k: v for k, v in libpq_env(dsn).items() if k in LIBPQ_ENV.values()}
+
+
 def dump_step(compress: str | None) -> str:
     """The step's name: ``dump``, or ``dump -Z <compress>`` for pg_dump given a compression of its own
     (its default, gzip at level 6, may not finish a 5M palace in a run; both figures are kept)."""
@@ -127,7 +135,8 @@ def dump(size: int, tool: str, dsn: str, compress: str | None) -> None:
             argv = [kp.MEMPALACE_PG, "backup", str(out), "--pg-dump", pg_dump]
         else:
             level = f" --compress={compress}" if compress else ""
-            argv = ["sh", "-c", f'{pg_dump} -Fc{level} -d "$1" > "$0"', str(out), kdsn]
+            argv = ["sh", "-c", f'{pg_dump} -Fc{level} > "$0"', str(out)]
+            env = {**env, **libpq_vars(kdsn)}
         seconds = timed(argv, env)
         # what the file holds, for `check`: a 5M palace and its restored copy do not both fit on a small
         # disk beside the two files, so the source may be gone by then
@@ -193,18 +202,19 @@ def restore(size: int, tool: str, step: str, dsn: str, jobs: int) -> None:
             options = session_options(conn, jobs)
         env["PGOPTIONS"] = pgoptions(options)
         figures["settings"] = options
-    argv = [*pg_restore.split(), "--no-owner", "--exit-on-error", f"--jobs={jobs}", "-d", tdsn]
+    tools_env = {**env, **libpq_vars(tdsn)}
+    argv = [*pg_restore.split(), "--no-owner", "--exit-on-error", f"--jobs={jobs}", "-d", name]
     if step == "data":
         first, rows = data_lists(pg_restore, path, kp.KEEP / f"restore_parts_{size}_{tool}_data")
         one = [a if not a.startswith("--jobs=") else "--jobs=1" for a in argv]
-        seconds = timed([*one, "-L", str(first), str(path)], env) + timed(
-            [*argv, "-L", str(rows), str(path)], env
+        seconds = timed([*one, "-L", str(first), str(path)], tools_env) + timed(
+            [*argv, "-L", str(rows), str(path)], tools_env
         )
     elif step.startswith("post:"):
         part, parts = (int(x) for x in step[5:].split("/"))
         listing = kp.KEEP / f"restore_parts_{size}_{tool}_{part}of{parts}.list"
         figures["segments"] = post_list(pg_restore, path, part, parts, listing)
-        seconds = timed([*argv, "-L", str(listing), str(path)], env)
+        seconds = timed([*argv, "-L", str(listing), str(path)], tools_env)
     elif step == "finish" and tool == "plugin":
         code = (
             "import json; from mempalace_pg.config import Settings; "
