@@ -299,7 +299,8 @@ def time_postgres_jobs(case: Case, out: Path, pg_dump: str, pg_restore: str) -> 
     time_cli(
         case,
         "`pg_dump -Fc` of the database (PostgreSQL's own)",
-        lambda i: ["sh", "-c", f'{pg_dump} -Fc -d "$1" > "$0"', str(plain), case.dsn],
+        lambda i: ["sh", "-c", f'{pg_dump} -Fc > "$0"', str(plain)],
+        env=case.env(**common.libpq_vars(case.dsn)),
         reps=heavy,
         warm=False,
         memory=True,
@@ -309,15 +310,22 @@ def time_postgres_jobs(case: Case, out: Path, pg_dump: str, pg_restore: str) -> 
         time_restores(
             case,
             "`pg_restore` of it (PostgreSQL's own)",
-            lambda dsn: ["sh", "-c", f'{pg_restore} --no-owner -d "$1" < "$0"', str(plain), dsn],
+            lambda dsn: ["sh", "-c", f'{pg_restore} --no-owner -d "$PGDATABASE" < "$0"', str(plain)],
             bootstrap=False,
+            libpq=True,
         )
         jobs = case.args.restore_jobs
         time_restores(
             case,
             f"`pg_restore --jobs {jobs}` of it (PostgreSQL's own)",
-            lambda dsn: ["sh", "-c", f'{pg_restore} --no-owner --jobs {jobs} -d "$1" "$0"', str(plain), dsn],
+            lambda dsn: [
+                "sh",
+                "-c",
+                f'{pg_restore} --no-owner --jobs {jobs} -d "$PGDATABASE" "$0"',
+                str(plain),
+            ],
             bootstrap=False,
+            libpq=True,
         )
     plain.unlink(missing_ok=True)
 
@@ -365,10 +373,11 @@ def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def time_restores(case: Case, label: str, command, *, bootstrap: bool = True) -> None:
+def time_restores(case: Case, label: str, command, *, bootstrap: bool = True, libpq: bool = False) -> None:
     """A restore, each run into a new database (with the extensions made by ``mempalace-pg db bootstrap``,
     untimed, when ``bootstrap``), dropped after it. ``command`` is the command line, or a function of
-    the new database's DSN giving it."""
+    the new database's DSN giving it. ``libpq``: the new database's DSN in libpq's variables too (for
+    PostgreSQL's own pg_restore, which then names it by ``$PGDATABASE``)."""
     import psycopg
 
     made: list[str] = []
@@ -386,7 +395,8 @@ def time_restores(case: Case, label: str, command, *, bootstrap: bool = True) ->
             )
 
     def env(i: int) -> dict:
-        return case.env(MEMPALACE_PG_DSN=kp.with_dbname(case.dsn, made[-1]))
+        dsn = kp.with_dbname(case.dsn, made[-1])
+        return case.env(MEMPALACE_PG_DSN=dsn, **(common.libpq_vars(dsn) if libpq else {}))
 
     def make(i: int) -> list:
         return command(kp.with_dbname(case.dsn, made[-1])) if callable(command) else command

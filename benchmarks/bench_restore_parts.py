@@ -40,8 +40,6 @@ import common
 import kept_palaces as kp
 import psycopg
 
-from mempalace_pg.tools.backup import LIBPQ_ENV, libpq_env
-
 TOOLS = {
     "plugin": "`mempalace-pg backup` / `restore`",
     "postgres": "`pg_dump -Fc` / `pg_restore` (PostgreSQL's own)",
@@ -105,12 +103,6 @@ def timed(argv: list[str], env: dict) -> float:
     return seconds
 
 
-def libpq_vars(dsn: str) -> dict:
-    """The DSN as libpq's variables, for pg_dump and pg_restore: its password never on a command line
-    (which every user of the machine can read)."""
-    return {k: v for k, v in libpq_env(dsn).items() if k in LIBPQ_ENV.values()}
-
-
 def dump_step(compress: str | None) -> str:
     """The step's name: ``dump``, or ``dump -Z <compress>`` for pg_dump given a compression of its own
     (its default, gzip at level 6, may not finish a 5M palace in a run; both figures are kept)."""
@@ -136,7 +128,7 @@ def dump(size: int, tool: str, dsn: str, compress: str | None) -> None:
         else:
             level = f" --compress={compress}" if compress else ""
             argv = ["sh", "-c", f'{pg_dump} -Fc{level} > "$0"', str(out)]
-            env = {**env, **libpq_vars(kdsn)}
+            env = {**env, **common.libpq_vars(kdsn)}
         seconds = timed(argv, env)
         # what the file holds, for `check`: a 5M palace and its restored copy do not both fit on a small
         # disk beside the two files, so the source may be gone by then
@@ -202,7 +194,7 @@ def restore(size: int, tool: str, step: str, dsn: str, jobs: int) -> None:
             options = session_options(conn, jobs)
         env["PGOPTIONS"] = pgoptions(options)
         figures["settings"] = options
-    tools_env = {**env, **libpq_vars(tdsn)}
+    tools_env = {**env, **common.libpq_vars(tdsn)}
     argv = [*pg_restore.split(), "--no-owner", "--exit-on-error", f"--jobs={jobs}", "-d", name]
     if step == "data":
         first, rows = data_lists(pg_restore, path, kp.KEEP / f"restore_parts_{size}_{tool}_data")

@@ -408,6 +408,14 @@ def anchor_line(name: str) -> str:
     return f'<a id="{name.replace("_", "-")}"></a>'
 
 
+def libpq_vars(dsn: str) -> dict:
+    """``dsn`` as libpq's variables (PGHOST, PGPASSWORD, ...), for PostgreSQL's own tools: its password
+    never on a command line, which every user of the machine can read in the process list."""
+    from mempalace_pg.tools.backup import LIBPQ_ENV, libpq_env
+
+    return {k: v for k, v in libpq_env(dsn).items() if k in LIBPQ_ENV.values()}
+
+
 def run_meta(dsn: str, **fields) -> dict:
     """What a report states about its run: when (UTC), the machine, the versions, and ``fields``."""
     return {
