@@ -174,7 +174,13 @@ _DURATION = re.compile(r"\b\d+(\.\d+)?\s?(ms|s|sec|seconds)\b")
 _FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d{5,}")
 
 
-def comparable(value: Any, palace: Palace, *, digits: int = 4) -> Any:
+#: comparable() rounds floats to this many digits; differences() takes two that rounding left this many
+#: steps apart (and a little float error) as the same.
+FLOAT_DIGITS = 4
+FLOAT_STEPS_APART = 1.01
+
+
+def comparable(value: Any, palace: Palace, *, digits: int = FLOAT_DIGITS) -> Any:
     """``value`` with what differs between any two runs replaced: this palace's paths, timestamps,
     durations, UUIDs and generated ids, the backend's name where MemPalace reports it; floats rounded to
     ``digits`` (cosine distances from two index implementations agree to about 1e-6).
@@ -230,6 +236,11 @@ def differences(a: Any, b: Any, where: str = "") -> list[str]:
         for i, (x, y) in enumerate(zip(a, b)):
             out += differences(x, y, f"{where}[{i}]")
         return out
+    if isinstance(a, float) and isinstance(b, float) and abs(a - b) <= FLOAT_STEPS_APART * 10**-FLOAT_DIGITS:
+        # one step of comparable()'s rounding apart: two values a hair apart can round either side of
+        # a boundary, and Chroma does not keep a float metadata value exactly (a timestamp such as
+        # 1796681292.5070693 comes back as 1796681292.507069), where PostgreSQL's jsonb does
+        return []
     if a != b:
         if isinstance(a, str) and isinstance(b, str):
             import difflib
