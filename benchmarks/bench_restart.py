@@ -58,13 +58,14 @@ def restarted(dsn: str, tdsn: str, server: str, autoprewarm: bool) -> dict:
     """The palace's segments read into shared buffers, the server stopped (the autoprewarm worker, where
     it runs, saves its block list), the page cache dropped, the server started; with ``autoprewarm``,
     back once its workers have read the list's blocks in. What it took."""
+    from mempalace_pg.engine.warm import prewarm, prewarm_function
+
     with psycopg.connect(tdsn, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
         segments = conn.execute(f"SELECT index_name FROM {kp.SCHEMA}.vector_segments ORDER BY lo").fetchall()
-        warmed = sum(
-            conn.execute("SELECT pg_prewarm(%s::regclass)", (f"{kp.SCHEMA}.{i}",)).fetchone()[0]
-            for (i,) in segments
-        )
+        # every segment, whatever its share of the buffers (warm.warm_segments stops at WARM_ALL_SHARE)
+        function = prewarm_function(conn)
+        warmed = sum(prewarm(conn, function, f"{kp.SCHEMA}.{i}") for (i,) in segments)
     ctl(server, "stop")
     subprocess.run("sync; echo 3 > /proc/sys/vm/drop_caches", shell=True, check=True)
     t0 = time.perf_counter()
@@ -94,6 +95,10 @@ def restarted(dsn: str, tdsn: str, server: str, autoprewarm: bool) -> dict:
     }
 
 
+def variant(r: dict) -> str:
+    return "autoprewarm" if r["autoprewarm"] else "no autoprewarm"
+
+
 def render(run: dict) -> str:
     meta = run["meta"]
     lines = [
@@ -118,7 +123,7 @@ def render(run: dict) -> str:
         read = sorted(((k, x) for k, x in r["read_by_table"].items() if x), key=lambda kv: -kv[1])
         loaded = f"{r['loaded_s']:,.1f}" if r["loaded_s"] is not None else "—"
         lines.append(
-            f"| {'autoprewarm' if r['autoprewarm'] else 'no autoprewarm'} | {loaded} | "
+            f"| {variant(r)} | {loaded} | "
             f"{cold['p50']:,.1f} / {cold['p95']:,.1f} | {again['p50']:.1f} / {again['p95']:.1f} | "
             + ", ".join(f"{k} {x:,}" for k, x in read)
             + " |"
@@ -126,10 +131,7 @@ def render(run: dict) -> str:
     lines += [
         "",
         "| rows in the filter | "
-        + " | ".join(
-            f"{'autoprewarm' if r['autoprewarm'] else 'no autoprewarm'}: cold / again ms"
-            for r in run["variants"]
-        )
+        + " | ".join(f"{variant(r)}: cold / again ms" for r in run["variants"])
         + " |",
         "|---|" + "---|" * len(run["variants"]),
     ]
@@ -158,15 +160,15 @@ def main() -> int:
     dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
     if not args.size or not args.server:
         ap.error("--size and --server (or --report)")
-    kept = kp.Kept("postgres", args.size)
-    if kept.manifest.get("loaded", 0) < args.size:
-        raise SystemExit(f"no whole kept postgres palace of {args.size:,}: benchmarks/kept_palaces.py build")
-    tdsn = kp.with_dbname(dsn, kept.manifest["database"])
-    env = {
-        k: v
-        for k, v in kept.env(kept.root, tdsn).items()
-        if k != "MEMPALACE_PG_DSN" and os.environ.get(k) != v
-    }
+    with kp.in_place("postgres", args.size, dsn) as (palace, env, tdsn):
+        run = measure(args, dsn, palace, env, tdsn)
+    common.save_run("bench_restart", run["meta"], run, render(run), write=not args.no_write)
+    (HERE / "out" / "bench_restart.partial.json").unlink()
+    return 0
+
+
+def measure(args, dsn: str, palace: Path, env: dict, tdsn: str) -> dict:
+    """Both variants on the kept palace at ``palace`` (its database ``tdsn``, its environment ``env``)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         before = conn.execute("SHOW shared_preload_libraries").fetchone()[0]
         shared_buffers = conn.execute("SHOW shared_buffers").fetchone()[0]
@@ -181,22 +183,20 @@ def main() -> int:
             state = restarted(dsn, tdsn, args.server, autoprewarm)
             # bench_kept_search's cold searches, in a process of its own (as MemPalace's MCP server opens
             # the palace): the shipped variant only
-            (variant,) = common.child_json(
+            (cold,) = common.child_json(
                 str(HERE / "bench_kept_search.py"),
-                ["cold", str(kept.root / "palace"), args.size, args.cold, 0],
+                ["cold", str(palace), args.size, args.cold, 0],
                 tdsn,
                 env=env,
                 capture_stderr=True,
             )
-            run["variants"].append({**state, **variant})
+            run["variants"].append({**state, **cold})
             # each variant's figures on disk as soon as they are measured
             (HERE / "out" / "bench_restart.partial.json").write_text(json.dumps(run))
     finally:
         preload(dsn, None)
         ctl(args.server, "restart")
-    common.save_run("bench_restart", meta, run, render(run), write=not args.no_write)
-    (HERE / "out" / "bench_restart.partial.json").unlink()
-    return 0
+    return run
 
 
 if __name__ == "__main__":
