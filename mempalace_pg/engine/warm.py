@@ -33,6 +33,17 @@ def prewarm_function(conn: psycopg.Connection) -> Optional[sql.Composable]:
     return sql.Identifier(row[0], "pg_prewarm") if row else None
 
 
+def autoprewarm_on(conn: psycopg.Connection) -> bool:
+    """Whether the server runs pg_prewarm's autoprewarm (the buffers' blocks read back after a restart).
+    Its leader has no database session, so it is not in pg_stat_activity; a fresh session has the
+    setting ``pg_prewarm.autoprewarm`` only where the library is preloaded."""
+    return bool(
+        conn.execute(
+            "SELECT COALESCE(current_setting('pg_prewarm.autoprewarm', true) = 'on', false)"
+        ).fetchone()[0]
+    )
+
+
 def shared_buffers_bytes(conn: psycopg.Connection) -> int:
     return int(
         conn.execute(
@@ -82,6 +93,7 @@ def warm_segments(conn: psycopg.Connection, schema: str, pk: int) -> int:
 
 
 __all__ = [
+    "autoprewarm_on",
     "WARM_ALL_SHARE",
     "WARM_SHARE",
     "prewarm",

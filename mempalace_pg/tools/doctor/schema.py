@@ -205,7 +205,7 @@ def mib(n: int) -> str:
 
 
 def _check_index_memory(report: Report, conn: psycopg.Connection, index_bytes: int) -> None:
-    from mempalace_pg.engine.warm import prewarm_function, shared_buffers_bytes
+    from mempalace_pg.engine.warm import autoprewarm_on, prewarm_function, shared_buffers_bytes
 
     report.add("memory", *index_memory_finding(index_bytes, shared_buffers_bytes(conn)))
     if prewarm_function(conn) is None:
@@ -219,12 +219,7 @@ def _check_index_memory(report: Report, conn: psycopg.Connection, index_bytes: i
         )
     else:
         report.add("prewarm", "ok", "pg_prewarm reads each new vector index segment into shared buffers")
-    # pg_prewarm's setting exists in a fresh session only where the library is preloaded, and its leader
-    # (no database session, so not in pg_stat_activity) then runs unless autoprewarm is off
-    running = conn.execute(
-        "SELECT COALESCE(current_setting('pg_prewarm.autoprewarm', true) = 'on', false)"
-    ).fetchone()[0]
-    report.add("autoprewarm", *autoprewarm_finding(running, index_bytes))
+    report.add("autoprewarm", *autoprewarm_finding(autoprewarm_on(conn), index_bytes))
 
 
 __all__ = ["autoprewarm_finding", "check_schema", "check_indexes", "index_memory_finding"]
