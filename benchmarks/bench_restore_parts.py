@@ -231,11 +231,13 @@ def counts(dsn: str) -> dict:
     as rows of the graph's edge table."""
     graph = f"{kp.SCHEMA}_kg"
     with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute(f"SELECT count(*) FROM {kp.SCHEMA}.records").fetchone()[0]
-        indexes = conn.execute(
-            "SELECT count(*) FROM pg_indexes WHERE schemaname IN (%s, %s)", (kp.SCHEMA, graph)
-        ).fetchone()[0]
-        edges = conn.execute(f'SELECT count(*) FROM "{graph}"._ag_label_edge').fetchone()[0]
+        out = {
+            "drawers": conn.execute(f"SELECT count(*) FROM {kp.SCHEMA}.records").fetchone()[0],
+            "indexes": conn.execute(
+                "SELECT count(*) FROM pg_indexes WHERE schemaname IN (%s, %s)", (kp.SCHEMA, graph)
+            ).fetchone()[0],
+            "edge_rows": conn.execute(f'SELECT count(*) FROM "{graph}"._ag_label_edge').fetchone()[0],
+        }
         conn.execute("LOAD 'age'")
         conn.execute("SET search_path = ag_catalog, public")
         try:
@@ -243,13 +245,8 @@ def counts(dsn: str) -> dict:
                 f"SELECT * FROM cypher('{graph}', $$ MATCH ()-[r]->() RETURN count(r) $$) AS (c agtype)"
             ).fetchone()[0]
         except psycopg.Error as exc:
-            return {
-                "drawers": rows,
-                "indexes": indexes,
-                "edge_rows": edges,
-                "cypher": str(exc).splitlines()[0],
-            }
-    return {"drawers": rows, "indexes": indexes, "edge_rows": edges, "facts": int(str(facts))}
+            return {**out, "cypher": str(exc).splitlines()[0]}
+    return {**out, "facts": int(str(facts))}
 
 
 def check(size: int, tool: str, dsn: str) -> None:
