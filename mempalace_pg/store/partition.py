@@ -132,8 +132,9 @@ class Partition:
                 conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (f"{self.db.schema}.{name}",))
             # VACUUM as well as ANALYZE: a freshly loaded table otherwise draws autovacuum seconds later,
             # which then scans all of it while queries run. It costs little more than ANALYZE alone and
-            # marks the pages all-visible.
-            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(self.table))
+            # marks the pages all-visible: vector_bits' too, whose wing/room index answers a filter's
+            # first pass by an index-only scan only on such pages (sql/0019).
+            conn.execute(sql.SQL("VACUUM (ANALYZE) {}, {}").format(self.table, self.db.ident("vector_bits")))
             words.remember_common_words(conn, self.db.schema, self.pk)
         finally:
             conn.execute("RESET maintenance_work_mem")

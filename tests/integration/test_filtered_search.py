@@ -194,3 +194,40 @@ def test_search_sessions_never_compile_or_parallelize(make_collection):
             ).fetchall()
         )
     assert settings == {"jit": "off", "max_parallel_workers_per_gather": "0"}
+
+
+def test_a_filters_own_rows_are_read_from_the_index_alone(make_collection, pg_dsn, pg_schema):
+    """The first pass over a small filter's own rows is an index-only scan of vector_bits_wing_room,
+    which carries each row's wing, room, vector_seq and sign bits (sql/0019): no block of vector_bits
+    itself is read, the reads a cold server spends most of such a search on. A bulk load leaves the
+    table's pages all-visible, which an index-only scan needs."""
+    col = make_collection("covered")
+    ids, metas, vecs = palace_rows()
+    with col.bulk_load() as load:
+        load(ids=ids, documents=[f"drawer {i}" for i in ids], metadatas=metas, embeddings=vecs.tolist())
+    part = col.partition
+    where = {"$and": [{"wing": "w3"}, {"room": "r4"}]}  # 20 match: their own rows
+    condition, params = part.condition(where)
+    statement, params = nearest.nearest_sql(
+        part.index,
+        columns=sql.SQL("id"),
+        condition=condition,
+        params=params,
+        n=10,
+        dim=DIM,
+        filtered=True,
+        gate=nearest.wing_room_gate(part.index, wing_room_equalities(where)),
+    )
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        register_vector(conn)
+        explained = conn.execute(
+            sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),
+            {**params, "q": vecs[ids.index("w3_r4_0")]},
+            prepare=False,
+        ).fetchone()[0]
+    passes = [
+        (node["Node Type"], node.get("Heap Fetches"), node.get("Actual Rows"))
+        for node in plan_nodes(explained[0]["Plan"])
+        if node.get("Index Name") == "vector_bits_wing_room" and node.get("Actual Loops", 0) > 0
+    ]
+    assert passes == [("Index Only Scan", 0, 20)], passes
