@@ -49,11 +49,14 @@ LABELS = ("wing", "wing_room")
 SIZES = (20_000, 70_000, 150_000, None)
 
 
-def use_way(way: str) -> None:
-    """Make this process answer wing/room filters ``way``."""
+def use_way(way: str, own_rows: int) -> None:
+    """Make this process answer wing/room filters ``way`` (``own_rows``: shipped's matches a segment
+    answered from the filter's own rows)."""
     from mempalace_pg.engine import nearest
 
-    if way == "walks":
+    if way == "shipped":
+        nearest.OWN_ROWS_PER_SEGMENT = own_rows
+    elif way == "walks":
         nearest.OWN_ROWS_PER_SEGMENT = 0
     elif way == "own_rows":
         nearest.OWN_ROWS_PER_SEGMENT = 10**9
@@ -66,9 +69,9 @@ def use_way(way: str) -> None:
         nearest.EXACT_SCAN_MAX = 10**9
 
 
-def child_measure(way: str, dsn: str, workdir: str, tag: str, queries_file: str) -> dict:
+def child_measure(way: str, dsn: str, workdir: str, tag: str, queries_file: str, own_rows: str) -> dict:
     os.environ["MEMPALACE_PG_FOLDER"] = "off"  # the layout stays as the writer left it
-    use_way(way)
+    use_way(way, int(own_rows))
     queries = json.loads(Path(queries_file).read_text())
     backend, col = common.open_collection("postgres", str(Path(workdir) / "palace"), dsn, tag)
     layout = col.partition.index.layout(fresh=True, start_folder=False)
@@ -180,15 +183,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    ap.add_argument(
+        "--own-rows", type=int, default=None, help="shipped's own rows a segment (default: the plugin's)"
+    )
     args = ap.parse_args()
     from mempalace_pg.engine import nearest
+
+    own_rows = nearest.OWN_ROWS_PER_SEGMENT if args.own_rows is None else args.own_rows
 
     dsn = os.environ.get("MEMPALACE_PG_DSN") or common.provisioned_dsn()
     meta = common.run_meta(
         dsn,
         argv=" ".join(sys.argv[1:]),
         shared_buffers=bench_scale.shared_buffers(dsn),
-        own_rows_per_segment=nearest.OWN_ROWS_PER_SEGMENT,
+        own_rows_per_segment=own_rows,
         n=args.n,
     )
     stamp = time.strftime("%Y%m%d_%H%M", time.gmtime())
@@ -207,7 +215,9 @@ def main() -> int:
         results["sizes_mb"] = relation_sizes(dsn, tag)
         print(f"written at {results['write']['rows_per_s']:.0f} rows/s; folder stopped", flush=True)
         for way in WAYS:
-            results["measured"][way] = common.child_json(script, [way, dsn, workdir, tag, queries], dsn)
+            results["measured"][way] = common.child_json(
+                script, [way, dsn, workdir, tag, queries, own_rows], dsn
+            )
             print(way, {k: summarize(results["measured"][way][k]) for k in LABELS}, flush=True)
     finally:
         bench_scale.drop_case("postgres", dsn, tag, workdir)
