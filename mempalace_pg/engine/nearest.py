@@ -27,12 +27,15 @@ FILTERED_OVERSAMPLE = 2
 EXACT_SCAN_MAX = 3000
 #: A query filtered by wing and/or room that matches at most this many records for each index segment
 #: is answered from the filter's own rows: ranked by the Hamming distance of their sign bits
-#: (vector_bits, sql/0016), the best re-ranked by the exact distance, as the tail is. That costs a
-#: fraction of an exact scan per matching row, whatever the layout, where each segment's walk visits
-#: rows until its share of matches turns up, the more the smaller the filter's share; so the more
-#: segments a palace has (right after a large write, under sustained writes) the larger the filters this takes
-#: ("A filtered search right after a big write, each way" in benchmarks/RESULTS.md).
-OWN_ROWS_PER_SEGMENT = 5000
+#: (vector_bits, sql/0016, read by an index-only scan of its wing/room index, sql/0019), the best
+#: re-ranked by the exact distance, as the tail is. That costs a fraction of an exact scan per matching
+#: row, whatever the layout, where each segment's walk visits rows until its share of matches turns up,
+#: the more the smaller the filter's share; so the more segments a palace has (right after a large
+#: write, under sustained writes) the larger the filters this takes. The bound is where the two cost
+#: about the same a segment right after a big write ("A filtered search right after a big write, each
+#: way" in benchmarks/RESULTS.md, by the filter's size); below it the own rows' slowest query is also
+#: far below the walks'.
+OWN_ROWS_PER_SEGMENT = 12_000
 #: A query unfiltered or filtered by wing and room ranks the tail (rows no index segment holds yet) by
 #: the Hamming distance of their binary-quantized vectors (vector_bits, sql/0016) first, and re-ranks by
 #: the exact distance the TAIL_OVERSAMPLE x n_results (at least TAIL_CANDIDATES) that rank best:
