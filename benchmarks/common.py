@@ -272,14 +272,15 @@ def child_json(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if capture_stderr else None,
         text=True,
-        env=dict(
-            os.environ,
-            MEMPALACE_PG_DSN=dsn,
-            OPENBLAS_NUM_THREADS="1",
-            OMP_NUM_THREADS="1",
-            MKL_NUM_THREADS="1",
+        # one dict, later keys winning: ``env`` may name MEMPALACE_PG_DSN too (a kept palace's)
+        env={
+            **os.environ,
+            "MEMPALACE_PG_DSN": dsn,
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
             **(env or {}),
-        ),
+        },
     )
     if proc.returncode != 0:
         raise ChildFailed(proc.returncode, proc.stderr or "")
