@@ -71,6 +71,24 @@ def plan_nodes(plan: dict):
         yield from plan_nodes(child)
 
 
+def explained(conn, part, where: dict, q) -> dict:
+    """The plan, run (EXPLAIN ANALYZE), of the statement query() runs for ``where`` near ``q`` (k=10)."""
+    condition, params = part.condition(where)
+    statement, params = nearest.nearest_sql(
+        part.index,
+        columns=sql.SQL("id"),
+        condition=condition,
+        params=params,
+        n=10,
+        dim=DIM,
+        filtered=True,
+        gate=nearest.wing_room_gate(part.index, wing_room_equalities(where)),
+    )
+    return conn.execute(
+        sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement), {**params, "q": q}, prepare=False
+    ).fetchone()[0][0]["Plan"]
+
+
 def test_a_big_room_is_walked_and_a_small_one_scanned(
     make_collection, pg_dsn, pg_schema, full_index_settings, monkeypatch
 ):
@@ -144,25 +162,9 @@ def test_a_big_room_is_walked_and_a_small_one_scanned(
             ({"$and": [{"wing": "w0"}, {"room": "big"}]}, True),  # 4,000 match: walk
             ({"$and": [{"wing": "w3"}, {"room": "r4"}]}, False),  # 20 match: their own rows
         ):
-            condition, params = part.condition(where)
-            statement, params = nearest.nearest_sql(
-                part.index,
-                columns=sql.SQL("id"),
-                condition=condition,
-                params=params,
-                n=10,
-                dim=DIM,
-                filtered=True,
-                gate=nearest.wing_room_gate(part.index, wing_room_equalities(where)),
-            )
-            explained = conn.execute(
-                sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),
-                {**params, "q": q},
-                prepare=False,
-            ).fetchone()[0]
             ran = {
                 node.get("Index Name")
-                for node in plan_nodes(explained[0]["Plan"])
+                for node in plan_nodes(explained(conn, part, where, q))
                 if node.get("Actual Loops", 0) > 0 and node.get("Index Name")
             }
             if walked:
@@ -207,27 +209,12 @@ def test_a_filters_own_rows_are_read_from_the_index_alone(make_collection, pg_ds
         load(ids=ids, documents=[f"drawer {i}" for i in ids], metadatas=metas, embeddings=vecs.tolist())
     part = col.partition
     where = {"$and": [{"wing": "w3"}, {"room": "r4"}]}  # 20 match: their own rows
-    condition, params = part.condition(where)
-    statement, params = nearest.nearest_sql(
-        part.index,
-        columns=sql.SQL("id"),
-        condition=condition,
-        params=params,
-        n=10,
-        dim=DIM,
-        filtered=True,
-        gate=nearest.wing_room_gate(part.index, wing_room_equalities(where)),
-    )
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         register_vector(conn)
-        explained = conn.execute(
-            sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),
-            {**params, "q": vecs[ids.index("w3_r4_0")]},
-            prepare=False,
-        ).fetchone()[0]
+        plan = explained(conn, part, where, vecs[ids.index("w3_r4_0")])
     passes = [
         (node["Node Type"], node.get("Heap Fetches"), node.get("Actual Rows"))
-        for node in plan_nodes(explained[0]["Plan"])
+        for node in plan_nodes(plan)
         if node.get("Index Name") == "vector_bits_wing_room" and node.get("Actual Loops", 0) > 0
     ]
     assert passes == [("Index Only Scan", 0, 20)], passes
