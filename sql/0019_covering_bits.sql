@@ -7,18 +7,44 @@
 -- (or vector_bits_room, for a room of every wing) and then read each one's sign bits from the table: one
 -- table block per few rows, in no order, since a wing's rows are spread over the whole table. On a
 -- server whose buffers do not hold the table (after a restart, or a palace bigger than its memory) those
--- reads are most of the pass. Both indexes now carry what the pass reads (the whole wing and room, the
--- row's vector_seq and bits), so PostgreSQL answers it by an index-only scan: a filter's entries lie
--- side by side in the index's leaf pages. Both, not one: were only the wing/room index wider, PostgreSQL
--- would find the narrow room index cheaper for a wing-and-room filter and test the wing on every room's
--- row of every wing.
+-- reads are most of the pass. Both indexes now carry what the pass reads, so PostgreSQL answers it by an
+-- index-only scan: a filter's entries lie side by side in the index's leaf pages.
+--
+-- An index entry is bounded (a third of a page), and a wing or room may be any length; so vector_bits
+-- now keeps the first 256 characters of each (as the indexes' keys always had them), which the indexes
+-- hold whole. A value shorter than that is the value itself; a search for a longer one does not take
+-- this pass (mempalace_pg/engine/nearest.py), and the tail's pass, which does, re-checks each row it
+-- picks against the whole filter. Both indexes, not one: with only the wing/room index carrying the
+-- bits, PostgreSQL found the narrow room index cheaper for a wing-and-room filter and tested the wing on
+-- every room's row of every wing.
 -- An index-only scan still reads the table for a page VACUUM has not yet marked all-visible;
 -- autovacuum does that after inserts, and a bulk load vacuums the table itself.
 
 DROP INDEX vector_bits_wing_room;
-CREATE INDEX vector_bits_wing_room ON vector_bits (collection_pk, left(wing, 256), left(room, 256))
-    INCLUDE (wing, room, vector_seq, bits);
-COMMENT ON INDEX vector_bits_wing_room IS 'A wing''s (and room''s) entries, with what the first pass over a filter''s own rows reads: an index-only scan.';
 DROP INDEX vector_bits_room;
-CREATE INDEX vector_bits_room ON vector_bits (collection_pk, left(room, 256)) INCLUDE (wing, room, vector_seq, bits);
+UPDATE vector_bits SET wing = left(wing, 256), room = left(room, 256)
+WHERE length(wing) > 256 OR length(room) > 256;
+
+CREATE OR REPLACE FUNCTION records_note_bits() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        DELETE FROM vector_bits v USING old_rows o
+        WHERE v.collection_pk = o.collection_pk AND v.vector_seq = o.vector_seq;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO vector_bits (collection_pk, vector_seq, bits, wing, room)
+        SELECT collection_pk, vector_seq, binary_quantize(embedding)::bit varying, left(wing, 256), left(room, 256)
+        FROM new_rows
+        WHERE vector_dims(embedding) <= 4000;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE INDEX vector_bits_wing_room ON vector_bits (collection_pk, wing, room) INCLUDE (vector_seq, bits);
+CREATE INDEX vector_bits_room ON vector_bits (collection_pk, room) INCLUDE (wing, vector_seq, bits);
+COMMENT ON COLUMN vector_bits.wing IS 'The first 256 characters of records.wing, for the first pass of a search filtered by wing (and room).';
+COMMENT ON COLUMN vector_bits.room IS 'The first 256 characters of records.room.';
+COMMENT ON INDEX vector_bits_wing_room IS 'A wing''s (and room''s) entries, with what the first pass over a filter''s own rows reads: an index-only scan.';
 COMMENT ON INDEX vector_bits_room IS 'A room''s entries (of every wing), with what the first pass reads, as vector_bits_wing_room.';

@@ -44,6 +44,8 @@ OWN_ROWS_PER_SEGMENT = 12_000
 #: leave exactly.
 TAIL_OVERSAMPLE = 40
 TAIL_CANDIDATES = 400
+#: vector_bits keeps the first this many characters of a row's wing and room (sql/0019).
+BITS_KEY_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,13 @@ def nearest_sql(
     walk = dict(fmt)  # the walks' and the tail's
     if gate is not None:
         params.update(gate.params)
-        own = gate.keys and dim <= indexing.HNSW_MAX_DIM
+        # vector_bits keeps a wing's or room's first BITS_KEY_CHARS characters: a shorter value is
+        # found there exactly, a longer one only by its start (sql/0019)
+        own = (
+            gate.keys
+            and dim <= indexing.HNSW_MAX_DIM
+            and all(len(v) < BITS_KEY_CHARS for v in gate.keys.values())
+        )
         # the most matches answered without the walks: by their sign bits first, or by an exact scan
         most = OWN_ROWS_PER_SEGMENT * max(1, len(layout.segments)) if own else EXACT_SCAN_MAX
         gate_ann = sql.SQL(" AND (SELECT n FROM matching) > {}").format(sql.Literal(most))
@@ -209,13 +217,17 @@ def bits_first_pass(
     """The vector_seq of the TAIL_OVERSAMPLE x ``n`` (at least TAIL_CANDIDATES) rows nearest the query
     by the Hamming distance of their sign bits (vector_bits), among those meeting ``rows`` (a condition
     on vector_seq) and the equalities ``keys`` (wing and/or room), as an array. The caller re-ranks them
-    exactly. ``by_keys``: the equalities in the form the table's wing/room indexes serve (their first
-    256 characters, then the whole value), to find a filter's rows; else as plain equalities no index
-    serves, so that a pass over the tail (``rows``: above the newest segment) reads it by vector_seq
-    and never a whole wing's entries."""
-    form = " AND left({k}, 256) = left({v}, 256) AND {k} = {v}" if by_keys else " AND {k} = {v}"
+    exactly, against the whole filter: vector_bits keeps the first BITS_KEY_CHARS characters of each
+    value, so a longer value's pass may pick rows of another value with the same start. ``by_keys``:
+    the equalities in the form the table's wing/room indexes serve (an index-only scan of a filter's
+    rows); else in a form no index serves, so that a pass over the tail (``rows``: above the newest
+    segment) reads it by vector_seq and never a whole wing's entries."""
+    form = " AND {k} = left({v}, {c})" if by_keys else " AND pg_catalog.texteq({k}, left({v}, {c}))"
     equal = sql.SQL("").join(
-        sql.SQL(form).format(k=sql.Identifier(k), v=sql.Placeholder(f"walk_{k}")) for k in keys
+        sql.SQL(form).format(
+            k=sql.Identifier(k), v=sql.Placeholder(f"walk_{k}"), c=sql.Literal(BITS_KEY_CHARS)
+        )
+        for k in keys
     )
     return sql.SQL(
         "ARRAY(SELECT vector_seq FROM {bits} WHERE collection_pk = {pk} AND {rows}{eq}"
@@ -253,6 +265,7 @@ __all__ = [
     "FILTERED_OVERSAMPLE",
     "TAIL_OVERSAMPLE",
     "TAIL_CANDIDATES",
+    "BITS_KEY_CHARS",
     "Gate",
     "facet_key_filter",
     "OWN_ROWS_PER_SEGMENT",
