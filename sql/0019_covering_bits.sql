@@ -7,16 +7,17 @@
 -- (or vector_bits_room, for a room of every wing) and then read each one's sign bits from the table: one
 -- table block per few rows, in no order, since a wing's rows are spread over the whole table. On a
 -- server whose buffers do not hold the table (after a restart, or a palace bigger than its memory) those
--- reads are most of the pass. Both indexes now carry what the pass reads, so PostgreSQL answers it by an
--- index-only scan: a filter's entries lie side by side in the index's leaf pages.
+-- reads are most of the pass. The wing/room index now carries what the pass reads, so PostgreSQL answers
+-- it by an index-only scan: a filter's entries lie side by side in the index's leaf pages.
 --
 -- An index entry is bounded (a third of a page), and a wing or room may be any length; so vector_bits
 -- now keeps the first 256 characters of each (as the indexes' keys always had them), which the indexes
 -- hold whole. A value shorter than that is the value itself; a search for a longer one does not take
 -- this pass (mempalace_pg/engine/nearest.py), and the tail's pass, which does, re-checks each row it
--- picks against the whole filter. Both indexes, not one: with only the wing/room index carrying the
--- bits, PostgreSQL found the narrow room index cheaper for a wing-and-room filter and tested the wing on
--- every room's row of every wing.
+-- picks against the whole filter. The room index goes: beside it PostgreSQL chose by a guess between two
+-- indexes for a wing-and-room filter (the narrow room index when the table's pages were not yet
+-- all-visible, testing the wing on every room's row of every wing). A filter on a room alone, in every
+-- wing, walks the segments again (or is scanned exactly when it is small).
 -- An index-only scan still reads the table for a page VACUUM has not yet marked all-visible;
 -- autovacuum does that after inserts, and a bulk load vacuums the table itself.
 
@@ -43,8 +44,6 @@ END
 $fn$;
 
 CREATE INDEX vector_bits_wing_room ON vector_bits (collection_pk, wing, room) INCLUDE (vector_seq, bits);
-CREATE INDEX vector_bits_room ON vector_bits (collection_pk, room) INCLUDE (wing, vector_seq, bits);
 COMMENT ON COLUMN vector_bits.wing IS 'The first 256 characters of records.wing, for the first pass of a search filtered by wing (and room).';
 COMMENT ON COLUMN vector_bits.room IS 'The first 256 characters of records.room.';
 COMMENT ON INDEX vector_bits_wing_room IS 'A wing''s (and room''s) entries, with what the first pass over a filter''s own rows reads: an index-only scan.';
-COMMENT ON INDEX vector_bits_room IS 'A room''s entries (of every wing), with what the first pass reads, as vector_bits_wing_room.';

@@ -148,9 +148,11 @@ def nearest_sql(
     if gate is not None:
         params.update(gate.params)
         # vector_bits keeps a wing's or room's first BITS_KEY_CHARS characters: a shorter value is
-        # found there exactly, a longer one only by its start (sql/0019)
+        # found there exactly, a longer one only by its start; its one index leads with the wing
+        # (sql/0019)
         own = (
             gate.keys
+            and "wing" in gate.keys
             and dim <= indexing.HNSW_MAX_DIM
             and all(len(v) < BITS_KEY_CHARS for v in gate.keys.values())
         )
@@ -219,7 +221,7 @@ def bits_first_pass(
     on vector_seq) and the equalities ``keys`` (wing and/or room), as an array. The caller re-ranks them
     exactly, against the whole filter: vector_bits keeps the first BITS_KEY_CHARS characters of each
     value, so a longer value's pass may pick rows of another value with the same start. ``by_keys``:
-    the equalities in the form the table's wing/room indexes serve (an index-only scan of a filter's
+    the equalities in the form the table's wing/room index serves (an index-only scan of a filter's
     rows); else in a form no index serves, so that a pass over the tail (``rows``: above the newest
     segment) reads it by vector_seq and never a whole wing's entries."""
     form = " AND {k} = left({v}, {c})" if by_keys else " AND pg_catalog.texteq({k}, left({v}, {c}))"

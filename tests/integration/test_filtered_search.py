@@ -218,3 +218,23 @@ def test_a_filters_own_rows_are_read_from_the_index_alone(make_collection, pg_ds
         if node.get("Index Name") == "vector_bits_wing_room" and node.get("Actual Loops", 0) > 0
     ]
     assert passes == [("Index Only Scan", 0, 20)], passes
+
+
+def test_a_long_wing_is_searched_by_its_whole_value(make_collection):
+    """vector_bits keeps a wing's and room's first 256 characters (sql/0019): two wings alike in those
+    and different after them share their sign bits' entries, and a search in one returns its own
+    drawers only, the exact nearest."""
+    col = make_collection("long")
+    rng = np.random.default_rng(11)
+    wings = ("w" * 300, "w" * 299 + "x")
+    vecs = rng.normal(size=(40, DIM)).astype(np.float32)
+    metas = [{"wing": wings[i % 2], "room": "r"} for i in range(40)]
+    ids = [f"d{i}" for i in range(40)]
+    col.upsert(ids=ids, documents=[f"drawer {i}" for i in ids], metadatas=metas, embeddings=vecs.tolist())
+    q = rng.normal(size=DIM).astype(np.float32)
+    own = [i for i in range(40) if i % 2 == 0]
+    cos = [float(vecs[i] @ q / np.linalg.norm(vecs[i]) / np.linalg.norm(q)) for i in own]
+    want = [ids[own[j]] for j in np.argsort(cos)[::-1][:5]]
+    for where in ({"wing": wings[0]}, {"$and": [{"wing": wings[0]}, {"room": "r"}]}):
+        got = col.query(query_embeddings=[q.tolist()], n_results=5, where=where)
+        assert got.ids[0] == want, (where, got.ids[0], want)
