@@ -25,7 +25,7 @@ FILTERED_OVERSAMPLE = 2
 #: A query whose filter matches at most this many records is answered by an exact scan (a filter of
 #: other kinds than wing/room equalities, or vectors too wide for the sign bits' first pass).
 EXACT_SCAN_MAX = 3000
-#: A query filtered by wing and/or room that matches at most this many records for each index segment
+#: A query filtered by wing (and room) that matches at most this many records for each index segment
 #: is answered from the filter's own rows: ranked by the Hamming distance of their sign bits
 #: (vector_bits, sql/0016, read by an index-only scan of its wing/room index, sql/0019), the best
 #: re-ranked by the exact distance, as the tail is. That costs a fraction of an exact scan per matching
